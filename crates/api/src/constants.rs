@@ -1,0 +1,104 @@
+//! Every annotation, label, finalizer, condition, reason and event name the
+//! product uses, in one place. The values marked "seed" are contracts from the
+//! user-facing documents and must not change.
+
+/// The operator's own API group for Locks and Stacks.
+pub const CORE_GROUP: &str = "core.navique.com";
+/// The API group of managed services and their catalogue.
+pub const SERVICES_GROUP: &str = "services.kube-dc.com";
+/// The version both groups serve.
+pub const VERSION: &str = "v1alpha1";
+/// The groups whose objects a Lock may protect unless configured otherwise.
+pub const DEFAULT_ENFORCEABLE_GROUPS: [&str; 2] = [CORE_GROUP, SERVICES_GROUP];
+/// `targetRef.apiVersion` when a Lock omits it (seed).
+pub const DEFAULT_LOCK_TARGET_API_VERSION: &str = "core.navique.com/v1alpha1";
+
+/// Annotations.
+pub mod annotations {
+    /// Names of the Locks protecting an object, comma-separated in a stable
+    /// order; non-empty means deletes are denied (seed). Written only by the
+    /// lock-controller.
+    pub const LOCKED: &str = "core.navique.com/locked";
+    /// The protecting Locks' `reason` texts, so the admission guard can print
+    /// them in the denial without reading the Locks.
+    pub const LOCK_REASONS: &str = "core.navique.com/lock-reasons";
+    /// Per-resource sync options: `Prune=confirm`, `Delete=confirm`,
+    /// `Prune=false` (seed).
+    pub const SYNC_OPTIONS: &str = "cd.hanzo.ai/sync-options";
+    /// `"true"` approves a pending prune or delete of this object (seed).
+    pub const DELETION_APPROVED: &str = "cd.hanzo.ai/deletion-approved";
+    /// A Stack resource's sync wave: lower waves are applied first and deleted last.
+    pub const SYNC_WAVE: &str = "cd.hanzo.ai/sync-wave";
+    /// Must equal the ManagedService's name for `deletionPolicy: Delete` (seed).
+    pub const CONFIRM_DELETE: &str = "services.kube-dc.com/confirm-delete";
+}
+
+/// Labels.
+pub mod labels {
+    /// `"true"` on every object a Lock protects, so `kubectl get -l
+    /// core.navique.com/locked=true` lists them and webhooks can select them.
+    pub const LOCKED: &str = "core.navique.com/locked";
+    /// The name of the ManagedService an engine object belongs to.
+    pub const SERVICE: &str = "services.kube-dc.com/service";
+    /// `"true"` on engine objects left behind by a `Retain` deletion.
+    pub const RETAINED: &str = "services.kube-dc.com/retained";
+    /// The name of the Stack that applied an object.
+    pub const STACK: &str = "core.navique.com/stack";
+    /// The standard "managed by" label and the value the operator writes.
+    pub const MANAGED_BY: &str = "app.kubernetes.io/managed-by";
+    pub const MANAGED_BY_VALUE: &str = "navique";
+}
+
+/// Finalizers: each blocks the removal of an object until its controller has
+/// finished the work that must happen before it is gone.
+pub mod finalizers {
+    /// On a Lock: its name is removed from the target before the Lock goes.
+    pub const LOCK: &str = "core.navique.com/lock";
+    /// On a Stack: its resources are torn down, in reverse wave order, first.
+    pub const STACK: &str = "core.navique.com/stack-teardown";
+    /// On a ManagedService: its deletion policy is carried out first.
+    pub const MANAGED_SERVICE: &str = "services.kube-dc.com/deletion-policy";
+}
+
+/// Condition types.
+pub mod condition_types {
+    pub const READY: &str = "Ready";
+}
+
+/// Condition reasons. Seed reasons are contracts.
+pub mod reasons {
+    // Lock (seed: MissingReference, InvalidTarget).
+    pub const PROTECTING: &str = "Protecting";
+    pub const MISSING_REFERENCE: &str = "MissingReference";
+    pub const INVALID_TARGET: &str = "InvalidTarget";
+
+    // ManagedService while running.
+    pub const PROVISIONING: &str = "Provisioning";
+    pub const AVAILABLE: &str = "Available";
+    pub const PROVISIONING_FAILED: &str = "ProvisioningFailed";
+    // ManagedService while deleting (seed).
+    pub const DELETION_CONFIRMATION_NEEDED: &str = "DeletionConfirmationNeeded";
+    pub const DELETION_BLOCKED: &str = "DeletionBlocked";
+    pub const RETAINED: &str = "Retained";
+
+    // ServiceBinding and ServiceCredentialPolicy (seed).
+    pub const CREDENTIAL_PENDING: &str = "CredentialPending";
+    pub const SERVICE_DELETING: &str = "ServiceDeleting";
+
+    // Stack.
+    pub const SYNCED: &str = "Synced";
+    pub const WAITING_FOR_APPROVAL: &str = "WaitingForApproval";
+    pub const DELETION_DENIED: &str = "DeletionDenied";
+}
+
+/// Event reasons. Seed reasons are contracts.
+pub mod events {
+    /// Warning: the requested deletion policy could not be applied (seed).
+    pub const DELETION_POLICY_DOWNGRADED: &str = "DeletionPolicyDowngraded";
+    /// Normal: the service is deleted because its Project is (seed).
+    pub const PROJECT_DELETED: &str = "ProjectDeleted";
+    /// Normal: a prune or delete waits for `cd.hanzo.ai/deletion-approved`.
+    pub const DELETION_APPROVAL_REQUIRED: &str = "DeletionApprovalRequired";
+    /// Warning: admission denied the delete of a Stack resource (a Lock).
+    pub const DELETION_DENIED: &str = "DeletionDenied";
+}

@@ -1,0 +1,7 @@
+//! `core.navique.com/v1alpha1`: Locks and Stacks.
+
+mod lock;
+mod stack;
+
+pub use lock::*;
+pub use stack::*;

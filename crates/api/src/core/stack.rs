@@ -1,0 +1,148 @@
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use kube::CustomResource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// Desired state of a Stack.
+#[derive(CustomResource, JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[kube(
+    group = "core.navique.com",
+    version = "v1alpha1",
+    kind = "Stack",
+    doc = "A Stack is a bundle of manifests the operator applies in sync-wave order, prunes when they leave the list, and deletes with the Stack. Resources marked `cd.hanzo.ai/sync-options: Prune=confirm` or `Delete=confirm` are pruned or deleted only after a person approves.",
+    namespaced,
+    status = "StackStatus",
+    shortname = "stk",
+    category = "navique",
+    printcolumn(
+        name = "Operation",
+        type_ = "string",
+        json_path = ".status.operation.phase"
+    ),
+    printcolumn(
+        name = "Ready",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type==\"Ready\")].status"
+    ),
+    printcolumn(
+        name = "Reason",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type==\"Ready\")].reason"
+    ),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
+)]
+#[serde(rename_all = "camelCase")]
+pub struct StackSpec {
+    /// Complete manifests to apply. Each may carry `cd.hanzo.ai/sync-wave`
+    /// (lower waves first) and `cd.hanzo.ai/sync-options`.
+    #[serde(default)]
+    #[schemars(schema_with = "crate::schema::embedded_manifests")]
+    pub resources: Vec<serde_json::Value>,
+}
+
+/// The Stack's inventory and the state of its current operation.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct StackStatus {
+    /// The generation this status describes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    /// The sync or deletion in progress, or the last one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub operation: Option<OperationState>,
+    /// Every resource the Stack manages or still has to prune.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub resources: Vec<ResourceStatus>,
+    /// `Ready`: True when every resource is synced.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(schema_with = "crate::schema::conditions")]
+    pub conditions: Vec<Condition>,
+}
+
+/// A sync or deletion operation.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct OperationState {
+    /// Stays `Progressing` while the operation waits, including for a
+    /// deletion approval.
+    pub phase: OperationPhase,
+    /// What the operation is doing or waiting for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    /// When the operation started.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_at: Option<Time>,
+    /// When the operation finished.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finished_at: Option<Time>,
+}
+
+/// Phase of a Stack operation.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OperationPhase {
+    Progressing,
+    Succeeded,
+    Failed,
+}
+
+/// One resource of a Stack's inventory.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ResourceStatus {
+    /// API group; empty for the core group.
+    #[serde(default)]
+    pub group: String,
+    pub version: String,
+    pub kind: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+    pub name: String,
+    /// Whether the live object matches the manifest.
+    pub status: SyncStatus,
+    /// Health, where the operator knows how to tell.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub health: Option<HealthStatus>,
+    /// The resource left `spec.resources` and is to be pruned.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub requires_pruning: bool,
+    /// The resource's prune or delete waits for
+    /// `cd.hanzo.ai/deletion-approved: "true"`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub requires_deletion_approval: bool,
+    /// The resource's sync wave.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sync_wave: Option<i32>,
+    /// Why the resource is not where it should be, e.g. a denied delete.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+}
+
+/// Whether a live object matches its manifest.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SyncStatus {
+    Synced,
+    OutOfSync,
+}
+
+/// Health of one resource.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct HealthStatus {
+    pub status: HealthState,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+}
+
+/// Health states, as GitOps tools report them.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HealthState {
+    Healthy,
+    Progressing,
+    Degraded,
+    Missing,
+    Unknown,
+}

@@ -1,0 +1,19 @@
+//! Navique's API: the custom resource types of both API groups, the annotation,
+//! label, finalizer, reason and message constants the seeds define, condition
+//! helpers, and the gRPC contracts generated from `proto/`.
+//!
+//! This crate holds no runtime code: every component and test depends on it,
+//! and it compiles and tests without a cluster.
+#![forbid(unsafe_code)]
+
+pub mod conditions;
+pub mod constants;
+pub mod core;
+pub mod crds;
+pub mod grpc;
+pub mod messages;
+pub mod schema;
+pub mod services;
+
+mod error;
+pub use error::Error;

@@ -1,0 +1,117 @@
+use kube::{CustomResource, KubeSchema};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::{DeletionPolicy, NameRef};
+
+/// Desired state of a ServiceClass.
+#[derive(CustomResource, JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[kube(
+    group = "services.kube-dc.com",
+    version = "v1alpha1",
+    kind = "ServiceClass",
+    doc = "A kind of service the provider offers: its engine and, for the `ProviderShared` placement, the provider's server.",
+    shortname = "sclass",
+    category = "navique",
+    printcolumn(name = "Engine", type_ = "string", json_path = ".spec.engine"),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
+)]
+#[serde(rename_all = "camelCase")]
+pub struct ServiceClassSpec {
+    /// The database engine.
+    pub engine: Engine,
+    /// A human description shown to users choosing a class.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// The provider-run server used by the `ProviderShared` placement.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider_shared: Option<ProviderShared>,
+}
+
+/// Database engines.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum Engine {
+    Postgresql,
+}
+
+/// The provider's PostgreSQL server for `ProviderShared` services.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct ProviderShared {
+    /// A Secret holding the server's admin connection (`host`, `port`,
+    /// `user`, `password`, optionally `sslmode`).
+    pub admin_secret_ref: SecretRef,
+}
+
+/// A Secret in a named namespace.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+pub struct SecretRef {
+    #[schemars(length(min = 1, max = 253))]
+    pub name: String,
+    #[schemars(length(min = 1, max = 63))]
+    pub namespace: String,
+}
+
+/// Desired state of a ServicePlan.
+#[derive(CustomResource, KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[kube(
+    group = "services.kube-dc.com",
+    version = "v1alpha1",
+    kind = "ServicePlan",
+    doc = "A size and policy tier of a ServiceClass. Project users cannot read plans.",
+    shortname = "splan",
+    category = "navique",
+    printcolumn(name = "Class", type_ = "string", json_path = ".spec.classRef.name"),
+    printcolumn(
+        name = "Policies",
+        type_ = "string",
+        json_path = ".spec.allowedDeletionPolicies"
+    ),
+    printcolumn(name = "Backup", type_ = "boolean", json_path = ".spec.backup.enabled"),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
+)]
+#[x_kube(validation = Rule::new("!('SnapshotAndDelete' in self.allowedDeletionPolicies) || self.backup.enabled").message("allowedDeletionPolicies includes SnapshotAndDelete, which needs backup.enabled: true").field_path(".backup.enabled"))]
+#[serde(rename_all = "camelCase")]
+pub struct ServicePlanSpec {
+    /// The class this plan belongs to.
+    pub class_ref: NameRef,
+    /// A human description.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// The deletion policies a ManagedService on this plan may use.
+    #[serde(default = "default_allowed_policies")]
+    #[schemars(length(min = 1))]
+    #[x_kube(merge_strategy = ListMerge::Set)]
+    pub allowed_deletion_policies: Vec<DeletionPolicy>,
+    /// Backups of services on this plan.
+    #[serde(default)]
+    pub backup: PlanBackup,
+    /// Parameters applied where a ManagedService leaves them out.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "crate::schema::free_form_object")]
+    pub defaults: Option<serde_json::Value>,
+}
+
+fn default_allowed_policies() -> Vec<DeletionPolicy> {
+    vec![DeletionPolicy::Retain]
+}
+
+/// A plan's backup settings.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+pub struct PlanBackup {
+    /// Whether backups (and so `SnapshotAndDelete`) work on this plan.
+    #[serde(default)]
+    pub enabled: bool,
+    /// A cron schedule for `Scheduled` backups, e.g. `0 3 * * *`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schedule: Option<String>,
+}

@@ -1,0 +1,193 @@
+use std::fmt;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use kube::{CustomResource, KubeSchema};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::NameRef;
+
+/// Desired state of a ManagedService.
+#[derive(CustomResource, KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[kube(
+    group = "services.kube-dc.com",
+    version = "v1alpha1",
+    kind = "ManagedService",
+    doc = "A database service in a Project, and what deleting it does to the data.",
+    namespaced,
+    status = "ManagedServiceStatus",
+    shortname = "msvc",
+    category = "navique",
+    printcolumn(name = "Class", type_ = "string", json_path = ".spec.classRef.name"),
+    printcolumn(name = "Plan", type_ = "string", json_path = ".spec.planRef.name"),
+    printcolumn(name = "Policy", type_ = "string", json_path = ".spec.deletionPolicy"),
+    printcolumn(
+        name = "Protected",
+        type_ = "boolean",
+        json_path = ".spec.deletionProtection"
+    ),
+    printcolumn(name = "Phase", type_ = "string", json_path = ".status.phase"),
+    printcolumn(
+        name = "Reason",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type==\"Ready\")].reason"
+    ),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
+)]
+#[serde(rename_all = "camelCase")]
+pub struct ManagedServiceSpec {
+    /// The ServiceClass (engine) of the service. Immutable.
+    #[x_kube(validation = Rule::new("self == oldSelf").message("classRef is immutable"))]
+    pub class_ref: NameRef,
+    /// The ServicePlan: size, allowed deletion policies, backups.
+    pub plan_ref: NameRef,
+    /// Where the engine runs. Immutable.
+    #[serde(default)]
+    #[x_kube(validation = Rule::new("self == oldSelf").message("placement is immutable"))]
+    pub placement: Placement,
+    /// How applications reach the service.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub connectivity: Option<Connectivity>,
+    /// Engine parameters, passed through to the engine as given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "crate::schema::free_form_object")]
+    pub parameters: Option<serde_json::Value>,
+    /// What deleting the service does to the engine and its data. Must be
+    /// one of the plan's `allowedDeletionPolicies`.
+    #[serde(default)]
+    pub deletion_policy: DeletionPolicy,
+    /// While true, a delete of this ManagedService is refused. Turning it off
+    /// must be its own update before the delete.
+    #[serde(default)]
+    pub deletion_protection: bool,
+}
+
+/// Where a service's engine runs.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+pub struct Placement {
+    /// `InProject` runs the engine in the Project namespace; `ProviderShared`
+    /// is a database and role on the provider's PostgreSQL server.
+    #[serde(default)]
+    pub mode: PlacementMode,
+}
+
+/// Placement modes.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum PlacementMode {
+    #[default]
+    InProject,
+    ProviderShared,
+}
+
+/// How applications reach a service.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct Connectivity {
+    /// The provider's connectivity class, e.g. `tenant-native`.
+    pub class_ref: NameRef,
+}
+
+/// What deleting a ManagedService does to its engine and data. The variants
+/// are ordered from least to most destructive.
+///
+/// There is deliberately no catch-all variant: a component that meets a
+/// policy it does not know fails to read the object and so deletes nothing.
+#[derive(
+    JsonSchema, Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord,
+)]
+pub enum DeletionPolicy {
+    /// Stop managing the service; engine, volumes, Secrets and Services stay.
+    #[default]
+    Retain,
+    /// Take a final backup, then remove engine and data.
+    SnapshotAndDelete,
+    /// Remove engine and data; needs the confirmation annotation.
+    Delete,
+}
+
+impl DeletionPolicy {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Retain => "Retain",
+            Self::SnapshotAndDelete => "SnapshotAndDelete",
+            Self::Delete => "Delete",
+        }
+    }
+
+    /// The less destructive of two policies: what a deletion falls back to
+    /// when the requested policy cannot be applied.
+    pub fn least_destructive(self, other: Self) -> Self {
+        self.min(other)
+    }
+}
+
+impl fmt::Display for DeletionPolicy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// What the service-lifecycle-controller observed.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ManagedServiceStatus {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase: Option<ServicePhase>,
+    /// The namespace the engine runs in; the Project namespace for the
+    /// `InProject` placement.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instance_namespace: Option<String>,
+    /// The generation this status describes: the result is current when it
+    /// equals `metadata.generation`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    /// The deletion policy last applied: the one in force if a later change
+    /// cannot be applied.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub applied_deletion_policy: Option<DeletionPolicy>,
+    /// `Ready`, with the deletion reasons while `phase` is `Deleting`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(schema_with = "crate::schema::conditions")]
+    pub conditions: Vec<Condition>,
+}
+
+/// Lifecycle phase of a ManagedService.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ServicePhase {
+    Provisioning,
+    Ready,
+    Deleting,
+    Failed,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::DeletionPolicy::*;
+
+    #[test]
+    fn retain_is_less_destructive_than_anything() {
+        assert_eq!(Delete.least_destructive(Retain), Retain);
+        assert_eq!(Retain.least_destructive(SnapshotAndDelete), Retain);
+    }
+
+    #[test]
+    fn snapshot_is_less_destructive_than_delete() {
+        assert_eq!(
+            Delete.least_destructive(SnapshotAndDelete),
+            SnapshotAndDelete
+        );
+        assert_eq!(
+            SnapshotAndDelete.least_destructive(Delete),
+            SnapshotAndDelete
+        );
+    }
+
+    #[test]
+    fn policy_defaults_to_retain() {
+        assert_eq!(super::DeletionPolicy::default(), Retain);
+    }
+}
