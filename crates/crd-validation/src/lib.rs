@@ -1,0 +1,534 @@
+//! Validates, prunes and defaults JSON objects against a CustomResourceDefinition
+//! version's `openAPIV3Schema` the way kube-apiserver does for custom resources.
+//!
+//! kube-apiserver handles a custom resource in this order, and so should callers:
+//! [`Schema::prune`] (structural pruning, then dropping non-nullable nulls that have
+//! no default), [`Schema::apply_defaults`], then [`Schema::validate`]. Error texts are
+//! those of kube-apiserver (k8s.io/apimachinery `field.Error`, kube-openapi's
+//! `validate` package and apiextensions-apiserver's conversion between the two), see
+//! [`FieldError`]. `x-kubernetes-validations` (CEL) rules are ignored here.
+#![forbid(unsafe_code)]
+
+mod gofmt;
+mod validate;
+
+use regex::Regex;
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::fmt;
+
+/// Fields kube-apiserver never prunes at the resource root or in an embedded resource.
+const META_FIELDS: [&str; 3] = ["apiVersion", "kind", "metadata"];
+
+/// Why a schema could not be parsed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Error {
+    /// A schema node is not a JSON object.
+    #[error("{path}: schema must be an object")]
+    NotAnObject {
+        /// Where in the schema, e.g. `openAPIV3Schema.properties[spec]`.
+        path: String,
+    },
+    /// `type` is not one of the OpenAPI types.
+    #[error("{path}: unknown type {name:?}")]
+    UnknownType {
+        /// Where in the schema.
+        path: String,
+        /// The unknown type name.
+        name: String,
+    },
+    /// A keyword has a value of the wrong shape (or an invalid `pattern`).
+    #[error("{path}.{keyword}: {reason}")]
+    InvalidKeyword {
+        /// Where in the schema.
+        path: String,
+        /// The keyword, e.g. `minLength`.
+        keyword: &'static str,
+        /// What is wrong with it.
+        reason: String,
+    },
+}
+
+/// A parsed `openAPIV3Schema`, ready to prune, default and validate objects.
+#[derive(Debug, Clone)]
+pub struct Schema {
+    root: Node,
+}
+
+#[derive(Debug, Clone)]
+enum Additional {
+    Allows(bool),
+    Schema(Box<Node>),
+}
+
+#[derive(Debug, Clone, Default)]
+struct Node {
+    /// Empty means any type; `x-kubernetes-int-or-string` gives `["integer", "string"]`.
+    types: Vec<&'static str>,
+    nullable: bool,
+    format: Option<String>,
+    properties: BTreeMap<String, Node>,
+    required: Vec<String>,
+    items: Option<Box<Node>>,
+    additional: Option<Additional>,
+    enumeration: Option<Vec<Value>>,
+    /// `default: null` counts as no default, as in kube-apiserver.
+    default: Option<Value>,
+    minimum: Option<f64>,
+    maximum: Option<f64>,
+    exclusive_minimum: bool,
+    exclusive_maximum: bool,
+    multiple_of: Option<f64>,
+    min_length: Option<u64>,
+    max_length: Option<u64>,
+    pattern: Option<(String, Regex)>,
+    min_items: Option<u64>,
+    max_items: Option<u64>,
+    unique_items: bool,
+    min_properties: Option<u64>,
+    max_properties: Option<u64>,
+    preserve_unknown: bool,
+    embedded: bool,
+    list_type: Option<String>,
+    list_map_keys: Vec<String>,
+    all_of: Vec<Node>,
+    any_of: Vec<Node>,
+    one_of: Vec<Node>,
+    not: Option<Box<Node>>,
+}
+
+impl Node {
+    /// The schema of a map value that is not a declared property, if there is one.
+    fn additional_schema(&self) -> Option<&Node> {
+        match &self.additional {
+            Some(Additional::Schema(s)) => Some(s),
+            _ => None,
+        }
+    }
+
+    /// The schema kube-apiserver uses for field `k`: its property, else additionalProperties.
+    fn field_schema(&self, k: &str) -> Option<&Node> {
+        self.properties.get(k).or_else(|| self.additional_schema())
+    }
+}
+
+fn parse(v: &Value, path: &str) -> Result<Node, Error> {
+    let o = v.as_object().ok_or_else(|| Error::NotAnObject { path: path.into() })?;
+    let bad = |keyword: &'static str, reason: &str| Error::InvalidKeyword {
+        path: path.into(),
+        keyword,
+        reason: reason.into(),
+    };
+    let uint = |k: &'static str| match o.get(k) {
+        None => Ok(None),
+        Some(v) => v.as_u64().map(Some).ok_or_else(|| bad(k, "must be a non-negative integer")),
+    };
+    let num = |k: &'static str| match o.get(k) {
+        None => Ok(None),
+        Some(v) => v.as_f64().map(Some).ok_or_else(|| bad(k, "must be a number")),
+    };
+    let flag = |k: &'static str| match o.get(k) {
+        None => Ok(false),
+        Some(v) => v.as_bool().ok_or_else(|| bad(k, "must be a boolean")),
+    };
+    let text = |k: &'static str| match o.get(k) {
+        None => Ok(None),
+        Some(v) => v.as_str().map(|s| Some(s.to_owned())).ok_or_else(|| bad(k, "must be a string")),
+    };
+    let strings = |k: &'static str| match o.get(k) {
+        None => Ok(Vec::new()),
+        Some(Value::Array(a)) => a
+            .iter()
+            .map(|v| v.as_str().map(str::to_owned).ok_or_else(|| bad(k, "must be a list of strings")))
+            .collect(),
+        Some(_) => Err(bad(k, "must be a list of strings")),
+    };
+    let list = |k: &'static str| -> Result<Vec<Node>, Error> {
+        match o.get(k) {
+            None => Ok(Vec::new()),
+            Some(Value::Array(a)) => {
+                a.iter().enumerate().map(|(i, s)| parse(s, &format!("{path}.{k}[{i}]"))).collect()
+            }
+            Some(_) => Err(bad(k, "must be a list of schemas")),
+        }
+    };
+    let mut n = Node::default();
+    if let Some(t) = text("type")? {
+        let known = ["object", "array", "string", "integer", "number", "boolean"];
+        let t = known.into_iter().find(|k| *k == t).ok_or(Error::UnknownType { path: path.into(), name: t })?;
+        n.types = vec![t];
+    }
+    if flag("x-kubernetes-int-or-string")? {
+        n.types = vec!["integer", "string"];
+    }
+    n.nullable = flag("nullable")?;
+    n.format = text("format")?;
+    match o.get("properties") {
+        None => {}
+        Some(Value::Object(props)) => {
+            for (k, s) in props {
+                n.properties.insert(k.clone(), parse(s, &format!("{path}.properties[{k}]"))?);
+            }
+        }
+        Some(_) => return Err(bad("properties", "must be an object")),
+    }
+    n.required = strings("required")?;
+    if let Some(items) = o.get("items") {
+        n.items = Some(Box::new(parse(items, &format!("{path}.items"))?));
+    }
+    n.additional = match o.get("additionalProperties") {
+        None => None,
+        Some(Value::Bool(b)) => Some(Additional::Allows(*b)),
+        Some(s) => Some(Additional::Schema(Box::new(parse(s, &format!("{path}.additionalProperties"))?))),
+    };
+    n.enumeration = match o.get("enum") {
+        None => None,
+        Some(Value::Array(a)) => Some(a.clone()),
+        Some(_) => return Err(bad("enum", "must be a list")),
+    };
+    n.default = o.get("default").filter(|d| !d.is_null()).cloned();
+    (n.minimum, n.maximum, n.multiple_of) = (num("minimum")?, num("maximum")?, num("multipleOf")?);
+    n.exclusive_minimum = flag("exclusiveMinimum")?;
+    n.exclusive_maximum = flag("exclusiveMaximum")?;
+    (n.min_length, n.max_length) = (uint("minLength")?, uint("maxLength")?);
+    if let Some(p) = text("pattern")? {
+        let re = Regex::new(&p).map_err(|e| bad("pattern", &e.to_string()))?;
+        n.pattern = Some((p, re));
+    }
+    (n.min_items, n.max_items) = (uint("minItems")?, uint("maxItems")?);
+    n.unique_items = flag("uniqueItems")?;
+    (n.min_properties, n.max_properties) = (uint("minProperties")?, uint("maxProperties")?);
+    n.preserve_unknown = flag("x-kubernetes-preserve-unknown-fields")?;
+    n.embedded = flag("x-kubernetes-embedded-resource")?;
+    n.list_type = text("x-kubernetes-list-type")?;
+    if let Some(t) = &n.list_type {
+        if !["atomic", "set", "map"].contains(&t.as_str()) {
+            return Err(bad("x-kubernetes-list-type", "must be atomic, set or map"));
+        }
+    }
+    n.list_map_keys = strings("x-kubernetes-list-map-keys")?;
+    (n.all_of, n.any_of, n.one_of) = (list("allOf")?, list("anyOf")?, list("oneOf")?);
+    if let Some(not) = o.get("not") {
+        n.not = Some(Box::new(parse(not, &format!("{path}.not"))?));
+    }
+    Ok(n)
+}
+
+fn join_key(path: &str, k: &str) -> String {
+    if path.is_empty() { k.to_owned() } else { format!("{path}.{k}") }
+}
+
+impl Schema {
+    /// Parses an `openAPIV3Schema` object. Unknown keywords (`description`,
+    /// `x-kubernetes-validations`, ...) are ignored.
+    pub fn from_value(v: &Value) -> Result<Schema, Error> {
+        Ok(Schema { root: parse(v, "openAPIV3Schema")? })
+    }
+
+    /// Drops fields the schema does not declare, as kube-apiserver's structural pruning
+    /// does when it decodes a custom resource, then drops `null` values of non-nullable
+    /// fields that have no default (its `PruneNonNullableNullsWithoutDefaults`).
+    ///
+    /// `apiVersion`, `kind` and `metadata` are kept at the root and in
+    /// `x-kubernetes-embedded-resource` objects; nodes with
+    /// `x-kubernetes-preserve-unknown-fields: true` keep unknown fields. Returns the
+    /// sorted paths of the pruned fields, e.g. `spec.foo` or `spec.items[0].bar`; see
+    /// [`unknown_field_warning`] and [`strict_decoding_message`].
+    pub fn prune(&self, obj: &mut Value) -> Vec<String> {
+        let mut pruned = Vec::new();
+        prune(obj, Some(&self.root), "", true, &mut pruned);
+        pruned.sort();
+        prune_nulls(obj, Some(&self.root));
+        pruned
+    }
+
+    /// Fills in `default` values where a field is absent, or `null` while the field is
+    /// not nullable, recursing into objects, map values and array items, including
+    /// inside the defaults just applied (kube-apiserver's structural defaulting).
+    pub fn apply_defaults(&self, obj: &mut Value) {
+        apply_defaults(obj, &self.root);
+    }
+
+    /// Validates `obj` and returns every error, schema errors first and then
+    /// `x-kubernetes-list-type` set/map duplicates, as kube-apiserver orders them.
+    /// Properties are visited in name order (kube-apiserver's order is Go map order).
+    /// The root `apiVersion`, `kind` and `metadata` are not validated.
+    pub fn validate(&self, obj: &Value) -> Vec<FieldError> {
+        let mut errors = Vec::new();
+        self.root.validate(obj, "", true, &mut errors);
+        validate::list_types(&self.root, obj, "", true, &mut errors);
+        errors
+    }
+}
+
+fn prune(x: &mut Value, s: Option<&Node>, path: &str, root: bool, out: &mut Vec<String>) {
+    if let Some(s) = s.filter(|s| s.preserve_unknown) {
+        return skip_prune(x, s, path, root, out);
+    }
+    match x {
+        Value::Object(m) => {
+            let Some(s) = s else {
+                out.extend(m.keys().map(|k| join_key(path, k)));
+                m.clear();
+                return;
+            };
+            let embedded = root || s.embedded;
+            m.retain(|k, v| {
+                if embedded && META_FIELDS.contains(&k.as_str()) {
+                    return true;
+                }
+                let p = join_key(path, k);
+                match (s.properties.get(k), &s.additional) {
+                    (Some(prop), _) => prune(v, Some(prop), &p, false, out),
+                    (None, Some(a)) => prune(v, schema_of(a), &p, false, out),
+                    (None, None) => {
+                        out.push(p);
+                        return false;
+                    }
+                }
+                true
+            });
+        }
+        Value::Array(a) => {
+            let items = s.and_then(|s| s.items.as_deref());
+            for (i, v) in a.iter_mut().enumerate() {
+                prune(v, items, &format!("{path}[{i}]"), false, out);
+            }
+        }
+        _ => {}
+    }
+}
+
+fn schema_of(a: &Additional) -> Option<&Node> {
+    match a {
+        Additional::Schema(s) => Some(s),
+        Additional::Allows(_) => None,
+    }
+}
+
+/// Pruning below `x-kubernetes-preserve-unknown-fields`: unknown fields stay, known
+/// ones are pruned by their own schemas.
+fn skip_prune(x: &mut Value, s: &Node, path: &str, root: bool, out: &mut Vec<String>) {
+    match x {
+        Value::Object(m) => {
+            let embedded = root || s.embedded;
+            for (k, v) in m.iter_mut() {
+                if embedded && META_FIELDS.contains(&k.as_str()) {
+                    continue;
+                }
+                match (s.properties.get(k), &s.additional) {
+                    (Some(prop), _) => prune(v, Some(prop), &join_key(path, k), false, out),
+                    (None, Some(a)) => prune(v, schema_of(a), &join_key(path, k), false, out),
+                    (None, None) => {}
+                }
+            }
+        }
+        Value::Array(a) => {
+            if let Some(items) = s.items.as_deref() {
+                for (i, v) in a.iter_mut().enumerate() {
+                    skip_prune(v, items, &format!("{path}[{i}]"), false, out);
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+fn prune_nulls(x: &mut Value, s: Option<&Node>) {
+    match x {
+        Value::Object(m) => m.retain(|k, v| {
+            let sub = s.and_then(|s| s.field_schema(k));
+            if v.is_null() && sub.is_some_and(|n| !n.nullable && n.default.is_none()) {
+                return false;
+            }
+            prune_nulls(v, sub);
+            true
+        }),
+        Value::Array(a) => {
+            for v in a {
+                prune_nulls(v, s.and_then(|s| s.items.as_deref()));
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Replaces a `null` that `s` does not allow by `s`'s default (or leaves it `null`).
+fn default_null(v: &mut Value, s: &Node) {
+    if v.is_null() && !s.nullable {
+        *v = s.default.clone().unwrap_or(Value::Null);
+    }
+}
+
+fn apply_defaults(x: &mut Value, s: &Node) {
+    match x {
+        Value::Object(m) => {
+            for (k, prop) in &s.properties {
+                if let Some(d) = &prop.default {
+                    if m.get(k).is_none_or(|v| v.is_null() && !prop.nullable) {
+                        m.insert(k.clone(), d.clone());
+                    }
+                }
+            }
+            for (k, v) in m.iter_mut() {
+                if let Some(prop) = s.properties.get(k) {
+                    apply_defaults(v, prop);
+                } else if let Some(a) = s.additional_schema() {
+                    default_null(v, a);
+                    apply_defaults(v, a);
+                }
+            }
+        }
+        Value::Array(a) => {
+            if let Some(items) = s.items.as_deref() {
+                for v in a {
+                    default_null(v, items);
+                    apply_defaults(v, items);
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+/// The kind of a [`FieldError`], as k8s.io/apimachinery's `field.ErrorType`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FieldErrorKind {
+    /// `Required value` (a `required` property is missing).
+    Required,
+    /// `Invalid value` (bounds, lengths, pattern, item counts, composition).
+    Invalid,
+    /// `Invalid value` for a value of the wrong type or format.
+    TypeInvalid,
+    /// `Unsupported value` (not in `enum`).
+    NotSupported,
+    /// `Too long` (over `maxLength`).
+    TooLong,
+    /// `Too many` (over `maxItems` or `maxProperties`).
+    TooMany,
+    /// `Duplicate value` (in an `x-kubernetes-list-type` set or map).
+    Duplicate,
+}
+
+impl FieldErrorKind {
+    /// The `reason` of the Status cause, e.g. `FieldValueRequired`.
+    pub fn reason(self) -> &'static str {
+        match self {
+            Self::Required => "FieldValueRequired",
+            Self::Invalid => "FieldValueInvalid",
+            Self::TypeInvalid => "FieldValueTypeInvalid",
+            Self::NotSupported => "FieldValueNotSupported",
+            Self::TooLong => "FieldValueTooLong",
+            Self::TooMany => "FieldValueTooMany",
+            Self::Duplicate => "FieldValueDuplicate",
+        }
+    }
+
+    fn label(self) -> &'static str {
+        match self {
+            Self::Required => "Required value",
+            Self::Invalid | Self::TypeInvalid => "Invalid value",
+            Self::NotSupported => "Unsupported value",
+            Self::TooLong => "Too long",
+            Self::TooMany => "Too many",
+            Self::Duplicate => "Duplicate value",
+        }
+    }
+}
+
+/// One field error; `Display` gives kube-apiserver's text, e.g.
+/// `spec.replicas: Invalid value: "string": spec.replicas in body must be of type integer: "string"`.
+///
+/// The value is printed as `field.Error.ErrorBody` prints it: strings with Go's `%q`,
+/// numbers and booleans plain (floats as Go's `%v`), anything else as Go's
+/// `json.Marshal` (sorted keys, `<>&` escaped). Errors of `anyOf`/`oneOf`/`allOf`/`not`
+/// have the path `<nil>`, as in kube-apiserver.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FieldError {
+    /// The field path, e.g. `spec.resources[0].name`.
+    pub path: String,
+    /// What went wrong.
+    pub kind: FieldErrorKind,
+    /// The offending value (not printed for `Required` and `TooLong`).
+    pub value: Value,
+    /// The detail after the value, e.g. `supported values: "A", "B"`.
+    pub detail: String,
+}
+
+/// One entry of a Status's `details.causes`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StatusCause {
+    /// `reason`, e.g. `FieldValueRequired`.
+    pub reason: &'static str,
+    /// `message`: the error text without the field path.
+    pub message: String,
+    /// `field`: the field path.
+    pub field: String,
+}
+
+impl FieldError {
+    /// The text without the path (`field.Error.ErrorBody`).
+    pub fn body(&self) -> String {
+        let mut s = self.kind.label().to_owned();
+        if !matches!(self.kind, FieldErrorKind::Required | FieldErrorKind::TooLong) {
+            s.push_str(": ");
+            s.push_str(&gofmt::bad_value(&self.value));
+        }
+        if !self.detail.is_empty() {
+            s.push_str(": ");
+            s.push_str(&self.detail);
+        }
+        s
+    }
+
+    /// The Status cause kube-apiserver reports for this error.
+    pub fn cause(&self) -> StatusCause {
+        StatusCause { reason: self.kind.reason(), message: self.body(), field: self.path.clone() }
+    }
+}
+
+impl fmt::Display for FieldError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.path, self.body())
+    }
+}
+
+/// kube-apiserver's message for an Invalid (422) Status, e.g.
+/// `Lock.core.navique.com "x" is invalid: spec.targetRef.kind: Required value`, or
+/// `... is invalid: [err1, err2]` for several distinct errors (duplicates are dropped).
+pub fn invalid_message(kind: &str, group: &str, name: &str, errors: &[FieldError]) -> String {
+    let mut distinct: Vec<String> = Vec::new();
+    for e in errors.iter().map(ToString::to_string) {
+        if !distinct.contains(&e) {
+            distinct.push(e);
+        }
+    }
+    let all = match distinct.len() {
+        0 => "<nil>".to_owned(),
+        1 => distinct.remove(0),
+        _ => format!("[{}]", distinct.join(", ")),
+    };
+    let qualified = if group.is_empty() { kind.to_owned() } else { format!("{kind}.{group}") };
+    format!("{qualified} {} is invalid: {all}", gofmt::quote(name))
+}
+
+/// The warning kube-apiserver sends for a pruned field with `fieldValidation=Warn`:
+/// `unknown field "spec.foo"`.
+pub fn unknown_field_warning(path: &str) -> String {
+    format!("unknown field \"{path}\"")
+}
+
+/// kube-apiserver's BadRequest message for pruned fields with `fieldValidation=Strict`,
+/// e.g. `Lock in version "v1" cannot be handled as a Lock: strict decoding error:
+/// unknown field "spec.foo", unknown field "spec.bar"`.
+pub fn strict_decoding_message(kind: &str, version: &str, pruned: &[String]) -> String {
+    let errors: Vec<String> = pruned.iter().map(|p| unknown_field_warning(p)).collect();
+    format!(
+        "{kind} in version {} cannot be handled as a {kind}: strict decoding error: {}",
+        gofmt::quote(version),
+        errors.join(", ")
+    )
+}
+
+#[cfg(test)]
+mod tests;
