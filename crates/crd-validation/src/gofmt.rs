@@ -54,7 +54,11 @@ fn float(f: f64, json: bool) -> String {
     let sci = format!("{f:e}");
     let (mantissa, exp) = sci.split_once('e').unwrap_or((&sci, "0"));
     let exp: i32 = exp.parse().unwrap_or(0);
-    let exponent_form = if json { f.abs() < 1e-6 || f.abs() >= 1e21 } else { !(-4..6).contains(&exp) };
+    let exponent_form = if json {
+        f.abs() < 1e-6 || f.abs() >= 1e21
+    } else {
+        !(-4..6).contains(&exp)
+    };
     if !exponent_form {
         return f.to_string();
     }
@@ -89,7 +93,9 @@ pub(crate) fn quote(s: &str) -> String {
             '\t' => out.push_str("\\t"),
             '\u{b}' => out.push_str("\\v"),
             c if printable(c) => out.push(c),
-            c if (c as u32) < 0x20 || c == '\u{7f}' => out.push_str(&format!("\\x{:02x}", c as u32)),
+            c if (c as u32) < 0x20 || c == '\u{7f}' => {
+                out.push_str(&format!("\\x{:02x}", c as u32))
+            }
             c if (c as u32) < 0x10000 => out.push_str(&format!("\\u{:04x}", c as u32)),
             c => out.push_str(&format!("\\U{:08x}", c as u32)),
         }
@@ -112,7 +118,10 @@ pub(crate) fn json(v: &Value) -> String {
         Value::Object(m) => {
             let mut keys: Vec<&String> = m.keys().collect();
             keys.sort();
-            let fields: Vec<String> = keys.iter().map(|k| format!("{}:{}", json_string(k), json(&m[*k]))).collect();
+            let fields: Vec<String> = keys
+                .iter()
+                .map(|k| format!("{}:{}", json_string(k), json(&m[*k])))
+                .collect();
             format!("{{{}}}", fields.join(","))
         }
     }

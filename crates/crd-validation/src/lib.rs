@@ -13,7 +13,7 @@ mod gofmt;
 mod validate;
 
 use regex::Regex;
-use serde_json::Value;
+use serde_json::{Map, Value};
 use std::collections::BTreeMap;
 use std::fmt;
 
@@ -84,7 +84,6 @@ struct Node {
     pattern: Option<(String, Regex)>,
     min_items: Option<u64>,
     max_items: Option<u64>,
-    unique_items: bool,
     min_properties: Option<u64>,
     max_properties: Option<u64>,
     preserve_unknown: bool,
@@ -112,117 +111,131 @@ impl Node {
     }
 }
 
-fn parse(v: &Value, path: &str) -> Result<Node, Error> {
-    let o = v.as_object().ok_or_else(|| Error::NotAnObject { path: path.into() })?;
-    let bad = |keyword: &'static str, reason: &str| Error::InvalidKeyword {
+fn invalid(path: &str, keyword: &'static str, reason: &str) -> Error {
+    Error::InvalidKeyword {
         path: path.into(),
         keyword,
         reason: reason.into(),
-    };
-    let uint = |k: &'static str| match o.get(k) {
-        None => Ok(None),
-        Some(v) => v.as_u64().map(Some).ok_or_else(|| bad(k, "must be a non-negative integer")),
-    };
-    let num = |k: &'static str| match o.get(k) {
-        None => Ok(None),
-        Some(v) => v.as_f64().map(Some).ok_or_else(|| bad(k, "must be a number")),
-    };
-    let flag = |k: &'static str| match o.get(k) {
-        None => Ok(false),
-        Some(v) => v.as_bool().ok_or_else(|| bad(k, "must be a boolean")),
-    };
-    let text = |k: &'static str| match o.get(k) {
-        None => Ok(None),
-        Some(v) => v.as_str().map(|s| Some(s.to_owned())).ok_or_else(|| bad(k, "must be a string")),
-    };
-    let strings = |k: &'static str| match o.get(k) {
-        None => Ok(Vec::new()),
-        Some(Value::Array(a)) => a
-            .iter()
-            .map(|v| v.as_str().map(str::to_owned).ok_or_else(|| bad(k, "must be a list of strings")))
-            .collect(),
-        Some(_) => Err(bad(k, "must be a list of strings")),
-    };
-    let list = |k: &'static str| -> Result<Vec<Node>, Error> {
-        match o.get(k) {
-            None => Ok(Vec::new()),
-            Some(Value::Array(a)) => {
-                a.iter().enumerate().map(|(i, s)| parse(s, &format!("{path}.{k}[{i}]"))).collect()
-            }
-            Some(_) => Err(bad(k, "must be a list of schemas")),
-        }
-    };
+    }
+}
+
+/// The value of keyword `k` converted by `f`, or an error if it has the wrong shape.
+fn get<'a, T>(
+    o: &'a Map<String, Value>,
+    path: &str,
+    k: &'static str,
+    f: impl FnOnce(&'a Value) -> Option<T>,
+) -> Result<Option<T>, Error> {
+    o.get(k)
+        .map(|v| f(v).ok_or_else(|| invalid(path, k, "has the wrong type")))
+        .transpose()
+}
+
+fn strings(o: &Map<String, Value>, path: &str, k: &'static str) -> Result<Vec<String>, Error> {
+    let all = get(o, path, k, Value::as_array)?.into_iter().flatten();
+    all.map(|v| {
+        v.as_str()
+            .map(str::to_owned)
+            .ok_or_else(|| invalid(path, k, "must hold strings"))
+    })
+    .collect()
+}
+
+fn schemas(o: &Map<String, Value>, path: &str, k: &'static str) -> Result<Vec<Node>, Error> {
+    let all = get(o, path, k, Value::as_array)?.into_iter().flatten();
+    all.enumerate()
+        .map(|(i, s)| parse(s, &format!("{path}.{k}[{i}]")))
+        .collect()
+}
+
+fn parse(v: &Value, path: &str) -> Result<Node, Error> {
+    let o = v
+        .as_object()
+        .ok_or_else(|| Error::NotAnObject { path: path.into() })?;
+    let uint = |k| get(o, path, k, Value::as_u64);
+    let num = |k| get(o, path, k, Value::as_f64);
+    let flag = |k| Ok::<_, Error>(get(o, path, k, Value::as_bool)?.unwrap_or(false));
+    let text = |k| get(o, path, k, |v| v.as_str().map(str::to_owned));
+    let child = |v, name: &str| parse(v, &format!("{path}.{name}")).map(Box::new);
     let mut n = Node::default();
     if let Some(t) = text("type")? {
         let known = ["object", "array", "string", "integer", "number", "boolean"];
-        let t = known.into_iter().find(|k| *k == t).ok_or(Error::UnknownType { path: path.into(), name: t })?;
-        n.types = vec![t];
+        let unknown = || Error::UnknownType {
+            path: path.into(),
+            name: t.clone(),
+        };
+        n.types = vec![known.into_iter().find(|k| *k == t).ok_or_else(unknown)?];
     }
     if flag("x-kubernetes-int-or-string")? {
         n.types = vec!["integer", "string"];
     }
-    n.nullable = flag("nullable")?;
-    n.format = text("format")?;
-    match o.get("properties") {
-        None => {}
-        Some(Value::Object(props)) => {
-            for (k, s) in props {
-                n.properties.insert(k.clone(), parse(s, &format!("{path}.properties[{k}]"))?);
-            }
-        }
-        Some(_) => return Err(bad("properties", "must be an object")),
+    for (k, s) in get(o, path, "properties", Value::as_object)?
+        .into_iter()
+        .flatten()
+    {
+        n.properties
+            .insert(k.clone(), parse(s, &format!("{path}.properties[{k}]"))?);
     }
-    n.required = strings("required")?;
-    if let Some(items) = o.get("items") {
-        n.items = Some(Box::new(parse(items, &format!("{path}.items"))?));
-    }
+    n.items = o.get("items").map(|s| child(s, "items")).transpose()?;
     n.additional = match o.get("additionalProperties") {
         None => None,
         Some(Value::Bool(b)) => Some(Additional::Allows(*b)),
-        Some(s) => Some(Additional::Schema(Box::new(parse(s, &format!("{path}.additionalProperties"))?))),
+        Some(s) => Some(Additional::Schema(child(s, "additionalProperties")?)),
     };
-    n.enumeration = match o.get("enum") {
-        None => None,
-        Some(Value::Array(a)) => Some(a.clone()),
-        Some(_) => return Err(bad("enum", "must be a list")),
-    };
+    n.not = o.get("not").map(|s| child(s, "not")).transpose()?;
+    (n.all_of, n.any_of, n.one_of) = (
+        schemas(o, path, "allOf")?,
+        schemas(o, path, "anyOf")?,
+        schemas(o, path, "oneOf")?,
+    );
+    (n.required, n.list_map_keys) = (
+        strings(o, path, "required")?,
+        strings(o, path, "x-kubernetes-list-map-keys")?,
+    );
+    n.enumeration = get(o, path, "enum", |v| v.as_array().cloned())?;
     n.default = o.get("default").filter(|d| !d.is_null()).cloned();
+    (n.nullable, n.format) = (flag("nullable")?, text("format")?);
     (n.minimum, n.maximum, n.multiple_of) = (num("minimum")?, num("maximum")?, num("multipleOf")?);
-    n.exclusive_minimum = flag("exclusiveMinimum")?;
-    n.exclusive_maximum = flag("exclusiveMaximum")?;
+    (n.exclusive_minimum, n.exclusive_maximum) =
+        (flag("exclusiveMinimum")?, flag("exclusiveMaximum")?);
     (n.min_length, n.max_length) = (uint("minLength")?, uint("maxLength")?);
-    if let Some(p) = text("pattern")? {
-        let re = Regex::new(&p).map_err(|e| bad("pattern", &e.to_string()))?;
-        n.pattern = Some((p, re));
-    }
     (n.min_items, n.max_items) = (uint("minItems")?, uint("maxItems")?);
-    n.unique_items = flag("uniqueItems")?;
     (n.min_properties, n.max_properties) = (uint("minProperties")?, uint("maxProperties")?);
     n.preserve_unknown = flag("x-kubernetes-preserve-unknown-fields")?;
     n.embedded = flag("x-kubernetes-embedded-resource")?;
-    n.list_type = text("x-kubernetes-list-type")?;
-    if let Some(t) = &n.list_type {
-        if !["atomic", "set", "map"].contains(&t.as_str()) {
-            return Err(bad("x-kubernetes-list-type", "must be atomic, set or map"));
-        }
+    if let Some(p) = text("pattern")? {
+        let re = Regex::new(&p).map_err(|e| invalid(path, "pattern", &e.to_string()))?;
+        n.pattern = Some((p, re));
     }
-    n.list_map_keys = strings("x-kubernetes-list-map-keys")?;
-    (n.all_of, n.any_of, n.one_of) = (list("allOf")?, list("anyOf")?, list("oneOf")?);
-    if let Some(not) = o.get("not") {
-        n.not = Some(Box::new(parse(not, &format!("{path}.not"))?));
+    n.list_type = text("x-kubernetes-list-type")?;
+    if n.list_type
+        .as_deref()
+        .is_some_and(|t| !["atomic", "set", "map"].contains(&t))
+    {
+        return Err(invalid(
+            path,
+            "x-kubernetes-list-type",
+            "must be atomic, set or map",
+        ));
     }
     Ok(n)
 }
 
 fn join_key(path: &str, k: &str) -> String {
-    if path.is_empty() { k.to_owned() } else { format!("{path}.{k}") }
+    if path.is_empty() {
+        k.to_owned()
+    } else {
+        format!("{path}.{k}")
+    }
 }
 
 impl Schema {
     /// Parses an `openAPIV3Schema` object. Unknown keywords (`description`,
     /// `x-kubernetes-validations`, ...) are ignored.
     pub fn from_value(v: &Value) -> Result<Schema, Error> {
-        Ok(Schema { root: parse(v, "openAPIV3Schema")? })
+        Ok(Schema {
+            root: parse(v, "openAPIV3Schema")?,
+        })
     }
 
     /// Drops fields the schema does not declare, as kube-apiserver's structural pruning
@@ -262,71 +275,50 @@ impl Schema {
 }
 
 fn prune(x: &mut Value, s: Option<&Node>, path: &str, root: bool, out: &mut Vec<String>) {
-    if let Some(s) = s.filter(|s| s.preserve_unknown) {
-        return skip_prune(x, s, path, root, out);
-    }
+    prune_in(x, s, path, root, s.is_some_and(|s| s.preserve_unknown), out);
+}
+
+/// kube-apiserver's `prune`, or with `keep_unknown` its `skipPrune` for nodes with
+/// `x-kubernetes-preserve-unknown-fields`: unknown fields stay there, known ones are
+/// pruned by their own schemas, and so are array items.
+fn prune_in(
+    x: &mut Value,
+    s: Option<&Node>,
+    path: &str,
+    root: bool,
+    keep_unknown: bool,
+    out: &mut Vec<String>,
+) {
     match x {
-        Value::Object(m) => {
+        Value::Object(m) => m.retain(|k, v| {
+            let p = join_key(path, k);
             let Some(s) = s else {
-                out.extend(m.keys().map(|k| join_key(path, k)));
-                m.clear();
-                return;
+                out.push(p);
+                return false;
             };
-            let embedded = root || s.embedded;
-            m.retain(|k, v| {
-                if embedded && META_FIELDS.contains(&k.as_str()) {
-                    return true;
+            if (root || s.embedded) && META_FIELDS.contains(&k.as_str()) {
+                return true;
+            }
+            match (s.properties.get(k), &s.additional) {
+                (Some(prop), _) => prune(v, Some(prop), &p, false, out),
+                (None, Some(Additional::Schema(a))) => prune(v, Some(a), &p, false, out),
+                (None, Some(Additional::Allows(_))) => prune(v, None, &p, false, out),
+                (None, None) if keep_unknown => {}
+                (None, None) => {
+                    out.push(p);
+                    return false;
                 }
-                let p = join_key(path, k);
-                match (s.properties.get(k), &s.additional) {
-                    (Some(prop), _) => prune(v, Some(prop), &p, false, out),
-                    (None, Some(a)) => prune(v, schema_of(a), &p, false, out),
-                    (None, None) => {
-                        out.push(p);
-                        return false;
-                    }
-                }
-                true
-            });
-        }
+            }
+            true
+        }),
         Value::Array(a) => {
             let items = s.and_then(|s| s.items.as_deref());
             for (i, v) in a.iter_mut().enumerate() {
-                prune(v, items, &format!("{path}[{i}]"), false, out);
-            }
-        }
-        _ => {}
-    }
-}
-
-fn schema_of(a: &Additional) -> Option<&Node> {
-    match a {
-        Additional::Schema(s) => Some(s),
-        Additional::Allows(_) => None,
-    }
-}
-
-/// Pruning below `x-kubernetes-preserve-unknown-fields`: unknown fields stay, known
-/// ones are pruned by their own schemas.
-fn skip_prune(x: &mut Value, s: &Node, path: &str, root: bool, out: &mut Vec<String>) {
-    match x {
-        Value::Object(m) => {
-            let embedded = root || s.embedded;
-            for (k, v) in m.iter_mut() {
-                if embedded && META_FIELDS.contains(&k.as_str()) {
-                    continue;
-                }
-                match (s.properties.get(k), &s.additional) {
-                    (Some(prop), _) => prune(v, Some(prop), &join_key(path, k), false, out),
-                    (None, Some(a)) => prune(v, schema_of(a), &join_key(path, k), false, out),
-                    (None, None) => {}
-                }
-            }
-        }
-        Value::Array(a) => {
-            if let Some(items) = s.items.as_deref() {
-                for (i, v) in a.iter_mut().enumerate() {
-                    skip_prune(v, items, &format!("{path}[{i}]"), false, out);
+                let p = format!("{path}[{i}]");
+                match (keep_unknown, items) {
+                    (false, _) => prune(v, items, &p, false, out),
+                    (true, Some(items)) => prune_in(v, Some(items), &p, false, true, out),
+                    (true, None) => {}
                 }
             }
         }
@@ -364,10 +356,10 @@ fn apply_defaults(x: &mut Value, s: &Node) {
     match x {
         Value::Object(m) => {
             for (k, prop) in &s.properties {
-                if let Some(d) = &prop.default {
-                    if m.get(k).is_none_or(|v| v.is_null() && !prop.nullable) {
-                        m.insert(k.clone(), d.clone());
-                    }
+                if let Some(d) = &prop.default
+                    && m.get(k).is_none_or(|v| v.is_null() && !prop.nullable)
+                {
+                    m.insert(k.clone(), d.clone());
                 }
             }
             for (k, v) in m.iter_mut() {
@@ -470,7 +462,10 @@ impl FieldError {
     /// The text without the path (`field.Error.ErrorBody`).
     pub fn body(&self) -> String {
         let mut s = self.kind.label().to_owned();
-        if !matches!(self.kind, FieldErrorKind::Required | FieldErrorKind::TooLong) {
+        if !matches!(
+            self.kind,
+            FieldErrorKind::Required | FieldErrorKind::TooLong
+        ) {
             s.push_str(": ");
             s.push_str(&gofmt::bad_value(&self.value));
         }
@@ -483,7 +478,11 @@ impl FieldError {
 
     /// The Status cause kube-apiserver reports for this error.
     pub fn cause(&self) -> StatusCause {
-        StatusCause { reason: self.kind.reason(), message: self.body(), field: self.path.clone() }
+        StatusCause {
+            reason: self.kind.reason(),
+            message: self.body(),
+            field: self.path.clone(),
+        }
     }
 }
 
@@ -508,7 +507,11 @@ pub fn invalid_message(kind: &str, group: &str, name: &str, errors: &[FieldError
         1 => distinct.remove(0),
         _ => format!("[{}]", distinct.join(", ")),
     };
-    let qualified = if group.is_empty() { kind.to_owned() } else { format!("{kind}.{group}") };
+    let qualified = if group.is_empty() {
+        kind.to_owned()
+    } else {
+        format!("{kind}.{group}")
+    };
     format!("{qualified} {} is invalid: {all}", gofmt::quote(name))
 }
 

@@ -15,22 +15,38 @@ fn error(name: &str, kind: Kind, value: Value, detail: String) -> FieldError {
         "" => "<nil>".to_owned(),
         p => p.to_owned(),
     };
-    FieldError { path, kind, value, detail }
+    FieldError {
+        path,
+        kind,
+        value,
+        detail,
+    }
 }
 
 /// Errors of `anyOf`/`oneOf`/`allOf`/`not` are not field errors in kube-openapi; they
 /// become `field.Invalid(nil, "", message)`.
 fn composite(detail: String) -> FieldError {
-    FieldError { path: "<nil>".into(), kind: Kind::Invalid, value: "".into(), detail }
+    FieldError {
+        path: "<nil>".into(),
+        kind: Kind::Invalid,
+        value: "".into(),
+        detail,
+    }
 }
 
 fn type_error(name: &str, expected: &str, actual: &str) -> FieldError {
-    let detail = format!("{name} in body must be of type {expected}: {}", gofmt::quote(actual));
+    let detail = format!(
+        "{name} in body must be of type {expected}: {}",
+        gofmt::quote(actual)
+    );
     error(name, Kind::TypeInvalid, actual.into(), detail)
 }
 
 fn too_many(max: u64) -> String {
-    format!("must have at most {max} {}", if max == 1 { "item" } else { "items" })
+    format!(
+        "must have at most {max} {}",
+        if max == 1 { "item" } else { "items" }
+    )
 }
 
 /// `swag.IsFloat64AJSONInteger`, approximately.
@@ -39,7 +55,10 @@ fn is_json_integer(f: f64) -> bool {
 }
 
 static UUID: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"(?i)^(?:[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}|[0-9a-f]{32})$").unwrap()
+    Regex::new(
+        r"(?i)^(?:[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}|[0-9a-f]{32})$",
+    )
+    .unwrap()
 });
 static DATE: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"^\d{4}-(?:0[1-9]|1[0-2])-(?:0[1-9]|[12]\d|3[01])$").unwrap());
@@ -96,11 +115,13 @@ impl Node {
             Value::Array(_) => ("array", ""),
             Value::Object(_) => ("object", ""),
         };
-        let float_int = actual == "number" && has("integer") && v.as_f64().is_some_and(is_json_integer);
+        let float_int =
+            actual == "number" && has("integer") && v.as_f64().is_some_and(is_json_integer);
         let int_float = actual == "integer" && has("number");
         let textual = v.is_string() || v.is_array();
         if let Some(format) = &self.format {
-            if !textual && !(has(actual) || actual_format == format || float_int || int_float) {
+            let matches = has(actual) || actual_format == format || float_int || int_float;
+            if !(textual || matches) {
                 return out.push(type_error(path, format, actual_format));
             }
             if textual && !has("number") && !has("integer") {
@@ -120,12 +141,16 @@ impl Node {
         };
         // kube-openapi reports the failures of the branch with the most passed checks;
         // this takes the branch with the fewest errors (the first on a tie).
-        let best = |results: Vec<Vec<FieldError>>| results.into_iter().min_by_key(Vec::len).unwrap_or_default();
+        let best = |results: Vec<Vec<FieldError>>| {
+            results.into_iter().min_by_key(Vec::len).unwrap_or_default()
+        };
         let q = gofmt::quote(path);
         if !self.any_of.is_empty() {
             let results: Vec<_> = self.any_of.iter().map(run).collect();
             if !results.iter().any(Vec::is_empty) {
-                out.push(composite(format!("{q} must validate at least one schema (anyOf)")));
+                out.push(composite(format!(
+                    "{q} must validate at least one schema (anyOf)"
+                )));
                 out.extend(best(results));
             }
         }
@@ -133,9 +158,14 @@ impl Node {
             let results: Vec<_> = self.one_of.iter().map(run).collect();
             let valid = results.iter().filter(|r| r.is_empty()).count();
             if valid != 1 {
-                let found =
-                    if valid == 0 { "Found none valid".to_owned() } else { format!("Found {valid} valid alternatives") };
-                out.push(composite(format!("{q} must validate one and only one schema (oneOf). {found}")));
+                let found = if valid == 0 {
+                    "Found none valid".to_owned()
+                } else {
+                    format!("Found {valid} valid alternatives")
+                };
+                out.push(composite(format!(
+                    "{q} must validate one and only one schema (oneOf). {found}"
+                )));
                 if valid == 0 {
                     out.extend(best(results));
                 }
@@ -149,7 +179,9 @@ impl Node {
             }
             if valid != self.all_of.len() {
                 let none = if valid == 0 { ". None validated" } else { "" };
-                out.push(composite(format!("{q} must validate all the schemas (allOf){none}")));
+                out.push(composite(format!(
+                    "{q} must validate all the schemas (allOf){none}"
+                )));
             }
         }
         if self.not.as_deref().is_some_and(|n| run(n).is_empty()) {
@@ -161,14 +193,17 @@ impl Node {
     fn check_string(&self, s: &str, path: &str, out: &mut Vec<FieldError>) {
         let len = s.chars().count() as u64;
         if let Some(max) = self.max_length.filter(|max| len > *max) {
-            let detail = format!("may not be more than {max} {}", if max == 1 { "byte" } else { "bytes" });
+            let detail = format!(
+                "may not be more than {max} {}",
+                if max == 1 { "byte" } else { "bytes" }
+            );
             return out.push(error(path, Kind::TooLong, s.into(), detail));
         }
         if let Some(min) = self.min_length.filter(|min| len < *min) {
             let detail = format!("{path} in body should be at least {min} chars long");
             return out.push(error(path, Kind::Invalid, s.into(), detail));
         }
-        if let Some((pattern, re)) = self.pattern.as_ref().filter(|(_, re)| !re.is_match(s)) {
+        if let Some((pattern, _)) = self.pattern.as_ref().filter(|(_, re)| !re.is_match(s)) {
             let detail = format!("{path} in body should match '{pattern}'");
             out.push(error(path, Kind::Invalid, s.into(), detail));
         }
@@ -185,7 +220,10 @@ impl Node {
             _ => true,
         };
         if !valid {
-            let detail = format!("{path} in body must be of type {format}: {}", gofmt::quote(s));
+            let detail = format!(
+                "{path} in body must be of type {format}: {}",
+                gofmt::quote(s)
+            );
             out.push(error(path, Kind::TypeInvalid, s.into(), detail));
         }
     }
@@ -197,12 +235,19 @@ impl Node {
             match n {
                 Num::Int(i) if factor as i64 != 0 => {
                     if i.checked_rem(factor as i64).is_some_and(|r| r != 0) {
-                        invalid(format!("{path} in body should be a multiple of {}", factor as i64));
+                        invalid(format!(
+                            "{path} in body should be a multiple of {}",
+                            factor as i64
+                        ));
                     }
                 }
                 _ => {
                     let x = n.as_f64();
-                    let quotient = if factor < 1.0 { 1.0 / factor * x } else { x / factor };
+                    let quotient = if factor < 1.0 {
+                        1.0 / factor * x
+                    } else {
+                        x / factor
+                    };
                     if !is_json_integer(quotient) {
                         let factor = gofmt::number_v(Num::Float(factor));
                         invalid(format!("{path} in body should be a multiple of {factor}"));
@@ -217,14 +262,24 @@ impl Node {
         if let Some(min) = self.minimum {
             let (ord, b) = bound(min);
             if ord.is_lt() || (self.exclusive_minimum && ord.is_eq()) {
-                let or_equal = if self.exclusive_minimum { "" } else { " or equal to" };
-                invalid(format!("{path} in body should be greater than{or_equal} {b}"));
+                let or_equal = if self.exclusive_minimum {
+                    ""
+                } else {
+                    " or equal to"
+                };
+                invalid(format!(
+                    "{path} in body should be greater than{or_equal} {b}"
+                ));
             }
         }
         if let Some(max) = self.maximum {
             let (ord, b) = bound(max);
             if ord.is_gt() || (self.exclusive_maximum && ord.is_eq()) {
-                let or_equal = if self.exclusive_maximum { "" } else { " or equal to" };
+                let or_equal = if self.exclusive_maximum {
+                    ""
+                } else {
+                    " or equal to"
+                };
                 invalid(format!("{path} in body should be less than{or_equal} {b}"));
             }
         }
@@ -244,15 +299,13 @@ impl Node {
         if let Some(max) = self.max_items.filter(|max| len > *max) {
             out.push(error(path, Kind::TooMany, len.into(), too_many(max)));
         }
-        if self.unique_items && !repeats(a).is_empty() {
-            let detail = format!("{path} in body shouldn't contain duplicates");
-            out.push(error(path, Kind::Invalid, "".into(), detail));
-        }
     }
 
     /// `null` never matches an enum in kube-openapi; numbers match by value.
     fn check_enum(&self, v: &Value, path: &str, out: &mut Vec<FieldError>) {
-        let Some(values) = self.enumeration.as_ref().filter(|e| !e.is_empty()) else { return };
+        let Some(values) = self.enumeration.as_ref().filter(|e| !e.is_empty()) else {
+            return;
+        };
         let same = |e: &Value| match (v, e) {
             (Value::Number(a), Value::Number(b)) => Num::of(a).as_f64() == Num::of(b).as_f64(),
             _ => v == e,
@@ -268,7 +321,13 @@ impl Node {
         out.push(error(path, Kind::NotSupported, v.clone(), detail));
     }
 
-    fn check_object(&self, m: &Map<String, Value>, path: &str, root: bool, out: &mut Vec<FieldError>) {
+    fn check_object(
+        &self,
+        m: &Map<String, Value>,
+        path: &str,
+        root: bool,
+        out: &mut Vec<FieldError>,
+    ) {
         let count = m.len() as u64;
         if let Some(min) = self.min_properties.filter(|min| count < *min) {
             let detail = format!("{path} in body should have at least {min} properties");
@@ -277,26 +336,43 @@ impl Node {
         if let Some(max) = self.max_properties.filter(|max| count > *max) {
             out.push(error(path, Kind::TooMany, count.into(), too_many(max)));
         }
-        let mut keys: Vec<&String> = m.keys().filter(|k| !(root && META_FIELDS.contains(&k.as_str()))).collect();
+        let mut keys: Vec<&String> = m
+            .keys()
+            .filter(|k| !(root && META_FIELDS.contains(&k.as_str())))
+            .collect();
         keys.sort();
-        for k in keys.into_iter().filter(|k| !self.properties.contains_key(*k)) {
+        for k in keys
+            .into_iter()
+            .filter(|k| !self.properties.contains_key(*k))
+        {
             match &self.additional {
                 Some(Additional::Allows(false)) => {
                     let detail = format!("{path}.{k} in body is a forbidden property");
                     out.push(error(path, Kind::Invalid, k.as_str().into(), detail));
                 }
-                Some(Additional::Schema(s)) => s.validate(&m[k], &format!("{path}.{k}"), false, out),
+                Some(Additional::Schema(s)) => {
+                    s.validate(&m[k], &format!("{path}.{k}"), false, out)
+                }
                 _ => {}
             }
         }
         for (name, prop) in &self.properties {
-            if let Some(v) = m.get(name).filter(|_| !(root && META_FIELDS.contains(&name.as_str()))) {
+            if let Some(v) = m
+                .get(name)
+                .filter(|_| !(root && META_FIELDS.contains(&name.as_str())))
+            {
                 prop.validate(v, &join_key(path, name), false, out);
             }
         }
         for name in &self.required {
-            if !m.contains_key(name) && !(root && META_FIELDS.contains(&name.as_str())) {
-                out.push(error(&format!("{path}.{name}"), Kind::Required, "".into(), String::new()));
+            let skipped = root && META_FIELDS.contains(&name.as_str());
+            if !(m.contains_key(name) || skipped) {
+                out.push(error(
+                    &format!("{path}.{name}"),
+                    Kind::Required,
+                    "".into(),
+                    String::new(),
+                ));
             }
         }
     }
@@ -325,7 +401,10 @@ fn repeats(values: &[Value]) -> Vec<usize> {
 pub(crate) fn list_types(s: &Node, v: &Value, path: &str, root: bool, out: &mut Vec<FieldError>) {
     match v {
         Value::Object(m) => {
-            let mut keys: Vec<&String> = m.keys().filter(|k| !(root && META_FIELDS.contains(&k.as_str()))).collect();
+            let mut keys: Vec<&String> = m
+                .keys()
+                .filter(|k| !(root && META_FIELDS.contains(&k.as_str())))
+                .collect();
             keys.sort();
             if let Some(a) = s.additional_schema() {
                 for k in &keys {
@@ -346,14 +425,29 @@ pub(crate) fn list_types(s: &Node, v: &Value, path: &str, root: bool, out: &mut 
                 detail: String::new(),
             };
             match s.list_type.as_deref() {
-                Some("set") => out.extend(repeats(a).into_iter().map(|i| duplicate(i, a[i].clone()))),
+                Some("set") => {
+                    out.extend(repeats(a).into_iter().map(|i| duplicate(i, a[i].clone())))
+                }
                 Some("map") => {
-                    if let Some((i, x)) = a.iter().enumerate().find(|(_, x)| !x.is_null() && !x.is_object()) {
+                    if let Some((i, x)) = a
+                        .iter()
+                        .enumerate()
+                        .find(|(_, x)| !x.is_null() && !x.is_object())
+                    {
                         let detail = "must be an object for an array of list-type map".to_owned();
-                        out.push(FieldError { path: format!("{path}[{i}]"), kind: Kind::Invalid, value: x.clone(), detail });
+                        out.push(FieldError {
+                            path: format!("{path}[{i}]"),
+                            kind: Kind::Invalid,
+                            value: x.clone(),
+                            detail,
+                        });
                     } else {
                         let keys: Vec<Value> = a.iter().map(|x| map_key(s, x)).collect();
-                        out.extend(repeats(&keys).into_iter().map(|i| duplicate(i, keys[i].clone())));
+                        out.extend(
+                            repeats(&keys)
+                                .into_iter()
+                                .map(|i| duplicate(i, keys[i].clone())),
+                        );
                     }
                 }
                 _ => {}

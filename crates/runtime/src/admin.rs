@@ -43,7 +43,9 @@ impl Readiness {
 
     fn checks(&self) -> std::sync::MutexGuard<'_, BTreeMap<&'static str, bool>> {
         // A panic while holding this lock cannot leave the map inconsistent.
-        self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.0
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 }
 

@@ -64,12 +64,22 @@ pub struct LeaderElectionArgs {
     pub lease_identity: Option<String>,
 
     /// Seconds a Lease stays valid after its last renewal.
-    #[arg(long, env = "NAVIQUE_LEASE_DURATION", default_value_t = 15, value_name = "SECONDS")]
+    #[arg(
+        long,
+        env = "NAVIQUE_LEASE_DURATION",
+        default_value_t = 15,
+        value_name = "SECONDS"
+    )]
     pub lease_duration: u64,
 
     /// Seconds before expiry at which the leader renews the Lease; also the
     /// clock skew tolerated between replicas.
-    #[arg(long, env = "NAVIQUE_LEASE_GRACE", default_value_t = 5, value_name = "SECONDS")]
+    #[arg(
+        long,
+        env = "NAVIQUE_LEASE_GRACE",
+        default_value_t = 5,
+        value_name = "SECONDS"
+    )]
     pub lease_grace: u64,
 }
 

@@ -1,17 +1,15 @@
 //! Finding the cluster and connecting to it.
 
 use std::path::Path;
-use std::time::Duration;
 
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config};
 use prometheus_client::metrics::counter::Counter;
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 
 use crate::Error;
-
-const FIRST_RETRY: Duration = Duration::from_millis(500);
-const MAX_RETRY: Duration = Duration::from_secs(30);
+use crate::retry::Backoff;
 
 /// Loads the cluster configuration: the given kubeconfig, else the usual
 /// search ($KUBECONFIG, ~/.kube/config, in-cluster).
@@ -34,12 +32,14 @@ pub(crate) async fn load_config(
                 .await
                 .map_err(kubeconfig_error)
         }
-        None if context.is_some() => Config::from_kubeconfig(&options)
-            .await
-            .map_err(|source| Error::Kubeconfig {
-                path: "from $KUBECONFIG or ~/.kube/config".to_owned(),
-                source,
-            }),
+        None if context.is_some() => {
+            Config::from_kubeconfig(&options)
+                .await
+                .map_err(|source| Error::Kubeconfig {
+                    path: "from $KUBECONFIG or ~/.kube/config".to_owned(),
+                    source,
+                })
+        }
         None => Config::infer().await.map_err(Error::InferConfig),
     }
 }
@@ -56,38 +56,25 @@ pub(crate) async fn connect(
         cluster_url: cluster_url.clone(),
         source,
     })?;
-    let mut delay = FIRST_RETRY;
-    loop {
-        match client.apiserver_version().await {
-            Ok(version) => {
-                tracing::info!(server = %cluster_url, version = %version.git_version, "connected to the Kubernetes API");
-                return Ok(Some(client));
-            }
-            Err(e) => {
-                failures.inc();
-                tracing::warn!(server = %cluster_url, error = %e, retry_in = ?delay, "cannot reach the Kubernetes API");
+    let mut backoff = Backoff::new();
+    async {
+        loop {
+            match client.apiserver_version().await {
+                Ok(version) => {
+                    tracing::info!(version = %version.git_version, "connected to the Kubernetes API");
+                    return Ok(Some(client));
+                }
+                Err(e) => {
+                    failures.inc();
+                    let delay = backoff.next_delay();
+                    tracing::warn!(error = %e, retry_in = ?delay, "cannot reach the Kubernetes API");
+                    if !Backoff::sleep(delay, shutdown).await {
+                        return Ok(None);
+                    }
+                }
             }
         }
-        tokio::select! {
-            () = shutdown.cancelled() => return Ok(None),
-            () = tokio::time::sleep(delay) => {}
-        }
-        delay = next_delay(delay);
     }
-}
-
-fn next_delay(delay: Duration) -> Duration {
-    (delay * 2).min(MAX_RETRY)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn retry_delay_doubles_up_to_the_cap() {
-        assert_eq!(next_delay(FIRST_RETRY), Duration::from_secs(1));
-        assert_eq!(next_delay(Duration::from_secs(20)), MAX_RETRY);
-        assert_eq!(next_delay(MAX_RETRY), MAX_RETRY);
-    }
+    .instrument(tracing::info_span!("connect", server = %cluster_url))
+    .await
 }

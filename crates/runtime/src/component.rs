@@ -41,7 +41,8 @@ impl Component {
     /// kubeconfig, a taken admin port.
     pub async fn start(name: &'static str, args: &CommonArgs) -> Result<Self, Error> {
         let telemetry = crate::telemetry::init(name, args)?;
-        let config = cluster::load_config(args.kubeconfig.as_deref(), args.context.as_deref()).await?;
+        let config =
+            cluster::load_config(args.kubeconfig.as_deref(), args.context.as_deref()).await?;
 
         let mut registry = Registry::with_prefix(format!("navique_{}", name.replace('-', "_")));
         registry.register(
@@ -61,8 +62,13 @@ impl Component {
         tokio::spawn(cancel_on_signal(shutdown.clone()));
         let readiness = Readiness::default();
         readiness.register(KUBE_API_CHECK);
-        let (admin_addr, admin) =
-            admin::serve(args.admin_addr, readiness.clone(), registry.clone(), shutdown.clone()).await?;
+        let (admin_addr, admin) = admin::serve(
+            args.admin_addr,
+            readiness.clone(),
+            registry.clone(),
+            shutdown.clone(),
+        )
+        .await?;
         tracing::info!(component = name, admin = %admin_addr, "started");
 
         Ok(Self {

@@ -3,13 +3,14 @@
 //! it, so two replicas never reconcile at once.
 
 use std::future::Future;
-use std::time::Duration;
 
 use kube::Client;
-use kube_lease_manager::{LeaseManager, LeaseManagerBuilder};
+use kube_lease_manager::{LeaseCreateMode, LeaseManager, LeaseParams};
 use prometheus_client::metrics::gauge::Gauge;
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 
+use crate::retry::Backoff;
 use crate::{Error, LeaderElectionArgs};
 
 pub(crate) struct Election<'a> {
@@ -40,28 +41,19 @@ impl Election<'_> {
             .lease_namespace
             .clone()
             .unwrap_or_else(|| self.client.default_namespace().to_owned());
-        let name = self.component.to_owned();
+        let name = self.component;
         let identity = args.identity();
-        let failed = |source| Error::LeaderElection {
-            namespace: namespace.clone(),
-            name: name.clone(),
-            source,
-        };
-        let manager = LeaseManagerBuilder::new(self.client, &name)
-            .with_namespace(&namespace)
-            .with_identity(&identity)
-            .with_duration(args.lease_duration)
-            .with_grace(args.lease_grace)
-            .with_field_manager(format!("{}-{identity}", self.component))
-            .build()
+        let span = tracing::info_span!("leader_election", lease = name, %namespace, %identity);
+        let params = LeaseParams::new(&identity, args.lease_duration, args.lease_grace)
+            .with_field_manager(format!("{name}-{identity}"));
+        let Some(manager) = self
+            .acquire(&namespace, params)
+            .instrument(span.clone())
             .await
-            .map_err(failed)?;
-
-        tracing::info!(lease = %name, %namespace, %identity, "waiting for leadership");
-        if !acquire(&manager, self.shutdown).await {
+        else {
             return Ok(());
-        }
-        tracing::info!(lease = %name, %namespace, %identity, "became the leader");
+        };
+        tracing::info!(parent: &span, "became the leader");
         self.leader.set(1);
 
         let token = self.shutdown.child_token();
@@ -75,11 +67,11 @@ impl Election<'_> {
                     // Renewal failed or another replica took over: stop now.
                     Ok(false) | Err(_) => {
                         if let Err(e) = changed {
-                            tracing::error!(error = %e, "cannot renew the Lease");
+                            tracing::error!(parent: &span, error = %e, "cannot renew the Lease");
                         }
                         token.cancel();
                         let _ = work.await;
-                        break Err(Error::LeadershipLost { namespace: namespace.clone(), name: name.clone() });
+                        break Err(Error::LeadershipLost { namespace, name: name.to_owned() });
                     }
                 },
             }
@@ -87,28 +79,43 @@ impl Election<'_> {
         self.leader.set(0);
         // Hand over at once instead of making the next leader wait for expiry.
         if let Err(e) = manager.release().await {
-            tracing::warn!(error = %e, "cannot release the Lease; it expires by itself");
+            tracing::warn!(parent: &span, error = %e, "cannot release the Lease; it expires by itself");
         }
         outcome
     }
-}
 
-/// Tries until the Lease is held (true) or shutdown (false).
-async fn acquire(manager: &LeaseManager, shutdown: &CancellationToken) -> bool {
-    loop {
-        tokio::select! {
-            () = shutdown.cancelled() => return false,
-            changed = manager.changed() => match changed {
-                Ok(true) => return true,
-                Ok(false) => {}
-                Err(e) => {
-                    tracing::warn!(error = %e, "cannot take part in leader election; retrying");
-                    tokio::select! {
-                        () = shutdown.cancelled() => return false,
-                        () = tokio::time::sleep(Duration::from_secs(2)) => {}
-                    }
+    /// Tries, with backoff, until the Lease is held; `None` on shutdown.
+    async fn acquire(&self, namespace: &str, params: LeaseParams) -> Option<LeaseManager> {
+        let mut backoff = Backoff::new();
+        let mut manager = None;
+        tracing::info!("waiting for leadership");
+        loop {
+            let attempt = match &manager {
+                None => LeaseManager::new(
+                    self.client.clone(),
+                    self.component,
+                    namespace,
+                    params.clone(),
+                    LeaseCreateMode::AutoCreate,
+                )
+                .await
+                .map(|m| manager = Some(m)),
+                Some(m) => tokio::select! {
+                    () = self.shutdown.cancelled() => return None,
+                    changed = m.changed() => match changed {
+                        Ok(true) => return manager,
+                        Ok(false) => Ok(()),
+                        Err(e) => Err(e),
+                    },
+                },
+            };
+            if let Err(e) = attempt {
+                let delay = backoff.next_delay();
+                tracing::warn!(error = %e, retry_in = ?delay, "cannot take part in leader election");
+                if !Backoff::sleep(delay, self.shutdown).await {
+                    return None;
                 }
-            },
+            }
         }
     }
 }

@@ -12,6 +12,7 @@ mod cluster;
 mod component;
 mod error;
 mod leader;
+mod retry;
 mod telemetry;
 
 pub use admin::Readiness;
@@ -86,10 +87,16 @@ mod tests {
     }
 
     fn chain(messages: &[&'static str]) -> Chain {
-        messages.iter().rev().fold(None, |source, message| {
-            Some(Chain { message, source: source.map(Box::new) })
-        })
-        .unwrap()
+        messages
+            .iter()
+            .rev()
+            .fold(None, |source, message| {
+                Some(Chain {
+                    message,
+                    source: source.map(Box::new),
+                })
+            })
+            .unwrap()
     }
 
     #[test]

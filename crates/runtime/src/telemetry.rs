@@ -1,5 +1,7 @@
 //! Logs (text or JSON) and, when an OTLP endpoint is configured, traces.
 
+use std::io::IsTerminal;
+
 use opentelemetry::trace::TracerProvider as _;
 use opentelemetry_otlp::WithExportConfig;
 use opentelemetry_sdk::Resource;
@@ -30,7 +32,9 @@ pub(crate) fn init(component: &'static str, args: &CommonArgs) -> Result<Telemet
     let filter = EnvFilter::try_new(&args.log_level)
         .map_err(|e| Error::Logging(format!("invalid log filter {:?}: {e}", args.log_level)))?;
     let fmt = match args.log_format {
-        LogFormat::Text => tracing_subscriber::fmt::layer().boxed(),
+        LogFormat::Text => tracing_subscriber::fmt::layer()
+            .with_ansi(std::io::stdout().is_terminal())
+            .boxed(),
         LogFormat::Json => tracing_subscriber::fmt::layer()
             .json()
             .flatten_event(true)
@@ -43,9 +47,9 @@ pub(crate) fn init(component: &'static str, args: &CommonArgs) -> Result<Telemet
         .as_deref()
         .map(|endpoint| tracer_provider(component, endpoint))
         .transpose()?;
-    let otel = provider.as_ref().map(|provider| {
-        tracing_opentelemetry::layer().with_tracer(provider.tracer(component))
-    });
+    let otel = provider
+        .as_ref()
+        .map(|provider| tracing_opentelemetry::layer().with_tracer(provider.tracer(component)));
 
     tracing_subscriber::registry()
         .with(filter)
