@@ -72,39 +72,44 @@ fn float(f: f64, json: bool) -> String {
 
 /// Go's `unicode.IsPrint`, approximately: no control, format or non-ASCII space characters.
 fn printable(c: char) -> bool {
-    !(c.is_control()
-        || (c.is_whitespace() && c != ' ')
-        || matches!(c, '\u{ad}' | '\u{200b}'..='\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2060}'..='\u{2064}' | '\u{feff}'))
+    let format = matches!(c, '\u{ad}' | '\u{200b}'..='\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2060}'..='\u{2064}' | '\u{feff}');
+    !(c.is_control() || (c.is_whitespace() && c != ' ') || format)
 }
 
-/// Go's `strconv.Quote` (`%q`).
-pub(crate) fn quote(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 2);
-    out.push('"');
+/// Go's `strconv.Quote` (`%q`), or with `json` the string form of Go's `json.Marshal`.
+fn escape(s: &str, json: bool) -> String {
+    let mut out = String::from('"');
     for c in s.chars() {
+        let code = c as u32;
         match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\u{7}' => out.push_str("\\a"),
-            '\u{8}' => out.push_str("\\b"),
-            '\u{c}' => out.push_str("\\f"),
+            '"' | '\\' => out.extend(['\\', c]),
             '\n' => out.push_str("\\n"),
             '\r' => out.push_str("\\r"),
             '\t' => out.push_str("\\t"),
-            '\u{b}' => out.push_str("\\v"),
-            c if printable(c) => out.push(c),
-            c if (c as u32) < 0x20 || c == '\u{7f}' => {
-                out.push_str(&format!("\\x{:02x}", c as u32))
+            '\u{8}' => out.push_str("\\b"),
+            '\u{c}' => out.push_str("\\f"),
+            '<' | '>' | '&' | '\u{2028}' | '\u{2029}' if json => {
+                out.push_str(&format!("\\u{code:04x}"))
             }
-            c if (c as u32) < 0x10000 => out.push_str(&format!("\\u{:04x}", c as u32)),
-            c => out.push_str(&format!("\\U{:08x}", c as u32)),
+            _ if json && code < 0x20 => out.push_str(&format!("\\u{code:04x}")),
+            _ if json || printable(c) => out.push(c),
+            '\u{7}' => out.push_str("\\a"),
+            '\u{b}' => out.push_str("\\v"),
+            _ if code < 0x20 || code == 0x7f => out.push_str(&format!("\\x{code:02x}")),
+            _ if code < 0x10000 => out.push_str(&format!("\\u{code:04x}")),
+            _ => out.push_str(&format!("\\U{code:08x}")),
         }
     }
     out.push('"');
     out
 }
 
-/// Go's `json.Marshal` of a decoded JSON value.
+/// Go's `strconv.Quote` (`%q`).
+pub(crate) fn quote(s: &str) -> String {
+    escape(s, false)
+}
+
+/// Go's `json.Marshal` of a decoded JSON value (sorted keys, HTML characters escaped).
 pub(crate) fn json(v: &Value) -> String {
     match v {
         Value::Null => "null".into(),
@@ -113,38 +118,16 @@ pub(crate) fn json(v: &Value) -> String {
             Num::Int(i) => i.to_string(),
             Num::Float(f) => float(f, true),
         },
-        Value::String(s) => json_string(s),
+        Value::String(s) => escape(s, true),
         Value::Array(a) => format!("[{}]", a.iter().map(json).collect::<Vec<_>>().join(",")),
         Value::Object(m) => {
             let mut keys: Vec<&String> = m.keys().collect();
             keys.sort();
             let fields: Vec<String> = keys
                 .iter()
-                .map(|k| format!("{}:{}", json_string(k), json(&m[*k])))
+                .map(|k| format!("{}:{}", escape(k, true), json(&m[*k])))
                 .collect();
             format!("{{{}}}", fields.join(","))
         }
     }
-}
-
-fn json_string(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 2);
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            '\u{8}' => out.push_str("\\b"),
-            '\u{c}' => out.push_str("\\f"),
-            c if (c as u32) < 0x20 || matches!(c, '<' | '>' | '&' | '\u{2028}' | '\u{2029}') => {
-                out.push_str(&format!("\\u{:04x}", c as u32))
-            }
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
 }

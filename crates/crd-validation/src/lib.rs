@@ -459,6 +459,21 @@ pub struct StatusCause {
 }
 
 impl FieldError {
+    /// A field error at `path` with the given value and detail.
+    pub fn new(
+        path: impl Into<String>,
+        kind: FieldErrorKind,
+        value: Value,
+        detail: impl Into<String>,
+    ) -> Self {
+        FieldError {
+            path: path.into(),
+            kind,
+            value,
+            detail: detail.into(),
+        }
+    }
+
     /// The text without the path (`field.Error.ErrorBody`).
     pub fn body(&self) -> String {
         let mut s = self.kind.label().to_owned();

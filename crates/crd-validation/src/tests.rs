@@ -175,13 +175,17 @@ fn int_or_string_accepts_both_and_names_both_types() {
 }
 
 #[test]
-fn string_formats_are_checked() {
-    let s = schema(r#"{"properties": {"id": {"type": "string", "format": "uuid"}}}"#);
-    expect(&s, r#"{"id": "8d1f6b2a-3c4e-4f5a-9b6c-7d8e9f0a1b2c"}"#, &[]);
+fn a_format_changes_the_type_error_for_non_strings() {
+    let s = schema(r#"{"properties": {"n": {"type": "integer", "format": "int32"}}}"#);
     expect(
         &s,
-        r#"{"id": "x"}"#,
-        &[r#"id: Invalid value: "x": id in body must be of type uuid: "x""#],
+        r#"{"n": true}"#,
+        &[r#"n: Invalid value: "": n in body must be of type int32: """#],
+    );
+    expect(
+        &s,
+        r#"{"n": "1"}"#,
+        &[r#"n: Invalid value: "string": n in body must be of type integer: "string""#],
     );
 }
 

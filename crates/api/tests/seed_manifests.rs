@@ -1,0 +1,180 @@
+//! The manifests of the seed documents (kept in `deploy/examples`) read into
+//! the API types unchanged, the generated CRD schemas accept them, and the
+//! schemas reject bad manifests naming the field, as the API server will.
+
+use kube::Resource;
+use navique_api::core::{Lock, Stack};
+use navique_api::services::{
+    BackupOrigin, DeletionPolicy, ManagedService, PlacementMode, ServiceBackup, ServiceClass,
+    ServicePlan,
+};
+use navique_crd_validation::{Schema, invalid_message};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
+
+fn example(name: &str) -> Vec<Value> {
+    let path = format!("{}/../../deploy/examples/{name}", env!("CARGO_MANIFEST_DIR"));
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+    serde_yaml::Deserializer::from_str(&text)
+        .map(|doc| serde_yaml::from_value::<Value>(serde_yaml::Value::deserialize(doc).unwrap()).unwrap())
+        .collect()
+}
+
+use serde::Deserialize;
+
+/// Reads `manifest` as `K` and writes it back: nothing may be lost or added.
+fn round_trip<K: DeserializeOwned + Serialize>(manifest: &Value) -> K {
+    let typed: K = serde_json::from_value(manifest.clone()).expect("manifest reads into the type");
+    assert_eq!(&serde_json::to_value(&typed).unwrap(), manifest, "round trip changed the manifest");
+    typed
+}
+
+/// The schema the CRD of `K` installs.
+fn schema<K: Resource<DynamicType = ()>>() -> Schema {
+    let crd = navique_api::crds::all()
+        .into_iter()
+        .find(|crd| crd.spec.names.kind == K::kind(&()))
+        .expect("a CRD for the kind");
+    let openapi = &crd.spec.versions[0].schema.as_ref().unwrap().open_api_v3_schema;
+    Schema::from_value(&serde_json::to_value(openapi).unwrap()).expect("structural schema")
+}
+
+/// What the API server does to a create: prune, default, validate. Returns
+/// the stored object, or the Invalid message it would answer.
+fn admit<K: Resource<DynamicType = ()>>(mut manifest: Value) -> Result<Value, String> {
+    let schema = schema::<K>();
+    let pruned = schema.prune(&mut manifest);
+    assert!(pruned.is_empty(), "unknown fields pruned: {pruned:?}");
+    schema.apply_defaults(&mut manifest);
+    let errors = schema.validate(&manifest);
+    if errors.is_empty() {
+        Ok(manifest)
+    } else {
+        let name = manifest["metadata"]["name"].as_str().unwrap_or_default();
+        Err(invalid_message(&K::kind(&()), &K::group(&()), name, &errors))
+    }
+}
+
+#[test]
+fn the_seed_lock_reads_unchanged_and_is_accepted() {
+    let manifest = &example("lock.yaml")[0];
+    let lock: Lock = round_trip(manifest);
+    assert_eq!(lock.spec.target_ref.kind, "Stack");
+    assert_eq!(lock.spec.target_ref.group(), "core.navique.com");
+    assert_eq!(admit::<Lock>(manifest.clone()), Ok(manifest.clone()));
+}
+
+#[test]
+fn the_seed_orders_db_reads_unchanged_and_is_accepted() {
+    let manifest = &example("orders-db.yaml")[0];
+    let service: ManagedService = round_trip(manifest);
+    assert_eq!(service.spec.deletion_policy, DeletionPolicy::Delete);
+    assert_eq!(service.spec.placement.mode, PlacementMode::ProviderShared);
+    assert_eq!(service.spec.parameters.as_ref().unwrap()["postgresql"]["parameters"]["work_mem"], "8MB");
+    assert_eq!(admit::<ManagedService>(manifest.clone()), Ok(manifest.clone()));
+}
+
+#[test]
+fn the_example_stack_and_catalogue_are_accepted() {
+    let stack = &example("forge-stack.yaml")[0];
+    let typed: Stack = round_trip(stack);
+    assert_eq!(typed.spec.resources.len(), 2);
+    // Embedded manifests are kept whole, their unknown fields included.
+    assert_eq!(admit::<Stack>(stack.clone()), Ok(stack.clone()));
+
+    let catalogue = example("catalogue.yaml");
+    round_trip::<ServiceClass>(&catalogue[0]);
+    admit::<ServiceClass>(catalogue[0].clone()).unwrap();
+    let plan: ServicePlan = round_trip(&catalogue[1]);
+    assert!(plan.spec.backup.enabled);
+    admit::<ServicePlan>(catalogue[1].clone()).unwrap();
+}
+
+#[test]
+fn a_lock_without_target_kind_is_rejected_naming_the_field() {
+    let mut lock = example("lock.yaml").remove(0);
+    lock["spec"]["targetRef"].as_object_mut().unwrap().remove("kind");
+    assert_eq!(
+        admit::<Lock>(lock),
+        Err(r#"Lock.core.navique.com "protect-forge-stack" is invalid: spec.targetRef.kind: Required value"#.to_owned())
+    );
+}
+
+#[test]
+fn a_lock_target_api_version_defaults_to_the_core_group() {
+    let mut lock = example("lock.yaml").remove(0);
+    lock["spec"]["targetRef"].as_object_mut().unwrap().remove("apiVersion");
+    let stored = admit::<Lock>(lock).unwrap();
+    assert_eq!(stored["spec"]["targetRef"]["apiVersion"], "core.navique.com/v1alpha1");
+}
+
+#[test]
+fn a_service_with_deletion_policy_destroy_is_rejected_naming_the_field() {
+    let mut service = example("orders-db.yaml").remove(0);
+    service["spec"]["deletionPolicy"] = json!("Destroy");
+    assert_eq!(
+        admit::<ManagedService>(service),
+        Err(r#"ManagedService.services.kube-dc.com "orders-db" is invalid: spec.deletionPolicy: Unsupported value: "Destroy": supported values: "Retain", "SnapshotAndDelete", "Delete""#.to_owned())
+    );
+}
+
+#[test]
+fn a_service_without_deletion_policy_defaults_to_retain_unprotected() {
+    let mut service = example("orders-db.yaml").remove(0);
+    let spec = service["spec"].as_object_mut().unwrap();
+    spec.remove("deletionPolicy");
+    spec.remove("deletionProtection");
+    let stored = admit::<ManagedService>(service).unwrap();
+    assert_eq!(stored["spec"]["deletionPolicy"], "Retain");
+    assert_eq!(stored["spec"]["deletionProtection"], false);
+    let typed: ManagedService = serde_json::from_value(stored).unwrap();
+    assert_eq!(typed.spec.deletion_policy, DeletionPolicy::Retain);
+}
+
+#[test]
+fn a_backup_with_an_unknown_origin_is_rejected_naming_the_field() {
+    let backup = json!({
+        "apiVersion": "services.kube-dc.com/v1alpha1",
+        "kind": "ServiceBackup",
+        "metadata": {"name": "orders-db-weekly", "namespace": "my-project"},
+        "spec": {"serviceRef": {"name": "orders-db"}, "origin": "Weekly"},
+    });
+    assert_eq!(
+        admit::<ServiceBackup>(backup),
+        Err(r#"ServiceBackup.services.kube-dc.com "orders-db-weekly" is invalid: spec.origin: Unsupported value: "Weekly": supported values: "Manual", "Scheduled", "Final""#.to_owned())
+    );
+}
+
+#[test]
+fn a_backup_without_origin_is_manual() {
+    let backup = json!({
+        "apiVersion": "services.kube-dc.com/v1alpha1",
+        "kind": "ServiceBackup",
+        "metadata": {"name": "before-migration", "namespace": "my-project"},
+        "spec": {"serviceRef": {"name": "orders-db"}},
+    });
+    let stored: ServiceBackup = serde_json::from_value(admit::<ServiceBackup>(backup).unwrap()).unwrap();
+    assert_eq!(stored.spec.origin, BackupOrigin::Manual);
+}
+
+#[test]
+fn several_errors_are_reported_together() {
+    let mut service = example("orders-db.yaml").remove(0);
+    service["spec"].as_object_mut().unwrap().remove("planRef");
+    service["spec"]["placement"]["mode"] = json!("Elsewhere");
+    assert_eq!(
+        admit::<ManagedService>(service),
+        Err(r#"ManagedService.services.kube-dc.com "orders-db" is invalid: [spec.placement.mode: Unsupported value: "Elsewhere": supported values: "InProject", "ProviderShared", spec.planRef: Required value]"#.to_owned())
+    );
+}
+
+#[test]
+fn a_stack_resource_without_kind_is_rejected() {
+    let mut stack = example("forge-stack.yaml").remove(0);
+    stack["spec"]["resources"][1].as_object_mut().unwrap().remove("kind");
+    assert_eq!(
+        admit::<Stack>(stack),
+        Err(r#"Stack.core.navique.com "forge" is invalid: spec.resources[1].kind: Required value"#.to_owned())
+    );
+}
