@@ -197,22 +197,22 @@ impl Node {
             Num::Int(i) => (i.cmp(&(b as i64)), (b as i64).to_string()),
             Num::Float(x) => (x.total_cmp(&b), number_v(Num::Float(b))),
         };
-        let or_equal = |exclusive: bool| if exclusive { "" } else { " or equal to" };
-        if let Some((ord, b)) = self.minimum.map(compare) {
-            if ord.is_lt() || (self.exclusive_minimum && ord.is_eq()) {
-                invalid(format!(
-                    "{path} in body should be greater than{} {b}",
-                    or_equal(self.exclusive_minimum)
-                ));
-            }
+        let (excl_min, excl_max) = (self.exclusive_minimum, self.exclusive_maximum);
+        let low = self
+            .minimum
+            .map(compare)
+            .filter(|(o, _)| o.is_lt() || (excl_min && o.is_eq()));
+        if let Some((_, b)) = low {
+            let eq = if excl_min { "" } else { " or equal to" };
+            invalid(format!("{path} in body should be greater than{eq} {b}"));
         }
-        if let Some((ord, b)) = self.maximum.map(compare) {
-            if ord.is_gt() || (self.exclusive_maximum && ord.is_eq()) {
-                invalid(format!(
-                    "{path} in body should be less than{} {b}",
-                    or_equal(self.exclusive_maximum)
-                ));
-            }
+        let high = self
+            .maximum
+            .map(compare)
+            .filter(|(o, _)| o.is_gt() || (excl_max && o.is_eq()));
+        if let Some((_, b)) = high {
+            let eq = if excl_max { "" } else { " or equal to" };
+            invalid(format!("{path} in body should be less than{eq} {b}"));
         }
     }
 
