@@ -14,7 +14,7 @@ build: setup
 # Unit, integration and end-to-end tests. The end-to-end tests start the
 # binaries that `build` made.
 test: build
-	$(CARGO) test --workspace
+	scripts/test.sh
 
 lint: setup
 	$(CARGO) fmt --all --check

@@ -5,6 +5,9 @@
 //! This crate holds no runtime code: every component and test depends on it,
 //! and it compiles and tests without a cluster.
 #![forbid(unsafe_code)]
+// `#[kube(printcolumn(..))]` repeats `type_ = "string"` once per column,
+// which this lint mistakes for a duplicated attribute.
+#![allow(clippy::duplicated_attributes)]
 
 pub mod conditions;
 pub mod constants;

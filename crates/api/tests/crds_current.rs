@@ -9,7 +9,9 @@ use navique_api::crds;
 const DIRS: [&str; 2] = ["deploy/crds", "charts/navique/crds"];
 
 fn repo_dir(relative: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..").join(relative)
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .join(relative)
 }
 
 #[test]
@@ -45,13 +47,27 @@ fn every_kind_has_a_status_subresource_short_name_and_printer_columns() {
     for crd in crds::all() {
         let name = crd.metadata.name.clone().unwrap();
         let version = &crd.spec.versions[0];
-        let columns = version.additional_printer_columns.as_ref().map_or(0, Vec::len);
+        let columns = version
+            .additional_printer_columns
+            .as_ref()
+            .map_or(0, Vec::len);
         assert!(columns >= 2, "{name} has {columns} printer columns");
-        assert!(crd.spec.names.short_names.as_ref().is_some_and(|s| !s.is_empty()), "{name} short name");
+        assert!(
+            crd.spec
+                .names
+                .short_names
+                .as_ref()
+                .is_some_and(|s| !s.is_empty()),
+            "{name} short name"
+        );
         let cluster_scoped = crd.spec.scope == "Cluster";
         // Catalogue kinds are provider-written specs with no observed state.
         assert_eq!(
-            version.subresources.as_ref().and_then(|s| s.status.as_ref()).is_some(),
+            version
+                .subresources
+                .as_ref()
+                .and_then(|s| s.status.as_ref())
+                .is_some(),
             !cluster_scoped,
             "{name} status subresource"
         );

@@ -14,10 +14,15 @@ use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
 fn example(name: &str) -> Vec<Value> {
-    let path = format!("{}/../../deploy/examples/{name}", env!("CARGO_MANIFEST_DIR"));
+    let path = format!(
+        "{}/../../deploy/examples/{name}",
+        env!("CARGO_MANIFEST_DIR")
+    );
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
     serde_yaml::Deserializer::from_str(&text)
-        .map(|doc| serde_yaml::from_value::<Value>(serde_yaml::Value::deserialize(doc).unwrap()).unwrap())
+        .map(|doc| {
+            serde_yaml::from_value::<Value>(serde_yaml::Value::deserialize(doc).unwrap()).unwrap()
+        })
         .collect()
 }
 
@@ -26,7 +31,11 @@ use serde::Deserialize;
 /// Reads `manifest` as `K` and writes it back: nothing may be lost or added.
 fn round_trip<K: DeserializeOwned + Serialize>(manifest: &Value) -> K {
     let typed: K = serde_json::from_value(manifest.clone()).expect("manifest reads into the type");
-    assert_eq!(&serde_json::to_value(&typed).unwrap(), manifest, "round trip changed the manifest");
+    assert_eq!(
+        &serde_json::to_value(&typed).unwrap(),
+        manifest,
+        "round trip changed the manifest"
+    );
     typed
 }
 
@@ -36,7 +45,11 @@ fn schema<K: Resource<DynamicType = ()>>() -> Schema {
         .into_iter()
         .find(|crd| crd.spec.names.kind == K::kind(&()))
         .expect("a CRD for the kind");
-    let openapi = &crd.spec.versions[0].schema.as_ref().unwrap().open_api_v3_schema;
+    let openapi = &crd.spec.versions[0]
+        .schema
+        .as_ref()
+        .unwrap()
+        .open_api_v3_schema;
     Schema::from_value(&serde_json::to_value(openapi).unwrap()).expect("structural schema")
 }
 
@@ -52,7 +65,12 @@ fn admit<K: Resource<DynamicType = ()>>(mut manifest: Value) -> Result<Value, St
         Ok(manifest)
     } else {
         let name = manifest["metadata"]["name"].as_str().unwrap_or_default();
-        Err(invalid_message(&K::kind(&()), &K::group(&()), name, &errors))
+        Err(invalid_message(
+            &K::kind(&()),
+            &K::group(&()),
+            name,
+            &errors,
+        ))
     }
 }
 
@@ -71,8 +89,14 @@ fn the_seed_orders_db_reads_unchanged_and_is_accepted() {
     let service: ManagedService = round_trip(manifest);
     assert_eq!(service.spec.deletion_policy, DeletionPolicy::Delete);
     assert_eq!(service.spec.placement.mode, PlacementMode::ProviderShared);
-    assert_eq!(service.spec.parameters.as_ref().unwrap()["postgresql"]["parameters"]["work_mem"], "8MB");
-    assert_eq!(admit::<ManagedService>(manifest.clone()), Ok(manifest.clone()));
+    assert_eq!(
+        service.spec.parameters.as_ref().unwrap()["postgresql"]["parameters"]["work_mem"],
+        "8MB"
+    );
+    assert_eq!(
+        admit::<ManagedService>(manifest.clone()),
+        Ok(manifest.clone())
+    );
 }
 
 #[test]
@@ -94,7 +118,10 @@ fn the_example_stack_and_catalogue_are_accepted() {
 #[test]
 fn a_lock_without_target_kind_is_rejected_naming_the_field() {
     let mut lock = example("lock.yaml").remove(0);
-    lock["spec"]["targetRef"].as_object_mut().unwrap().remove("kind");
+    lock["spec"]["targetRef"]
+        .as_object_mut()
+        .unwrap()
+        .remove("kind");
     assert_eq!(
         admit::<Lock>(lock),
         Err(r#"Lock.core.navique.com "protect-forge-stack" is invalid: spec.targetRef.kind: Required value"#.to_owned())
@@ -104,9 +131,15 @@ fn a_lock_without_target_kind_is_rejected_naming_the_field() {
 #[test]
 fn a_lock_target_api_version_defaults_to_the_core_group() {
     let mut lock = example("lock.yaml").remove(0);
-    lock["spec"]["targetRef"].as_object_mut().unwrap().remove("apiVersion");
+    lock["spec"]["targetRef"]
+        .as_object_mut()
+        .unwrap()
+        .remove("apiVersion");
     let stored = admit::<Lock>(lock).unwrap();
-    assert_eq!(stored["spec"]["targetRef"]["apiVersion"], "core.navique.com/v1alpha1");
+    assert_eq!(
+        stored["spec"]["targetRef"]["apiVersion"],
+        "core.navique.com/v1alpha1"
+    );
 }
 
 #[test]
@@ -154,7 +187,8 @@ fn a_backup_without_origin_is_manual() {
         "metadata": {"name": "before-migration", "namespace": "my-project"},
         "spec": {"serviceRef": {"name": "orders-db"}},
     });
-    let stored: ServiceBackup = serde_json::from_value(admit::<ServiceBackup>(backup).unwrap()).unwrap();
+    let stored: ServiceBackup =
+        serde_json::from_value(admit::<ServiceBackup>(backup).unwrap()).unwrap();
     assert_eq!(stored.spec.origin, BackupOrigin::Manual);
 }
 
@@ -172,9 +206,15 @@ fn several_errors_are_reported_together() {
 #[test]
 fn a_stack_resource_without_kind_is_rejected() {
     let mut stack = example("forge-stack.yaml").remove(0);
-    stack["spec"]["resources"][1].as_object_mut().unwrap().remove("kind");
+    stack["spec"]["resources"][1]
+        .as_object_mut()
+        .unwrap()
+        .remove("kind");
     assert_eq!(
         admit::<Stack>(stack),
-        Err(r#"Stack.core.navique.com "forge" is invalid: spec.resources[1].kind: Required value"#.to_owned())
+        Err(
+            r#"Stack.core.navique.com "forge" is invalid: spec.resources[1].kind: Required value"#
+                .to_owned()
+        )
     );
 }

@@ -21,7 +21,8 @@ fn main() -> ExitCode {
         };
         for dir in &dirs {
             let path = Path::new(dir).join(navique_api::crds::file_name(&crd));
-            if let Err(e) = std::fs::create_dir_all(dir).and_then(|()| std::fs::write(&path, &yaml)) {
+            if let Err(e) = std::fs::create_dir_all(dir).and_then(|()| std::fs::write(&path, &yaml))
+            {
                 eprintln!("error: cannot write {}: {e}", path.display());
                 return ExitCode::FAILURE;
             }
