@@ -2,6 +2,9 @@
 //! and talks to them over the network, as a cluster would.
 #![forbid(unsafe_code)]
 
+mod cluster;
+pub use cluster::{Cluster, cluster, repo_root};
+
 use std::future::Future;
 use std::net::{SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};

@@ -25,7 +25,6 @@ pub fn embedded_manifests(_: &mut SchemaGenerator) -> Schema {
             "x-kubernetes-validations": [{
                 "rule": "has(self.metadata.name) && self.metadata.name != ''",
                 "message": "metadata.name is required",
-                "fieldPath": ".metadata.name",
                 "reason": "FieldValueRequired",
             }],
         },

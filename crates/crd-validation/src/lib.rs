@@ -6,9 +6,11 @@
 //! no default), [`Schema::apply_defaults`], then [`Schema::validate`]. Error texts are
 //! those of kube-apiserver (k8s.io/apimachinery `field.Error`, kube-openapi's
 //! `validate` package and apiextensions-apiserver's conversion between the two), see
-//! [`FieldError`]. `x-kubernetes-validations` (CEL) rules are ignored here.
+//! [`FieldError`]. [`Schema::validate_rules`] then evaluates the
+//! `x-kubernetes-validations` (CEL) rules; see the `cel` module for what it supports.
 #![forbid(unsafe_code)]
 
+mod cel;
 mod gofmt;
 mod validate;
 
@@ -47,6 +49,19 @@ pub enum Error {
         /// What is wrong with it.
         reason: String,
     },
+    /// An `x-kubernetes-validations` rule kube-apiserver would not accept, e.g. one
+    /// whose CEL expression does not compile.
+    #[error("{path}.x-kubernetes-validations[{index}].{field}: {reason}")]
+    InvalidRule {
+        /// Where in the schema.
+        path: String,
+        /// The rule's index in `x-kubernetes-validations`.
+        index: usize,
+        /// The rule's member at fault: `rule`, `messageExpression` or `reason`.
+        field: &'static str,
+        /// What is wrong with it, e.g. `compilation failed: ERROR: <input>:1:5: ...`.
+        reason: String,
+    },
 }
 
 /// A parsed `openAPIV3Schema`, ready to prune, default and validate objects.
@@ -65,6 +80,9 @@ enum Additional {
 struct Node {
     /// Empty means any type; `x-kubernetes-int-or-string` gives `["integer", "string"]`.
     types: Vec<&'static str>,
+    /// The `type` keyword as written (`""` if absent), which CEL rule errors print.
+    type_name: &'static str,
+    int_or_string: bool,
     nullable: bool,
     format: Option<String>,
     properties: BTreeMap<String, Node>,
@@ -94,6 +112,10 @@ struct Node {
     any_of: Vec<Node>,
     one_of: Vec<Node>,
     not: Option<Box<Node>>,
+    /// The compiled `x-kubernetes-validations` rules of this node.
+    rules: Vec<cel::Rule>,
+    /// Whether this node or a node below it has rules.
+    has_rules: bool,
 }
 
 impl Node {
@@ -164,10 +186,12 @@ fn parse(v: &Value, path: &str) -> Result<Node, Error> {
             path: path.into(),
             name: t.clone(),
         };
-        n.types = vec![known.into_iter().find(|k| *k == t).ok_or_else(unknown)?];
+        n.type_name = known.into_iter().find(|k| *k == t).ok_or_else(unknown)?;
+        n.types = vec![n.type_name];
     }
     if flag("x-kubernetes-int-or-string")? {
         n.types = vec!["integer", "string"];
+        n.int_or_string = true;
     }
     for (k, s) in get(o, path, "properties", Value::as_object)?
         .into_iter()
@@ -218,6 +242,10 @@ fn parse(v: &Value, path: &str) -> Result<Node, Error> {
             "must be atomic, set or map",
         ));
     }
+    n.rules = cel::rules(o, path, &n)?;
+    let below = n.properties.values().chain(n.items.as_deref());
+    let below = below.chain(n.additional_schema()).chain(&n.all_of);
+    n.has_rules = !n.rules.is_empty() || below.into_iter().any(|c| c.has_rules);
     Ok(n)
 }
 
@@ -230,8 +258,9 @@ fn join_key(path: &str, k: &str) -> String {
 }
 
 impl Schema {
-    /// Parses an `openAPIV3Schema` object. Unknown keywords (`description`,
-    /// `x-kubernetes-validations`, ...) are ignored.
+    /// Parses an `openAPIV3Schema` object, compiling its `x-kubernetes-validations`
+    /// rules (a rule that does not compile is an [`Error::InvalidRule`]). Unknown
+    /// keywords (`description`, `example`, ...) are ignored.
     pub fn from_value(v: &Value) -> Result<Schema, Error> {
         Ok(Schema {
             root: parse(v, "openAPIV3Schema")?,
@@ -398,8 +427,11 @@ pub enum FieldErrorKind {
     TooLong,
     /// `Too many` (over `maxItems` or `maxProperties`).
     TooMany,
-    /// `Duplicate value` (in an `x-kubernetes-list-type` set or map).
+    /// `Duplicate value` (in an `x-kubernetes-list-type` set or map, or a CEL rule
+    /// with `reason: FieldValueDuplicate`).
     Duplicate,
+    /// `Forbidden` (a CEL rule with `reason: FieldValueForbidden`).
+    Forbidden,
 }
 
 impl FieldErrorKind {
@@ -413,6 +445,7 @@ impl FieldErrorKind {
             Self::TooLong => "FieldValueTooLong",
             Self::TooMany => "FieldValueTooMany",
             Self::Duplicate => "FieldValueDuplicate",
+            Self::Forbidden => "FieldValueForbidden",
         }
     }
 
@@ -424,6 +457,7 @@ impl FieldErrorKind {
             Self::TooLong => "Too long",
             Self::TooMany => "Too many",
             Self::Duplicate => "Duplicate value",
+            Self::Forbidden => "Forbidden",
         }
     }
 }
@@ -441,7 +475,7 @@ pub struct FieldError {
     pub path: String,
     /// What went wrong.
     pub kind: FieldErrorKind,
-    /// The offending value (not printed for `Required` and `TooLong`).
+    /// The offending value (not printed for `Required`, `Forbidden` and `TooLong`).
     pub value: Value,
     /// The detail after the value, e.g. `supported values: "A", "B"`.
     pub detail: String,
@@ -479,7 +513,7 @@ impl FieldError {
         let mut s = self.kind.label().to_owned();
         if !matches!(
             self.kind,
-            FieldErrorKind::Required | FieldErrorKind::TooLong
+            FieldErrorKind::Required | FieldErrorKind::Forbidden | FieldErrorKind::TooLong
         ) {
             s.push_str(": ");
             s.push_str(&gofmt::bad_value(&self.value));

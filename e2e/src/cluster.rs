@@ -1,0 +1,193 @@
+//! The cluster end-to-end tests run against: the one `NAVIQUE_E2E_KUBECONFIG`
+//! names (a real cluster, such as kind), else a dev API server this test
+//! binary starts once and that exits with it.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use crate::Process;
+
+/// A cluster and the clients to drive it.
+pub struct Cluster {
+    kubeconfig: PathBuf,
+    kubectl: PathBuf,
+    /// The dev API server, when this binary started one.
+    dev: Option<(Process, tempfile::TempDir)>,
+}
+
+static CLUSTER: OnceLock<Cluster> = OnceLock::new();
+
+/// The shared cluster of this test binary.
+pub fn cluster() -> &'static Cluster {
+    CLUSTER.get_or_init(Cluster::start)
+}
+
+/// The repository root.
+pub fn repo_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+impl Cluster {
+    fn start() -> Self {
+        let kubectl = repo_root().join(".tools/bin/kubectl");
+        assert!(
+            kubectl.exists(),
+            "{} is missing: run scripts/tools.sh (make test does) to install the pinned kubectl",
+            kubectl.display()
+        );
+        if let Ok(kubeconfig) = std::env::var("NAVIQUE_E2E_KUBECONFIG") {
+            return Self {
+                kubeconfig: kubeconfig.into(),
+                kubectl,
+                dev: None,
+            };
+        }
+        let dir = tempfile::tempdir().expect("temp dir");
+        let pid = std::process::id().to_string();
+        let server = Process::spawn(
+            "dev-apiserver",
+            &[
+                "--dir",
+                dir.path().to_str().expect("utf-8 temp dir"),
+                "--parent-pid",
+                &pid,
+                "--bookmark-interval",
+                "2",
+            ],
+        );
+        let kubeconfig = dir.path().join("kubeconfig");
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !server.stdout().contains("listening on") {
+            assert!(
+                Instant::now() < deadline,
+                "dev-apiserver did not start; stderr:\n{}",
+                server.stderr()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Self {
+            kubeconfig,
+            kubectl,
+            dev: Some((server, dir)),
+        }
+    }
+
+    pub fn kubeconfig(&self) -> &Path {
+        &self.kubeconfig
+    }
+
+    /// Whether this is the dev API server (which has test-only endpoints).
+    pub fn is_dev(&self) -> bool {
+        self.dev.is_some()
+    }
+
+    /// The dev API server's log so far.
+    pub fn dev_log(&self) -> String {
+        self.dev
+            .as_ref()
+            .map(|(p, _)| p.stdout() + &p.stderr())
+            .unwrap_or_default()
+    }
+
+    /// A kubectl command for this cluster, with a cache directory of its own
+    /// so that discovery is never stale: tests add CRDs as they go.
+    pub fn kubectl_command(&self) -> (Command, tempfile::TempDir) {
+        let cache = tempfile::tempdir().expect("kubectl cache dir");
+        let mut command = Command::new(&self.kubectl);
+        command
+            .arg("--kubeconfig")
+            .arg(&self.kubeconfig)
+            .arg("--cache-dir")
+            .arg(cache.path());
+        (command, cache)
+    }
+
+    /// Runs the pinned kubectl against this cluster.
+    pub fn kubectl(&self, args: &[&str], stdin: Option<&str>) -> Output {
+        let (mut command, _cache) = self.kubectl_command();
+        let mut child = command
+            .args(args)
+            .stdin(if stdin.is_some() {
+                Stdio::piped()
+            } else {
+                Stdio::null()
+            })
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("run kubectl");
+        if let Some(input) = stdin {
+            child
+                .stdin
+                .take()
+                .expect("stdin")
+                .write_all(input.as_bytes())
+                .expect("write kubectl stdin");
+        }
+        child.wait_with_output().expect("kubectl output")
+    }
+
+    /// Runs kubectl, asserts success, returns stdout.
+    pub fn kubectl_ok(&self, args: &[&str]) -> String {
+        self.kubectl_in(args, None)
+    }
+
+    /// Runs kubectl with `stdin`, asserts success, returns stdout.
+    pub fn kubectl_in(&self, args: &[&str], stdin: Option<&str>) -> String {
+        let output = self.kubectl(args, stdin);
+        assert!(
+            output.status.success(),
+            "kubectl {} failed:\n{}",
+            args.join(" "),
+            String::from_utf8_lossy(&output.stderr)
+        );
+        String::from_utf8_lossy(&output.stdout).into_owned()
+    }
+
+    /// Runs kubectl, asserts failure, returns stderr.
+    pub fn kubectl_err(&self, args: &[&str], stdin: Option<&str>) -> String {
+        let output = self.kubectl(args, stdin);
+        assert!(
+            !output.status.success(),
+            "kubectl {} succeeded but should have failed:\n{}",
+            args.join(" "),
+            String::from_utf8_lossy(&output.stdout)
+        );
+        String::from_utf8_lossy(&output.stderr).into_owned()
+    }
+
+    /// A new namespace for one test, named `<prefix>-<random>`.
+    pub fn namespace(&self, prefix: &str) -> String {
+        let name = format!("{prefix}-{}", &uuid_like()[..8]);
+        self.kubectl_ok(&["create", "namespace", &name]);
+        name
+    }
+
+    /// A kube-rs client for this cluster.
+    pub async fn client(&self) -> kube::Client {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let kubeconfig =
+            kube::config::Kubeconfig::read_from(&self.kubeconfig).expect("read kubeconfig");
+        let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+            .await
+            .expect("kubeconfig");
+        kube::Client::try_from(config).expect("client")
+    }
+}
+
+/// A random lowercase hex string.
+fn uuid_like() -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or_default();
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    std::hash::Hash::hash(
+        &(nanos, std::process::id(), std::thread::current().id()),
+        &mut hasher,
+    );
+    format!("{:016x}", std::hash::Hasher::finish(&hasher))
+}
