@@ -1,18 +1,20 @@
 # Navique: `make demo` shows it working, `make test` runs every test.
 CARGO ?= cargo
 
-.PHONY: all setup build test lint crds demo clean
+.PHONY: all setup build test lint crds dev-up dev-down demo bench clean
 
 all: build
 
+# System packages, toolchain components, and the pinned kubectl and helm.
 setup:
 	@scripts/setup.sh
+	@scripts/tools.sh
 
 build: setup
 	$(CARGO) build --workspace --bins
 
 # Unit, integration and end-to-end tests. The end-to-end tests start the
-# binaries that `build` made.
+# binaries that `build` made, against a dev API server of their own.
 test: build
 	scripts/test.sh
 
@@ -24,9 +26,21 @@ lint: setup
 crds:
 	$(CARGO) run -q -p navique-api --bin crdgen -- deploy/crds charts/navique/crds
 
-demo: build
+# The development environment: dev API server, PostgreSQL, CRDs, catalogue
+# and every component, in the background. `source .dev/env` to use it.
+dev-up: build
+	scripts/dev-up.sh
+
+dev-down:
+	scripts/dev-down.sh
+
+demo: dev-up
 	scripts/demo.sh
 
-clean:
+# Write throughput and watch fan-out of the dev API server (release build).
+bench:
+	$(CARGO) bench -p dev-apiserver --bench throughput
+
+clean: dev-down
 	$(CARGO) clean
 	rm -rf .dev

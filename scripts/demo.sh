@@ -1,82 +1,74 @@
 #!/usr/bin/env bash
-# Walks through what Navique does today, printing each step. Grows with each
-# capability: the dev API server, then the seed scenarios with kubectl.
-set -euo pipefail
+# Walks through what Navique does today on the environment `make dev-up`
+# started, printing each kubectl command and its result. Each capability adds
+# its seed scenarios here.
+set -uo pipefail
 cd "$(dirname "$0")/.."
-
-bin=target/debug
-work=.dev/demo
-rm -rf "$work" && mkdir -p "$work"
+# shellcheck disable=SC1091
+source .dev/env
 
 step() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
-run() { printf '$ %s\n' "$*"; "$@"; }
+run() {
+  printf '\033[36m$ %s\033[0m\n' "$*"
+  "$@"
+  local status=$?
+  [[ $status -eq 0 ]] || printf '\033[33m(exit code %s)\033[0m\n' "$status"
+}
+apply() {
+  printf '\033[36m$ kubectl apply -f - <<EOF\n%s\nEOF\033[0m\n' "$1"
+  kubectl apply -f - <<<"$1"
+  local status=$?
+  [[ $status -eq 0 ]] || printf '\033[33m(exit code %s)\033[0m\n' "$status"
+}
 
-step "The API: every kind as a CRD generated from crates/api (deploy/crds)"
-printf '%-26s %-22s %-11s %s\n' KIND GROUP SCOPE SHORTNAME
-for crd in deploy/crds/*.yaml; do
-  kind=$(awk '/^    kind:/ {print $2; exit}' "$crd")
-  group=$(awk '/^  group:/ {print $2; exit}' "$crd")
-  scope=$(awk '/^  scope:/ {print $2; exit}' "$crd")
-  short=$(awk '/shortNames:/ {getline; print $2; exit}' "$crd")
-  printf '%-26s %-22s %-11s %s\n' "$kind" "$group" "$scope" "$short"
-done
+step "The API server, the operator's kinds and their short names"
+run kubectl version
+run kubectl api-resources --categories navique
 
-step "The seeds' manifests against those schemas: accepted as written, bad ones rejected naming the field"
-cargo test -p navique-api --test seed_manifests 2>/dev/null | grep -E "^test "
+step "The Locks guide: a Stack in Project 'forge', and the Lock that protects it"
+run kubectl create namespace forge
+run kubectl apply -f deploy/examples/forge-stack.yaml
+run kubectl apply -f deploy/examples/lock.yaml
+run kubectl get stacks,locks -n forge
+echo "(stamping the target and denying its delete arrive with the Locks issue: the lock-controller runs, but has no reconciler yet)"
 
-step "A component refuses to start on a kubeconfig it cannot read, in one line"
-printf '$ %s\n' "$bin/webhook --kubeconfig /nonexistent"
-"$bin/webhook" --kubeconfig /nonexistent || echo "(exit code $?)"
+step "A Lock must name its target's kind: the API server refuses it, naming the field"
+apply "apiVersion: core.navique.com/v1alpha1
+kind: Lock
+metadata: {name: no-kind, namespace: forge}
+spec:
+  targetRef: {name: forge}"
 
-# A kubeconfig for an API server that is not there (yet): the components wait
-# for it with backoff instead of failing.
-cat > "$work/kubeconfig" <<KUBECONFIG
-apiVersion: v1
-kind: Config
-clusters: [{name: demo, cluster: {server: "http://127.0.0.1:16443"}}]
-users: [{name: demo, user: {token: demo}}]
-contexts: [{name: demo, context: {cluster: demo, user: demo, namespace: default}}]
-current-context: demo
-KUBECONFIG
+step "The 'Status and Deletion' guide: orders-db in Project 'my-project'"
+run kubectl create namespace my-project
+run kubectl apply -f deploy/examples/orders-db.yaml
+run kubectl get managedservices -n my-project \
+  -o custom-columns='NAME:.metadata.name,INSTANCE_NAMESPACE:.status.instanceNamespace,POLICY:.spec.deletionPolicy,PROTECTED:.spec.deletionProtection'
 
-components=(lock-controller service-lifecycle-controller backup-runner webhook)
-pids=()
-cleanup() { for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done; }
-trap cleanup EXIT
+step "deletionPolicy must be one of Retain, SnapshotAndDelete, Delete"
+run kubectl patch managedservice orders-db -n my-project --type merge -p '{"spec":{"deletionPolicy":"Destroy"}}'
 
-step "All four components start, each with its own admin server"
-port=18181
-for component in "${components[@]}"; do
-  printf '$ %s\n' "$bin/$component --kubeconfig $work/kubeconfig --admin-addr 127.0.0.1:$port &"
-  "$bin/$component" --kubeconfig "$work/kubeconfig" --admin-addr "127.0.0.1:$port" \
-    >"$work/$component.log" 2>&1 &
-  pids+=($!)
-  port=$((port + 1))
-done
-sleep 2
+step "A plan may allow SnapshotAndDelete only with backups enabled (a CEL rule on the CRD)"
+apply "apiVersion: services.kube-dc.com/v1alpha1
+kind: ServicePlan
+metadata: {name: no-backups}
+spec:
+  classRef: {name: postgresql}
+  allowedDeletionPolicies: [Retain, SnapshotAndDelete]
+  backup: {enabled: false}"
 
-step "Alive (/healthz) but not ready (/readyz) while the API server cannot be reached"
-port=18181
-for component in "${components[@]}"; do
+step "The provider's catalogue the seeds' manifests refer to"
+run kubectl get serviceclasses,serviceplans
+
+step "The components: each alive, ready, and exporting metrics; one replica per controller leads"
+port=18081
+for component in lock-controller service-lifecycle-controller backup-runner webhook; do
   printf '%-30s healthz: %-4s readyz: %s\n' "$component" \
     "$(curl -s "127.0.0.1:$port/healthz")" "$(curl -s "127.0.0.1:$port/readyz")"
   port=$((port + 1))
 done
+run kubectl get leases -n navique-system
+printf '\033[36m$ curl -s 127.0.0.1:18081/metrics | grep leader\033[0m\n'
+curl -s 127.0.0.1:18081/metrics | grep leader
 
-step "Per-component Prometheus metrics"
-run curl -s 127.0.0.1:18181/metrics
-
-step "The controller's log: retrying with backoff"
-grep -m3 'cannot reach' "$work/lock-controller.log" | sed 's/^/  /'
-
-step "SIGTERM: every component shuts down cleanly"
-for i in "${!components[@]}"; do
-  kill -TERM "${pids[$i]}"
-  status=0
-  wait "${pids[$i]}" || status=$?
-  printf '%-30s exit code %s; last log line: %s\n' "${components[$i]}" "$status" \
-    "$(tail -1 "$work/${components[$i]}.log" | sed 's/^.*INFO //')"
-done
-pids=()
-
-step "Done. Next: the dev API server, then Locks, managed services and approvals walk through here with kubectl."
+step "Done. The environment keeps running: 'source .dev/env' to use it, 'make dev-down' to stop it."

@@ -239,6 +239,8 @@ fn collect(value: &Value, path: &mut Path, set: &mut FieldSet) {
         path.push(Elem::Field(name.clone()));
         match child {
             Value::Object(m) if !m.is_empty() => collect(child, path, set),
+            // Root metadata is never owned as a whole.
+            Value::Object(_) if path.len() == 1 && name == "metadata" => {}
             Value::Array(items)
                 if !items.is_empty()
                     && items.iter().all(|i| item_key(name, items, i).is_some()) =>
@@ -434,10 +436,14 @@ pub fn apply(
             continue;
         }
         for path in applied_fields.intersection(&entry.fields) {
-            if matches!(path.last(), Some(Elem::Key(_))) {
+            // Item markers and empty maps set no value to disagree on.
+            let applied_value = value_at(applied, path);
+            if matches!(path.last(), Some(Elem::Key(_)))
+                || applied_value.is_some_and(|v| v.as_object().is_some_and(Map::is_empty))
+            {
                 continue;
             }
-            if value_at(live_value, path) != value_at(applied, path) {
+            if value_at(live_value, path) != applied_value {
                 conflicts.push((entry.printed(), path.clone()));
             }
         }
