@@ -33,12 +33,23 @@ fn start(namespace: &str, identity: &str) -> (SocketAddr, Process) {
 
 async fn leading(admin: SocketAddr) -> Option<bool> {
     let metrics = http_get(admin, "/metrics").await.ok()?;
-    let line = metrics.body.lines().find(|l| l.starts_with("navique_lock_controller_leader "))?;
+    let line = metrics
+        .body
+        .lines()
+        .find(|l| l.starts_with("navique_lock_controller_leader "))?;
     Some(line.ends_with(" 1"))
 }
 
 fn holder(namespace: &str) -> String {
-    cluster().kubectl_ok(&["get", "lease", "lock-controller", "-n", namespace, "-o", "jsonpath={.spec.holderIdentity}"])
+    cluster().kubectl_ok(&[
+        "get",
+        "lease",
+        "lock-controller",
+        "-n",
+        namespace,
+        "-o",
+        "jsonpath={.spec.holderIdentity}",
+    ])
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -63,12 +74,25 @@ async fn one_replica_leads_and_the_standby_takes_over_when_it_stops() {
     } else {
         (&mut b, &mut a, admin_a, "replica-a")
     };
-    assert_eq!(holder(&ns), if leader_is_a { "replica-a" } else { "replica-b" });
+    assert_eq!(
+        holder(&ns),
+        if leader_is_a {
+            "replica-a"
+        } else {
+            "replica-b"
+        }
+    );
 
-    assert!(leader.terminate(Duration::from_secs(10)).success(), "{}", leader.stderr());
-    eventually(Duration::from_secs(10), "the standby to take over", || async {
-        leading(standby_admin).await.filter(|l| *l)
-    })
+    assert!(
+        leader.terminate(Duration::from_secs(10)).success(),
+        "{}",
+        leader.stderr()
+    );
+    eventually(
+        Duration::from_secs(10),
+        "the standby to take over",
+        || async { leading(standby_admin).await.filter(|l| *l) },
+    )
     .await;
     assert_eq!(holder(&ns), standby_id);
     assert!(standby.terminate(Duration::from_secs(10)).success());

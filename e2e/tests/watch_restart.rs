@@ -19,10 +19,11 @@ async fn a_kube_rs_controller_reconciles_through_a_forced_watch_restart() {
     use kube::runtime::watcher;
     use std::sync::Arc;
 
-    assert!(
-        cluster().is_dev(),
-        "this test forces a compaction through the dev API server's /debug/compact"
-    );
+    if !cluster().is_dev() {
+        eprintln!("not run: forcing a compaction needs the dev API server's /debug/compact");
+        return;
+    }
+
     let ns = cluster().namespace("controller");
     let client = cluster().client().await;
     let api: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
