@@ -32,12 +32,7 @@ pub fn repo_root() -> PathBuf {
 
 impl Cluster {
     fn start() -> Self {
-        let kubectl = repo_root().join(".tools/bin/kubectl");
-        assert!(
-            kubectl.exists(),
-            "{} is missing: run scripts/tools.sh (make test does) to install the pinned kubectl",
-            kubectl.display()
-        );
+        let kubectl = pinned_kubectl();
         if let Ok(kubeconfig) = std::env::var("NAVIQUE_E2E_KUBECONFIG") {
             return Self {
                 kubeconfig: kubeconfig.into(),
@@ -45,19 +40,25 @@ impl Cluster {
                 dev: None,
             };
         }
+        Self::dev(&[])
+    }
+
+    /// A dev API server of the caller's own, started with `args` (e.g.
+    /// `--authorization rbac`), stopped when the Cluster is dropped.
+    pub fn dev(args: &[&str]) -> Self {
+        let kubectl = pinned_kubectl();
         let dir = tempfile::tempdir().expect("temp dir");
         let pid = std::process::id().to_string();
-        let server = Process::spawn(
-            "dev-apiserver",
-            &[
-                "--dir",
-                dir.path().to_str().expect("utf-8 temp dir"),
-                "--parent-pid",
-                &pid,
-                "--bookmark-interval",
-                "2",
-            ],
-        );
+        let mut all = vec![
+            "--dir",
+            dir.path().to_str().expect("utf-8 temp dir"),
+            "--parent-pid",
+            &pid,
+            "--bookmark-interval",
+            "2",
+        ];
+        all.extend_from_slice(args);
+        let server = Process::spawn("dev-apiserver", &all);
         let kubeconfig = dir.path().join("kubeconfig");
         let deadline = Instant::now() + Duration::from_secs(20);
         while !server.stdout().contains("listening on") {
@@ -159,6 +160,26 @@ impl Cluster {
         String::from_utf8_lossy(&output.stderr).into_owned()
     }
 
+    /// POSTs `body` to a path of the API server (its /debug endpoints).
+    pub fn post_raw(&self, path: &str, body: &str) -> String {
+        let file = tempfile::NamedTempFile::new().expect("temp file");
+        std::fs::write(file.path(), body).expect("write body");
+        self.kubectl_ok(&[
+            "create",
+            "--raw",
+            path,
+            "-f",
+            file.path().to_str().expect("utf-8 path"),
+        ])
+    }
+
+    /// Adds a user with `groups`; returns nothing: act as it with `--as`.
+    pub fn add_user(&self, name: &str, groups: &[&str]) {
+        let user =
+            serde_json::json!({"token": format!("{name}-token"), "name": name, "groups": groups});
+        self.post_raw("/debug/users", &user.to_string());
+    }
+
     /// A new namespace for one test, named `<prefix>-<random>`.
     pub fn namespace(&self, prefix: &str) -> String {
         let name = format!("{prefix}-{}", &uuid_like()[..8]);
@@ -176,6 +197,17 @@ impl Cluster {
             .expect("kubeconfig");
         kube::Client::try_from(config).expect("client")
     }
+}
+
+/// The pinned kubectl; a missing one fails the test, never skips it.
+fn pinned_kubectl() -> PathBuf {
+    let kubectl = repo_root().join(".tools/bin/kubectl");
+    assert!(
+        kubectl.exists(),
+        "{} is missing: run scripts/tools.sh (make test does) to install the pinned kubectl",
+        kubectl.display()
+    );
+    kubectl
 }
 
 /// A random lowercase hex string.

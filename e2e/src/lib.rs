@@ -3,7 +3,9 @@
 #![forbid(unsafe_code)]
 
 mod cluster;
+mod webhook;
 pub use cluster::{Cluster, cluster, repo_root};
+pub use webhook::WebhookServer;
 
 use std::future::Future;
 use std::net::{SocketAddr, TcpListener};

@@ -1,93 +1,114 @@
-//! What happens to a write between decoding and storing: custom resources
-//! are pruned, defaulted and validated against their CRD's schema (CEL rules
-//! included), and CRDs are checked and established. Policies and webhooks
-//! are the next step of this pipeline.
+//! Admission, in kube-apiserver's order: ValidatingAdmissionPolicies, then
+//! validating webhooks. Runs on every write from a client or a controller
+//! of this server, except on the admission configuration itself.
 
-use serde_json::{Value, json};
+use std::sync::Arc;
 
-use crate::resources::ResourceType;
-use crate::rest::kind_group;
-use crate::server::{Req, State};
+use serde_json::Value;
+
+use crate::attributes::Attributes;
+use crate::policy::{self, PolicyContext};
+use crate::server::State;
 use crate::status::ApiError;
-use crate::store::Txn;
-use crate::{crds, defaults};
+use crate::webhook::{self, WebhookContext};
 
-/// Admits a create (`old` is None) or update of `object`, mutating it as
-/// kube-apiserver would (pruning, defaults) and collecting warnings.
-pub fn validate(
-    _state: &State,
-    _txn: &Txn<'_>,
-    rt: &ResourceType,
-    req: &Req,
-    old: Option<&Value>,
-    object: &mut Value,
-    warnings: &mut Vec<String>,
-) -> Result<(), ApiError> {
-    defaults::apply(rt, object);
-    if let Some(schema) = &rt.schema {
-        let pruned = schema.prune(object);
-        match req.param("fieldValidation") {
-            Some("Ignore") => {}
-            Some("Strict") if !pruned.is_empty() => {
-                return Err(ApiError::bad_request(
-                    navique_crd_validation::strict_decoding_message(&rt.kind, &rt.version, &pruned),
-                ));
-            }
-            _ => warnings.extend(
-                pruned
-                    .iter()
-                    .map(|p| navique_crd_validation::unknown_field_warning(p)),
-            ),
-        }
-        schema.apply_defaults(object);
-        let mut errors = schema.validate(object);
-        // As kube-apiserver: CEL rules run only on objects whose structure
-        // is sound.
-        let structural = errors.iter().any(|e| {
-            use navique_crd_validation::FieldErrorKind::*;
-            matches!(
-                e.kind,
-                Required | TypeInvalid | NotSupported | TooLong | TooMany
-            )
+const ADMISSION_GROUP: &str = "admissionregistration.k8s.io";
+
+/// Admits a write; returns the warnings to send, or the denial.
+pub async fn admit(state: &Arc<State>, attributes: &Attributes) -> Result<Vec<String>, ApiError> {
+    if attributes.resource.group == ADMISSION_GROUP {
+        return Ok(Vec::new());
+    }
+    let (policies, bindings, configurations, namespace_object) = {
+        let txn = state.store.lock();
+        let all = |plural: &str| -> Vec<Value> {
+            txn.list(&(ADMISSION_GROUP.to_owned(), plural.to_owned()), None, None)
+                .map(|(_, o)| o.clone())
+                .collect()
+        };
+        let namespace = (!attributes.namespace.is_empty())
+            .then(|| {
+                txn.get(
+                    &(String::new(), "namespaces".to_owned()),
+                    &(String::new(), attributes.namespace.clone()),
+                )
+                .cloned()
+            })
+            .flatten();
+        (
+            all("validatingadmissionpolicies"),
+            all("validatingadmissionpolicybindings"),
+            all("validatingwebhookconfigurations"),
+            namespace,
+        )
+    };
+
+    let params = |api_version: &str,
+                  kind: &str,
+                  namespace: Option<&str>,
+                  name: Option<&str>,
+                  selector: Option<&Value>| {
+        find_params(state, api_version, kind, namespace, name, selector)
+    };
+    let verdict = policy::evaluate(
+        &PolicyContext {
+            policies: &policies,
+            bindings: &bindings,
+            namespace_object: namespace_object.as_ref(),
+            params: &params,
+        },
+        attributes,
+    );
+    if let Some(denial) = verdict.denial {
+        return Err(ApiError {
+            code: denial.code,
+            body: denial.status(attributes),
         });
-        if !structural {
-            errors.extend(schema.validate_rules(object, old));
-        }
-        if !errors.is_empty() {
-            let name = object["metadata"]["name"].as_str().unwrap_or_default();
-            let message =
-                navique_crd_validation::invalid_message(&rt.kind, &rt.group, name, &errors);
-            let causes = errors
-                .iter()
-                .map(|e| {
-                    let cause = e.cause();
-                    json!({"reason": cause.reason, "message": cause.message, "field": cause.field})
-                })
-                .collect();
-            return Err(ApiError::invalid(rt, name, message, causes));
+    }
+    let mut warnings = verdict.warnings;
+    let resolve =
+        |namespace: &str, name: &str, port: u16| state.resolve_service(namespace, name, port);
+    let context = WebhookContext {
+        configurations: &configurations,
+        namespace_object: namespace_object.as_ref(),
+        resolve_service: &resolve,
+    };
+    match webhook::validate(&context, attributes).await {
+        Ok(more) => warnings.extend(more),
+        Err(rejection) => {
+            return Err(ApiError {
+                code: rejection.code,
+                body: rejection.status,
+            });
         }
     }
-    if crds::is_crd(rt) {
-        crds::establish(object).map_err(|detail| {
-            let name = object["metadata"]["name"].as_str().unwrap_or_default();
-            ApiError::invalid(
-                rt,
-                name,
-                format!("{} \"{name}\" is invalid: {detail}", kind_group(rt)),
-                Vec::new(),
-            )
-        })?;
-    }
-    Ok(())
+    Ok(warnings)
 }
 
-/// Admits a delete.
-pub fn validate_delete(
-    _state: &State,
-    _txn: &Txn<'_>,
-    _rt: &ResourceType,
-    _req: &Req,
-    _object: &Value,
-) -> Result<(), ApiError> {
-    Ok(())
+/// The objects a binding's paramRef names.
+fn find_params(
+    state: &State,
+    api_version: &str,
+    kind: &str,
+    namespace: Option<&str>,
+    name: Option<&str>,
+    selector: Option<&Value>,
+) -> Vec<Value> {
+    let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
+    let Some(rt) = state
+        .types()
+        .into_iter()
+        .find(|t| t.group == group && t.version == version && t.kind == kind)
+    else {
+        return Vec::new();
+    };
+    let labels = selector
+        .and_then(|s| crate::selectors::LabelSelector::from_json(s).ok())
+        .unwrap_or_default();
+    let txn = state.store.lock();
+    txn.list(&rt.storage_key(), namespace, None)
+        .filter(|((_, n), _)| name.is_none_or(|name| name == n))
+        .filter(|(_, o)| labels.matches(&o["metadata"]["labels"]))
+        .map(|(_, o)| crate::rest::served(&rt, o.clone()))
+        .collect()
 }

@@ -5,16 +5,24 @@
 #![forbid(unsafe_code)]
 
 mod admission;
+mod aggregation;
 mod apply;
+mod attributes;
+mod auth;
+mod cel;
 mod crds;
 mod defaults;
 mod discovery;
 mod events;
+mod faults;
+mod gc;
 mod names;
 mod namespaces;
 mod openapi;
 mod patch;
+mod policy;
 mod protobuf;
+mod rbac;
 mod resources;
 mod rest;
 mod selectors;
@@ -23,7 +31,12 @@ mod status;
 mod store;
 mod table;
 mod tls;
+mod validation;
 mod watch;
+mod webhook;
+mod write;
+
+pub use server::Authorization;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -42,6 +55,8 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
+    #[error("{0}")]
+    Config(String),
     #[error("cannot listen on {addr}: {source}")]
     Bind {
         addr: SocketAddr,
@@ -66,6 +81,20 @@ pub struct Args {
     #[arg(long, env = "DEV_APISERVER_TOKEN")]
     pub token: Option<String>,
 
+    /// YAML file of users: `users: [{token, name, uid?, groups?}]`. The
+    /// generated token's user is always an admin in `system:masters`.
+    #[arg(long, env = "DEV_APISERVER_USERS", value_name = "FILE")]
+    pub users: Option<PathBuf>,
+
+    /// How requests are authorized.
+    #[arg(long, value_enum, default_value_t = Authorization::AlwaysAllow)]
+    pub authorization: Authorization,
+
+    /// Resolves a webhook's service reference to a local address:
+    /// `NAMESPACE/NAME=HOST:PORT`. Repeatable.
+    #[arg(long = "webhook-service", value_name = "NS/NAME=ADDR", value_parser = parse_service)]
+    pub webhook_services: Vec<((String, String), SocketAddr)>,
+
     /// Seconds between watch bookmarks, for clients that allow them.
     #[arg(long, default_value_t = 60)]
     pub bookmark_interval: u64,
@@ -77,6 +106,17 @@ pub struct Args {
     /// Log filter in tracing's EnvFilter syntax.
     #[arg(long, env = "RUST_LOG", default_value = "info")]
     pub log_level: String,
+}
+
+fn parse_service(value: &str) -> Result<((String, String), SocketAddr), String> {
+    let (service, addr) = value
+        .split_once('=')
+        .ok_or_else(|| format!("{value:?}: expected NAMESPACE/NAME=HOST:PORT"))?;
+    let (namespace, name) = service
+        .split_once('/')
+        .ok_or_else(|| format!("{service:?}: expected NAMESPACE/NAME"))?;
+    let addr = addr.parse().map_err(|e| format!("{addr:?}: {e}"))?;
+    Ok(((namespace.to_owned(), name.to_owned()), addr))
 }
 
 /// Starts the server; returns once it listens, with its address and the
@@ -114,7 +154,14 @@ pub async fn start(args: &Args) -> Result<(SocketAddr, tokio::task::JoinHandle<(
         &token,
     )?;
 
-    let state = server::State::new(token, Duration::from_secs(args.bookmark_interval));
+    let users = auth::Users::load(&token, args.users.as_deref()).map_err(Error::Config)?;
+    let state = server::State::new(
+        users,
+        args.authorization,
+        args.webhook_services.iter().cloned().collect(),
+        Duration::from_secs(args.bookmark_interval),
+    );
+    tokio::spawn(gc::run(state.clone()));
     let acceptor = tokio_rustls::TlsAcceptor::from(config);
     let task = tokio::spawn(server::serve(listener, acceptor, state));
     Ok((addr, task))

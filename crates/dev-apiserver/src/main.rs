@@ -1,9 +1,19 @@
+use std::process::ExitCode;
+
 use clap::Parser;
 
-fn main() -> anyhow::Result<()> {
+fn main() -> ExitCode {
     let _ = rustls::crypto::ring::default_provider().install_default();
-    tokio::runtime::Builder::new_multi_thread()
+    let outcome = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
-        .build()?
-        .block_on(dev_apiserver::run(dev_apiserver::Args::parse()))
+        .build()
+        .map_err(anyhow::Error::from)
+        .and_then(|runtime| runtime.block_on(dev_apiserver::run(dev_apiserver::Args::parse())));
+    match outcome {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
 }

@@ -1,23 +1,33 @@
 //! Namespaces: the defaults every cluster has, refusing writes into missing
-//! or terminating namespaces, and termination: a deleted namespace turns
-//! `Terminating`, its objects are deleted (honouring their finalizers), and
-//! it goes when it is empty.
+//! or terminating namespaces, and termination as kube-controller-manager's
+//! namespace controller does it: a deleted namespace turns `Terminating`,
+//! its contents are deleted through admission as the controller's identity
+//! (denials retried with backoff), its status conditions say what remains,
+//! and it goes when it is empty.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{Value, json};
 
+use crate::auth;
 use crate::resources::ResourceType;
 use crate::rest::now;
-use crate::server::{Req, State};
+use crate::server::State;
 use crate::status::ApiError;
 use crate::store::Txn;
+use crate::write::{self, DeleteOptions, Place, WriteOptions};
 
 const DEFAULTS: [&str; 4] = ["default", "kube-system", "kube-public", "kube-node-lease"];
+const IDENTITY: &str = "namespace-controller";
 
 fn storage() -> (String, String) {
     (String::new(), "namespaces".to_owned())
+}
+
+pub fn is_namespaces(rt: &ResourceType) -> bool {
+    rt.group.is_empty() && rt.plural == "namespaces"
 }
 
 pub fn create_defaults(state: &State) {
@@ -41,22 +51,25 @@ pub fn create_defaults(state: &State) {
     }
 }
 
-/// Refuses writes into a namespace that is missing or being deleted.
-pub fn check_writable(txn: &Txn<'_>, namespace: &str) -> Result<(), ApiError> {
+/// Refuses creating `name` in a namespace that is missing or being deleted.
+pub fn check_writable(
+    txn: &Txn<'_>,
+    rt: &ResourceType,
+    name: &str,
+    namespace: &str,
+) -> Result<(), ApiError> {
     let object = txn
         .get(&storage(), &(String::new(), namespace.to_owned()))
         .ok_or_else(|| ApiError::namespace_not_found(namespace))?;
     if object["metadata"]["deletionTimestamp"].is_string() {
-        return Err(ApiError::forbidden(format!(
-            "unable to create new content in namespace {namespace} because it is being terminated"
-        )));
+        return Err(ApiError::namespace_terminating(rt, name, namespace));
     }
     Ok(())
 }
 
 /// What kube-apiserver adds to a new namespace.
 pub fn prepare_create(rt: &ResourceType, object: &mut Value) {
-    if !(rt.group.is_empty() && rt.plural == "namespaces") {
+    if !is_namespaces(rt) {
         return;
     }
     let name = object["metadata"]["name"].clone();
@@ -67,80 +80,228 @@ pub fn prepare_create(rt: &ResourceType, object: &mut Value) {
     object["status"] = json!({"phase": "Active"});
 }
 
-/// Marks a namespace Terminating and starts emptying it.
-pub fn delete(
-    state: &Arc<State>,
-    txn: &mut Txn<'_>,
-    req: &Req,
-    old: Value,
-) -> Result<Value, ApiError> {
-    if old["metadata"]["deletionTimestamp"].is_string() {
-        return Ok(old);
-    }
-    let mut object = old;
-    object["metadata"]["deletionTimestamp"] = json!(now());
-    object["metadata"]["deletionGracePeriodSeconds"] = json!(0);
-    object["status"]["phase"] = json!("Terminating");
-    object["metadata"]["resourceVersion"] = json!(txn.next_rv().to_string());
-    if req.dry_run() {
-        return Ok(object);
+/// After a write: a namespace being deleted gets its controller.
+pub fn after_write(state: &Arc<State>, rt: &ResourceType, object: &Value) {
+    if !is_namespaces(rt) || !object["metadata"]["deletionTimestamp"].is_string() {
+        return;
     }
     let name = object["metadata"]["name"]
         .as_str()
         .unwrap_or_default()
         .to_owned();
-    txn.put(storage(), (String::new(), name.clone()), object.clone());
-    let state = state.clone();
-    tokio::spawn(async move { terminate(&state, &name).await });
-    Ok(object)
-}
-
-/// Deletes everything in the namespace, waits for finalizers, then removes
-/// the namespace.
-async fn terminate(state: &State, namespace: &str) {
-    loop {
-        if empty_step(state, namespace) {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
+    let mut terminating = state.terminating.lock().unwrap_or_else(|p| p.into_inner());
+    if terminating.insert(name.clone()) {
+        let state = state.clone();
+        tokio::spawn(async move {
+            terminate(&state, &name).await;
+            state
+                .terminating
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .remove(&name);
+        });
     }
 }
 
-/// One pass: deletes what can go, marks what has finalizers. True when the
-/// namespace itself is gone.
-fn empty_step(state: &State, namespace: &str) -> bool {
-    let mut txn = state.store.lock();
-    let mut remaining = false;
+/// Deletes the namespace's contents until it is empty, then removes it.
+async fn terminate(state: &Arc<State>, namespace: &str) {
+    let opts = WriteOptions::internal(auth::controller(IDENTITY), IDENTITY);
+    let mut delay = Duration::from_millis(100);
+    loop {
+        let remaining = contents(state, namespace);
+        if remaining.is_empty() {
+            finalize(state, namespace);
+            return;
+        }
+        let mut failures = Vec::new();
+        for (rt, name, deleting) in &remaining {
+            if *deleting {
+                continue;
+            }
+            let place = Place {
+                rt: rt.clone(),
+                namespace: Some(namespace.to_owned()),
+                subresource: None,
+            };
+            if let Err(e) =
+                write::delete(state, &place, &opts, name, &DeleteOptions::default()).await
+                && e.code != 404
+            {
+                failures.push(e.message_text().to_owned());
+            }
+        }
+        report(state, namespace, &failures);
+        delay = if failures.is_empty() {
+            Duration::from_millis(100)
+        } else {
+            (delay * 2).min(Duration::from_secs(5))
+        };
+        tokio::time::sleep(delay).await;
+    }
+}
+
+/// Every object in the namespace: its type, name, and whether it is
+/// already being deleted.
+fn contents(state: &State, namespace: &str) -> Vec<(Arc<ResourceType>, String, bool)> {
+    let types = state.types();
+    let txn = state.store.lock();
+    let mut out = Vec::new();
     for storage in txn.any_in_namespace(namespace) {
-        let objects: Vec<_> = txn
-            .list(&storage, Some(namespace), None)
-            .map(|(key, object)| (key.clone(), object.clone()))
-            .collect();
-        for (key, mut object) in objects {
-            remaining = true;
-            let has_finalizers = object["metadata"]["finalizers"]
-                .as_array()
-                .is_some_and(|f| !f.is_empty());
-            if has_finalizers {
-                if object["metadata"]["deletionTimestamp"].is_null() {
-                    object["metadata"]["deletionTimestamp"] = json!(now());
-                    object["metadata"]["deletionGracePeriodSeconds"] = json!(0);
-                    object["metadata"]["resourceVersion"] = json!(txn.next_rv().to_string());
-                    txn.put(storage.clone(), key, object);
-                }
-            } else {
-                object["metadata"]["resourceVersion"] = json!(txn.next_rv().to_string());
-                txn.remove(storage.clone(), key, object);
+        let Some(rt) = types
+            .iter()
+            .find(|t| t.storage_key() == storage && t.storage.is_none())
+        else {
+            continue;
+        };
+        for ((_, name), object) in txn.list(&storage, Some(namespace), None) {
+            out.push((
+                rt.clone(),
+                name.clone(),
+                object["metadata"]["deletionTimestamp"].is_string(),
+            ));
+        }
+    }
+    out
+}
+
+/// Writes the namespace's deletion conditions, as the namespace controller
+/// words them.
+fn report(state: &State, namespace: &str, failures: &[String]) {
+    let types = state.types();
+    let mut txn = state.store.lock();
+    let mut counts: BTreeMap<String, usize> = BTreeMap::new();
+    let mut finalizers: BTreeMap<String, usize> = BTreeMap::new();
+    for storage in txn.any_in_namespace(namespace) {
+        let resource = types
+            .iter()
+            .find(|t| t.storage_key() == storage)
+            .map_or_else(|| storage.1.clone(), |t| t.group_resource());
+        for (_, object) in txn.list(&storage, Some(namespace), None) {
+            *counts.entry(resource.clone()).or_default() += 1;
+            for finalizer in write::finalizers(object) {
+                *finalizers.entry(finalizer).or_default() += 1;
             }
         }
     }
-    if remaining {
-        return false;
+    let key = (String::new(), namespace.to_owned());
+    let Some(mut object) = txn.get(&storage(), &key).cloned() else {
+        return;
+    };
+    let time = now();
+    let condition = |type_: &str, status: bool, reason: &str, message: String| json!({"type": type_, "status": if status { "True" } else { "False" }, "lastTransitionTime": time, "reason": reason, "message": message});
+    let content_failure = if failures.is_empty() {
+        condition(
+            "NamespaceDeletionContentFailure",
+            false,
+            "ContentDeleted",
+            "All content successfully deleted, may be waiting on finalization".to_owned(),
+        )
+    } else {
+        let errors = if failures.len() == 1 {
+            failures[0].clone()
+        } else {
+            format!("[{}]", failures.join(", "))
+        };
+        condition(
+            "NamespaceDeletionContentFailure",
+            true,
+            "ContentDeletionFailed",
+            format!(
+                "Failed to delete all resource types, {} remaining: {errors}",
+                failures.len()
+            ),
+        )
+    };
+    let remaining = if counts.is_empty() {
+        condition(
+            "NamespaceContentRemaining",
+            false,
+            "ContentRemoved",
+            "All content successfully removed".to_owned(),
+        )
+    } else {
+        let list: Vec<String> = counts
+            .iter()
+            .map(|(r, n)| format!("{r} has {n} resource instances"))
+            .collect();
+        condition(
+            "NamespaceContentRemaining",
+            true,
+            "SomeResourcesRemain",
+            format!("Some resources are remaining: {}", list.join(", ")),
+        )
+    };
+    let finalizing = if finalizers.is_empty() {
+        condition(
+            "NamespaceFinalizersRemaining",
+            false,
+            "ContentHasNoFinalizers",
+            "All content-preserving finalizers finished".to_owned(),
+        )
+    } else {
+        let list: Vec<String> = finalizers
+            .iter()
+            .map(|(f, n)| format!("{f} in {n} resource instances"))
+            .collect();
+        condition(
+            "NamespaceFinalizersRemaining",
+            true,
+            "SomeFinalizersRemain",
+            format!(
+                "Some content in the namespace has finalizers remaining: {}",
+                list.join(", ")
+            ),
+        )
+    };
+    let conditions = json!([
+        condition(
+            "NamespaceDeletionDiscoveryFailure",
+            false,
+            "ResourcesDiscovered",
+            "All resources successfully discovered".to_owned()
+        ),
+        condition(
+            "NamespaceDeletionGroupVersionParsingFailure",
+            false,
+            "ParsedGroupVersions",
+            "All legacy kube types successfully parsed".to_owned()
+        ),
+        content_failure,
+        remaining,
+        finalizing,
+    ]);
+    // Keep transition times of conditions whose status did not change.
+    let previous = object["status"]["conditions"].clone();
+    let mut conditions = conditions;
+    for condition in conditions.as_array_mut().into_iter().flatten() {
+        if let Some(old) = previous
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|c| c["type"] == condition["type"] && c["status"] == condition["status"])
+        {
+            condition["lastTransitionTime"] = old["lastTransitionTime"].clone();
+        }
     }
+    if object["status"]["conditions"] == conditions {
+        return;
+    }
+    object["status"]["conditions"] = conditions;
+    object["metadata"]["resourceVersion"] = json!(txn.next_rv().to_string());
+    txn.put(storage(), key, object);
+}
+
+/// Releases the `kubernetes` finalizer and removes the empty namespace.
+fn finalize(state: &State, namespace: &str) {
+    let mut txn = state.store.lock();
     let key = (String::new(), namespace.to_owned());
     if let Some(mut object) = txn.get(&storage(), &key).cloned() {
+        object["spec"]["finalizers"] = json!([]);
         object["metadata"]["resourceVersion"] = json!(txn.next_rv().to_string());
-        txn.remove(storage(), key, object);
+        if write::finalizers(&object).is_empty() {
+            txn.remove(storage(), key, object);
+        } else {
+            txn.put(storage(), key, object);
+        }
     }
-    true
 }

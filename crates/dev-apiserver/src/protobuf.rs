@@ -48,6 +48,7 @@ use std::collections::BTreeMap;
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
+use k8s_pb::api::authorization::v1 as authorization;
 use k8s_pb::api::core::v1 as core;
 use k8s_pb::apimachinery::pkg::apis::meta::v1 as meta;
 use k8s_pb::apimachinery::pkg::runtime::{TypeMeta, Unknown};
@@ -201,6 +202,55 @@ pub fn decode(body: &[u8]) -> Result<Value, ProtobufError> {
         }
         Shape::Status => status_to_json(declared.parse(&raw)?)?,
         Shape::DeleteOptions => delete_options_to_json(declared.parse(&raw)?),
+        Shape::SelfSubjectAccessReview => {
+            let review: authorization::SelfSubjectAccessReview = declared.parse(&raw)?;
+            let spec = review.spec.unwrap_or_default();
+            let mut out = Map::new();
+            out.insert(
+                "spec".into(),
+                access_review_spec(
+                    spec.resource_attributes,
+                    spec.non_resource_attributes,
+                    Map::new(),
+                ),
+            );
+            out
+        }
+        Shape::SubjectAccessReview => {
+            let review: authorization::SubjectAccessReview = declared.parse(&raw)?;
+            let spec = review.spec.unwrap_or_default();
+            let mut subject = Map::new();
+            if let Some(user) = spec.user {
+                subject.insert("user".into(), Value::String(user));
+            }
+            if !spec.groups.is_empty() {
+                subject.insert(
+                    "groups".into(),
+                    spec.groups.into_iter().map(Value::String).collect(),
+                );
+            }
+            if let Some(uid) = spec.uid {
+                subject.insert("uid".into(), Value::String(uid));
+            }
+            if !spec.extra.is_empty() {
+                let extra: Map<String, Value> = spec
+                    .extra
+                    .into_iter()
+                    .map(|(k, v)| (k, v.items.into_iter().map(Value::String).collect()))
+                    .collect();
+                subject.insert("extra".into(), Value::Object(extra));
+            }
+            let mut out = Map::new();
+            out.insert(
+                "spec".into(),
+                access_review_spec(
+                    spec.resource_attributes,
+                    spec.non_resource_attributes,
+                    subject,
+                ),
+            );
+            out
+        }
     };
     let mut object = Map::new();
     object.insert("apiVersion".to_owned(), Value::String(api_version));
@@ -263,7 +313,7 @@ pub fn encode(object: &Value) -> Result<Vec<u8>, ProtobufError> {
             core::EventList { metadata, items }.encode_to_vec()
         }
         Shape::Status => status_from_json(&object)?.encode_to_vec(),
-        Shape::DeleteOptions => {
+        Shape::DeleteOptions | Shape::SelfSubjectAccessReview | Shape::SubjectAccessReview => {
             return Err(ProtobufError::UnsupportedObject {
                 api_version: api_version.to_owned(),
                 kind: kind.to_owned(),
@@ -304,12 +354,22 @@ enum Shape {
     Status,
     /// Sent as the body of a delete (Helm does); decoded only.
     DeleteOptions,
+    /// `kubectl auth can-i` sends these; decoded only.
+    SelfSubjectAccessReview,
+    SubjectAccessReview,
 }
 
 impl Shape {
     fn of(api_version: &str, kind: &str) -> Option<Shape> {
         if kind == "Status" {
             return matches!(api_version, "v1" | "meta.k8s.io/v1").then_some(Shape::Status);
+        }
+        if api_version == "authorization.k8s.io/v1" {
+            return match kind {
+                "SelfSubjectAccessReview" => Some(Shape::SelfSubjectAccessReview),
+                "SubjectAccessReview" => Some(Shape::SubjectAccessReview),
+                _ => None,
+            };
         }
         if kind == "DeleteOptions" {
             return matches!(api_version, "v1" | "meta.k8s.io/v1").then_some(Shape::DeleteOptions);
@@ -995,6 +1055,42 @@ fn event_to_json(event: core::Event) -> Result<Map<String, Value>> {
         .always("reportingComponent", reporting_component)
         .always("reportingInstance", reporting_instance)
         .finish())
+}
+
+/// An access review's spec: what is asked, and (for SubjectAccessReview)
+/// about whom.
+fn access_review_spec(
+    resource: Option<authorization::ResourceAttributes>,
+    non_resource: Option<authorization::NonResourceAttributes>,
+    mut spec: Map<String, Value>,
+) -> Value {
+    if let Some(r) = resource {
+        let mut attributes = Map::new();
+        for (key, value) in [
+            ("namespace", r.namespace),
+            ("verb", r.verb),
+            ("group", r.group),
+            ("version", r.version),
+            ("resource", r.resource),
+            ("subresource", r.subresource),
+            ("name", r.name),
+        ] {
+            if let Some(value) = value.filter(|v| !v.is_empty()) {
+                attributes.insert(key.into(), Value::String(value));
+            }
+        }
+        spec.insert("resourceAttributes".into(), Value::Object(attributes));
+    }
+    if let Some(n) = non_resource {
+        let mut attributes = Map::new();
+        for (key, value) in [("path", n.path), ("verb", n.verb)] {
+            if let Some(value) = value {
+                attributes.insert(key.into(), Value::String(value));
+            }
+        }
+        spec.insert("nonResourceAttributes".into(), Value::Object(attributes));
+    }
+    Value::Object(spec)
 }
 
 fn delete_options_to_json(options: meta::DeleteOptions) -> Map<String, Value> {

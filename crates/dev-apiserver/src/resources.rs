@@ -35,6 +35,8 @@ pub struct ResourceType {
     /// Where objects are stored, when another type shares the storage
     /// (events.k8s.io events are core events).
     pub storage: Option<(&'static str, &'static str)>,
+    /// An access review: created and answered, never stored.
+    pub review: bool,
 }
 
 impl ResourceType {
@@ -70,6 +72,9 @@ impl ResourceType {
 
     /// The verbs discovery advertises.
     pub fn verbs(&self) -> Vec<&'static str> {
+        if self.review {
+            return vec!["create"];
+        }
         vec![
             "create",
             "delete",
@@ -235,6 +240,22 @@ const BUILTINS: &[Builtin] = &[
         &[],
         false,
     ),
+    builtin(
+        "authorization.k8s.io",
+        "v1",
+        "SubjectAccessReview",
+        "subjectaccessreviews",
+        &[],
+        false,
+    ),
+    builtin(
+        "authorization.k8s.io",
+        "v1",
+        "SelfSubjectAccessReview",
+        "selfsubjectaccessreviews",
+        &[],
+        false,
+    ),
 ];
 
 /// The built-in resource types.
@@ -258,6 +279,7 @@ pub fn builtins() -> Vec<Arc<ResourceType>> {
                 openapi_schema: None,
                 crd: None,
                 storage: (b.group == "events.k8s.io").then_some(("", "events")),
+                review: b.group == "authorization.k8s.io",
             })
         })
         .collect()
@@ -337,6 +359,7 @@ pub fn from_crd(crd: &Value) -> Result<Vec<ResourceType>, String> {
             openapi_schema: openapi.is_object().then_some(openapi),
             crd: Some(name.to_owned()),
             storage: None,
+            review: false,
         });
     }
     Ok(types)

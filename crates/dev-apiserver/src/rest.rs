@@ -7,14 +7,15 @@ use std::sync::Arc;
 
 use base64::Engine;
 use http::{Method, Response, StatusCode, header};
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
 use crate::resources::ResourceType;
 use crate::selectors::{FieldSelector, LabelSelector, builtin_selectable};
 use crate::server::{Body, Req, State, full, json};
-use crate::status::{self, ApiError};
-use crate::store::{ObjectKey, Txn};
-use crate::{admission, apply, crds, events, names, namespaces, patch, protobuf, table, watch};
+use crate::status::ApiError;
+use crate::store::ObjectKey;
+use crate::write::{self, Change, DeleteOptions, Outcome, Place, WriteOptions};
+use crate::{apply, events, faults, patch, protobuf, rbac, table, watch};
 
 /// A request on one resource type, parsed from its path.
 pub struct Target {
@@ -45,20 +46,98 @@ pub async fn handle(
     if req.wants_table() {
         check_include_object(req)?;
     }
+    let verb = verb(req, &target);
+    let request = rbac::Request {
+        user: &req.user,
+        verb,
+        resource_request: true,
+        api_group: &target.rt.group,
+        resource: &target.rt.plural,
+        subresource: target.subresource.as_deref().unwrap_or_default(),
+        namespace: target.namespace.as_deref().unwrap_or_default(),
+        name: target.name.as_deref().unwrap_or_default(),
+        path: &req.path,
+    };
+    state.authorize(&request)?;
+    faults::inject(
+        state,
+        verb,
+        &target.rt.group,
+        &target.rt.plural,
+        target.namespace.as_deref().unwrap_or_default(),
+    )
+    .await?;
+    if target.rt.review {
+        return match req.method {
+            Method::POST => access_review(state, req, &target),
+            _ => Err(ApiError::method_not_allowed(
+                "the server does not allow this method on the requested resource",
+            )),
+        };
+    }
     let subresource = target.subresource.as_deref();
     match (&req.method, target.name.is_some(), subresource) {
         (&Method::GET, true, None | Some("status")) => get(state, req, &target),
         (&Method::GET, false, None) if watching(req) => watch::watch(state, req, &target),
         (&Method::GET, false, None) => list(state, req, &target),
-        (&Method::POST, false, None) => create(state, req, &target),
-        (&Method::PUT, true, _) => update(state, req, &target),
-        (&Method::PATCH, true, _) => patch(state, req, &target),
-        (&Method::DELETE, true, None) => delete(state, req, &target),
-        (&Method::DELETE, false, None) => delete_collection(state, req, &target),
+        (&Method::POST, false, None) => create(state, req, &target).await,
+        (&Method::PUT, true, _) => update(state, req, &target).await,
+        (&Method::PATCH, true, _) => patch(state, req, &target).await,
+        (&Method::DELETE, true, None) => delete(state, req, &target).await,
+        (&Method::DELETE, false, None) => delete_collection(state, req, &target).await,
         _ => Err(ApiError::method_not_allowed(
             "the server does not allow this method on the requested resource",
         )),
     }
+}
+
+/// The authorization verb of a request.
+fn verb(req: &Req, target: &Target) -> &'static str {
+    match (&req.method, target.name.is_some()) {
+        (&Method::GET, true) => "get",
+        (&Method::GET, false) if watching(req) => "watch",
+        (&Method::GET, false) => "list",
+        (&Method::POST, _) => "create",
+        (&Method::PUT, _) => "update",
+        (&Method::PATCH, _) => "patch",
+        (&Method::DELETE, true) => "delete",
+        (&Method::DELETE, false) => "deletecollection",
+        _ => "unknown",
+    }
+}
+
+/// SubjectAccessReview (about the user in its spec) and
+/// SelfSubjectAccessReview (about the requester), answered from RBAC.
+fn access_review(state: &State, req: &Req, target: &Target) -> Result<Response<Body>, ApiError> {
+    let mut review = decode_body(req)?;
+    let spec = review["spec"].clone();
+    let user = if target.rt.kind == "SelfSubjectAccessReview" {
+        req.user.clone()
+    } else {
+        crate::attributes::UserInfo {
+            username: spec["user"].as_str().unwrap_or_default().to_owned(),
+            uid: spec["uid"].as_str().unwrap_or_default().to_owned(),
+            groups: spec["groups"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|g| g.as_str().map(str::to_owned))
+                .collect(),
+            extra: serde_json::from_value(spec["extra"].clone()).unwrap_or_default(),
+        }
+    };
+    let status = if state.authorization == crate::server::Authorization::AlwaysAllow {
+        json!({"allowed": true, "reason": "authorization is off on this server"})
+    } else {
+        state.with_rbac(|rbac| rbac.access_review_status(&spec, &user))
+    };
+    review["status"] = status;
+    review["apiVersion"] = json!(target.rt.api_version());
+    review["kind"] = json!(target.rt.kind);
+    if !review["metadata"].is_object() {
+        review["metadata"] = json!({});
+    }
+    Ok(json(StatusCode::CREATED, &review))
 }
 
 fn watching(req: &Req) -> bool {
@@ -314,7 +393,7 @@ fn decode_body(req: &Req) -> Result<Value, ApiError> {
 
 /// Checks (and fills) apiVersion/kind against the endpoint, and converts
 /// an events.k8s.io event to the stored core form.
-fn to_stored(rt: &ResourceType, mut object: Value) -> Result<Value, ApiError> {
+pub fn to_stored(rt: &ResourceType, mut object: Value) -> Result<Value, ApiError> {
     let expected = rt.api_version();
     match object["apiVersion"].as_str() {
         None | Some("") => object["apiVersion"] = json!(expected),
@@ -345,10 +424,12 @@ fn to_stored(rt: &ResourceType, mut object: Value) -> Result<Value, ApiError> {
     })
 }
 
-/// The field manager of a write: the `fieldManager` parameter, else the
-/// client's user agent up to the first `/`, as kube-apiserver does.
-fn manager(req: &Req) -> String {
-    req.param("fieldManager")
+/// The options of a write request. The field manager is the
+/// `fieldManager` parameter, else the client's user agent up to the first
+/// `/`, as kube-apiserver does.
+fn write_options(req: &Req) -> WriteOptions {
+    let manager = req
+        .param("fieldManager")
         .map(str::to_owned)
         .unwrap_or_else(|| {
             let agent = req.header(header::USER_AGENT);
@@ -358,7 +439,13 @@ fn manager(req: &Req) -> String {
                 .filter(|a| !a.is_empty())
                 .unwrap_or("unknown")
                 .to_owned()
-        })
+        });
+    WriteOptions {
+        user: req.user.clone(),
+        dry_run: req.dry_run(),
+        manager,
+        field_validation: req.param("fieldValidation").map(str::to_owned),
+    }
 }
 
 pub fn now() -> String {
@@ -367,163 +454,47 @@ pub fn now() -> String {
         .to_string()
 }
 
-/// What a write produced, and the warnings to send.
-pub struct Written {
-    pub object: Value,
-    pub warnings: Vec<String>,
+fn place(target: &Target) -> Place {
+    Place {
+        rt: target.rt.clone(),
+        namespace: target.namespace.clone(),
+        subresource: target.subresource.clone(),
+    }
 }
 
-fn written_response(
-    req: &Req,
-    status: StatusCode,
-    rt: &ResourceType,
-    written: Written,
-) -> Response<Body> {
-    let mut response = respond(req, status, &served(rt, written.object));
-    for warning in written.warnings {
+fn written(req: &Req, status: StatusCode, rt: &ResourceType, outcome: Outcome) -> Response<Body> {
+    let mut response = respond(req, status, &served(rt, outcome.object));
+    add_warnings(&mut response, &outcome.warnings);
+    response
+}
+
+fn add_warnings(response: &mut Response<Body>, warnings: &[String]) {
+    for warning in warnings {
         if let Ok(value) = header::HeaderValue::from_str(&format!(
             "299 - {}",
-            serde_json::to_string(&warning).unwrap_or_default()
+            serde_json::to_string(warning).unwrap_or_default()
         )) {
             response.headers_mut().append(header::WARNING, value);
         }
     }
-    response
 }
 
-fn create(state: &Arc<State>, req: &Req, target: &Target) -> Result<Response<Body>, ApiError> {
-    let object = to_stored(&target.rt, decode_body(req)?)?;
-    let mut txn = state.store.lock();
-    let written = create_object(state, &mut txn, req, target, object, false)?;
-    drop(txn);
-    Ok(written_response(
-        req,
-        StatusCode::CREATED,
-        &target.rt,
-        written,
-    ))
-}
-
-/// Creates `object` (already in stored form). `applied`: a server-side apply
-/// creates it, and its managedFields are already computed.
-fn create_object(
+async fn create(
     state: &Arc<State>,
-    txn: &mut Txn<'_>,
     req: &Req,
     target: &Target,
-    mut object: Value,
-    applied: bool,
-) -> Result<Written, ApiError> {
-    let rt = &target.rt;
-    let meta = object["metadata"]
-        .as_object_mut()
-        .ok_or_else(|| ApiError::bad_request("metadata must be an object"))?;
-    if rt.namespaced {
-        let namespace = target.namespace.clone().unwrap_or_default();
-        match meta.get("namespace").and_then(Value::as_str) {
-            Some(ns) if !ns.is_empty() && ns != namespace => {
-                return Err(ApiError::bad_request(
-                    "the namespace of the provided object does not match the namespace sent on the request",
-                ));
-            }
-            _ => {
-                meta.insert("namespace".into(), json!(namespace));
-            }
-        }
-    } else {
-        meta.remove("namespace");
-    }
-    let name = match meta
-        .get("name")
-        .and_then(Value::as_str)
-        .filter(|n| !n.is_empty())
-    {
-        Some(name) => name.to_owned(),
-        None => match meta
-            .get("generateName")
-            .and_then(Value::as_str)
-            .filter(|g| !g.is_empty())
-        {
-            Some(prefix) => format!("{prefix}{}", names::random_suffix()),
-            None => {
-                return Err(invalid_field(
-                    rt,
-                    "",
-                    "metadata.name",
-                    "Required value: name or generateName is required",
-                    "FieldValueRequired",
-                ));
-            }
-        },
-    };
-    if let Some(url_name) = &target.name
-        && *url_name != name
-    {
-        return Err(ApiError::bad_request(format!(
-            "the name of the object ({name}) does not match the name on the URL ({url_name})"
-        )));
-    }
-    meta.insert("name".into(), json!(name));
-    if let Some(detail) =
-        names::invalid_name(&name, rt.plural == "namespaces" && rt.group.is_empty())
-    {
-        return Err(invalid_field(
-            rt,
-            &name,
-            "metadata.name",
-            &format!("Invalid value: \"{name}\": {detail}"),
-            "FieldValueInvalid",
-        ));
-    }
-    let key: ObjectKey = (target.namespace.clone().unwrap_or_default(), name.clone());
-    if txn.get(&rt.storage_key(), &key).is_some() {
-        return Err(ApiError::already_exists(rt, &name));
-    }
-    if let Some(namespace) = &target.namespace {
-        namespaces::check_writable(txn, namespace)?;
-    }
-
-    let now = now();
-    for field in [
-        "deletionTimestamp",
-        "deletionGracePeriodSeconds",
-        "resourceVersion",
-    ] {
-        meta.remove(field);
-    }
-    meta.insert("uid".into(), json!(uuid::Uuid::new_v4().to_string()));
-    meta.insert("creationTimestamp".into(), json!(now));
-    if rt.tracks_generation {
-        meta.insert("generation".into(), json!(1));
-    } else {
-        meta.remove("generation");
-    }
-    if rt.status_subresource && rt.is_custom() {
-        object.as_object_mut().map(|o| o.remove("status"));
-    }
-    namespaces::prepare_create(rt, &mut object);
-    let mut warnings = Vec::new();
-    admission::validate(state, txn, rt, req, None, &mut object, &mut warnings)?;
-    if !applied {
-        apply::record_update(None, &mut object, &manager(req), None, &now);
-    }
-    let rv = txn.next_rv();
-    object["metadata"]["resourceVersion"] = json!(rv.to_string());
-    if !req.dry_run() {
-        txn.put(rt.storage_key(), key, object.clone());
-        crds::after_write(state, txn, rt, &object);
-    }
-    Ok(Written { object, warnings })
-}
-
-fn invalid_field(rt: &ResourceType, name: &str, field: &str, body: &str, reason: &str) -> ApiError {
-    let message = format!("{field}: {body}");
-    ApiError::invalid(
-        rt,
-        name,
-        format!("{} \"{name}\" is invalid: {message}", kind_group(rt)),
-        vec![json!({"reason": reason, "message": body, "field": field})],
+) -> Result<Response<Body>, ApiError> {
+    let object = to_stored(&target.rt, decode_body(req)?)?;
+    let outcome = write::create(
+        state,
+        &place(target),
+        &write_options(req),
+        object,
+        None,
+        false,
     )
+    .await?;
+    Ok(written(req, StatusCode::CREATED, &target.rt, outcome))
 }
 
 /// `Lock.core.navique.com` or `ConfigMap`, as 422 messages name a kind.
@@ -535,7 +506,11 @@ pub fn kind_group(rt: &ResourceType) -> String {
     }
 }
 
-fn update(state: &Arc<State>, req: &Req, target: &Target) -> Result<Response<Body>, ApiError> {
+async fn update(
+    state: &Arc<State>,
+    req: &Req,
+    target: &Target,
+) -> Result<Response<Body>, ApiError> {
     let rt = &target.rt;
     let new = to_stored(rt, decode_body(req)?)?;
     let name = target.name.clone().unwrap_or_default();
@@ -546,23 +521,20 @@ fn update(state: &Arc<State>, req: &Req, target: &Target) -> Result<Response<Bod
             "the name of the object ({body_name}) does not match the name on the URL ({name})"
         )));
     }
-    let mut txn = state.store.lock();
-    let old = txn
-        .get(&rt.storage_key(), &target.key())
-        .cloned()
-        .ok_or_else(|| ApiError::not_found(rt, &name))?;
-    if let Some(rv) = new["metadata"]["resourceVersion"].as_str()
-        && !rv.is_empty()
-        && Some(rv) != old["metadata"]["resourceVersion"].as_str()
-    {
-        return Err(ApiError::stale(rt, &name));
-    }
-    let written = update_object(state, &mut txn, req, target, old, new, false)?;
-    drop(txn);
-    Ok(written_response(req, StatusCode::OK, rt, written))
+    let opts = write_options(req);
+    let outcome = write::update(
+        state,
+        &place(target),
+        &opts,
+        &name,
+        Change::Replace(&new),
+        false,
+    )
+    .await?;
+    Ok(written(req, StatusCode::OK, rt, outcome))
 }
 
-fn patch(state: &Arc<State>, req: &Req, target: &Target) -> Result<Response<Body>, ApiError> {
+async fn patch(state: &Arc<State>, req: &Req, target: &Target) -> Result<Response<Body>, ApiError> {
     let rt = &target.rt;
     let name = target.name.clone().unwrap_or_default();
     let content_type = req.header(header::CONTENT_TYPE);
@@ -572,8 +544,8 @@ fn patch(state: &Arc<State>, req: &Req, target: &Target) -> Result<Response<Body
         .unwrap_or_default()
         .trim()
         .to_owned();
-    let mut txn = state.store.lock();
-    let old = txn.get(&rt.storage_key(), &target.key()).cloned();
+    let opts = write_options(req);
+    let place = place(target);
 
     if media == "application/apply-patch+yaml" {
         let manager = req.param("fieldManager").ok_or_else(|| {
@@ -586,47 +558,53 @@ fn patch(state: &Arc<State>, req: &Req, target: &Target) -> Result<Response<Body
         })?;
         let applied = to_stored(rt, decode_body(req)?)?;
         let force = req.param("force") == Some("true");
-        let subresource = target.subresource.as_deref();
-        let merged = apply::apply(
-            old.as_ref().map(|o| served(rt, o.clone())).as_ref(),
-            &applied,
-            manager,
-            force,
-            subresource,
-            &now(),
-        )
-        .map_err(|e| match e {
-            apply::ApplyError::Conflicts(_) => {
-                ApiError::apply_conflict(e.to_string(), e.causes_json())
-            }
-            apply::ApplyError::Invalid(message) => ApiError::bad_request(message),
-        })?;
-        let merged = to_stored(rt, merged)?;
-        let (written, status) = match old {
-            Some(old) => (
-                update_object(state, &mut txn, req, target, old, merged, true)?,
-                StatusCode::OK,
-            ),
-            None if subresource.is_some() => return Err(ApiError::not_found(rt, &name)),
-            None => (
-                create_object(state, &mut txn, req, target, merged, true)?,
-                StatusCode::CREATED,
-            ),
+        let subresource = target.subresource.clone();
+        let merge = |live: Option<&Value>| -> Result<Value, ApiError> {
+            let live = live.map(|o| served(rt, o.clone()));
+            let merged = apply::apply(
+                live.as_ref(),
+                &applied,
+                manager,
+                force,
+                subresource.as_deref(),
+                &now(),
+            )
+            .map_err(|e| match e {
+                apply::ApplyError::Conflicts(_) => {
+                    ApiError::apply_conflict(e.to_string(), e.causes_json())
+                }
+                apply::ApplyError::Invalid(message) => ApiError::bad_request(message),
+            })?;
+            to_stored(rt, merged)
         };
-        drop(txn);
-        return Ok(written_response(req, status, rt, written));
+        let exists = state
+            .store
+            .lock()
+            .get(&rt.storage_key(), &target.key())
+            .is_some();
+        if !exists {
+            if subresource.is_some() {
+                return Err(ApiError::not_found(rt, &name));
+            }
+            let outcome =
+                write::create(state, &place, &opts, merge(None)?, Some(&name), true).await;
+            // Lost a race with another create: apply onto it instead.
+            if !matches!(&outcome, Err(e) if e.code == 409) {
+                return Ok(written(req, StatusCode::CREATED, rt, outcome?));
+            }
+        }
+        let derive = move |old: &Value| merge(Some(old));
+        let outcome =
+            write::update(state, &place, &opts, &name, Change::Derive(&derive), true).await?;
+        return Ok(written(req, StatusCode::OK, rt, outcome));
     }
 
-    let old = old.ok_or_else(|| ApiError::not_found(rt, &name))?;
     let patch_body: Value = serde_json::from_slice(&req.body)
         .map_err(|e| ApiError::bad_request(format!("error decoding patch: {e}")))?;
-    let mut new = served(rt, old.clone());
-    let result = match media.as_str() {
-        "application/merge-patch+json" => patch::merge_patch(&mut new, &patch_body),
-        "application/json-patch+json" => patch::json_patch(&mut new, &patch_body),
-        "application/strategic-merge-patch+json" if !rt.is_custom() => {
-            patch::strategic_merge_patch(&mut new, &patch_body, &rt.api_version(), &rt.kind)
-        }
+    let kind = match media.as_str() {
+        "application/merge-patch+json" => PatchKind::Merge,
+        "application/json-patch+json" => PatchKind::Json,
+        "application/strategic-merge-patch+json" if !rt.is_custom() => PatchKind::Strategic,
         _ => {
             return Err(ApiError::unsupported_media_type(&[
                 "application/json-patch+json",
@@ -635,163 +613,33 @@ fn patch(state: &Arc<State>, req: &Req, target: &Target) -> Result<Response<Body
             ]));
         }
     };
-    result.map_err(|e| ApiError::unprocessable_patch(e.to_string()))?;
-    let new = to_stored(rt, new)?;
-    if let Some(rv) = new["metadata"]["resourceVersion"].as_str()
-        && Some(rv) != old["metadata"]["resourceVersion"].as_str()
-    {
-        return Err(ApiError::stale(rt, &name));
-    }
-    let written = update_object(state, &mut txn, req, target, old, new, false)?;
-    drop(txn);
-    Ok(written_response(req, StatusCode::OK, rt, written))
-}
-
-/// Replaces `old` with `new` (stored forms): server-owned fields kept, the
-/// status subresource honoured, generation counted, ownership recorded, and
-/// the object removed if this write cleared the last finalizer of an object
-/// being deleted. A write that changes nothing changes no resourceVersion.
-fn update_object(
-    state: &Arc<State>,
-    txn: &mut Txn<'_>,
-    req: &Req,
-    target: &Target,
-    old: Value,
-    mut new: Value,
-    applied: bool,
-) -> Result<Written, ApiError> {
-    let rt = &target.rt;
-    let name = target.name.clone().unwrap_or_default();
-    let status_write = target.subresource.as_deref() == Some("status");
-    if status_write {
-        // Only status changes; metadata and spec stay as stored.
-        let status = new.get("status").cloned();
-        let managed = new["metadata"]["managedFields"].clone();
-        new = old.clone();
-        match status {
-            Some(status) => new["status"] = status,
-            None => {
-                new.as_object_mut().map(|o| o.remove("status"));
+    let derive = move |old: &Value| -> Result<Value, ApiError> {
+        let mut new = served(rt, old.clone());
+        match kind {
+            PatchKind::Merge => patch::merge_patch(&mut new, &patch_body),
+            PatchKind::Json => patch::json_patch(&mut new, &patch_body),
+            PatchKind::Strategic => {
+                patch::strategic_merge_patch(&mut new, &patch_body, &rt.api_version(), &rt.kind)
             }
         }
-        if applied {
-            new["metadata"]["managedFields"] = managed;
-        }
-    } else if rt.status_subresource {
-        match old.get("status") {
-            Some(status) => new["status"] = status.clone(),
-            None => {
-                new.as_object_mut().map(|o| o.remove("status"));
-            }
-        }
-    }
-    {
-        let meta = new["metadata"]
-            .as_object_mut()
-            .ok_or_else(|| ApiError::bad_request("metadata must be an object"))?;
-        for field in [
-            "uid",
-            "creationTimestamp",
-            "deletionTimestamp",
-            "deletionGracePeriodSeconds",
-            "namespace",
-            "name",
-            "generation",
-        ] {
-            match old["metadata"].get(field) {
-                Some(value) => meta.insert(field.into(), value.clone()),
-                None => meta.remove(field),
-            };
-        }
-        if !applied
-            && !meta.contains_key("managedFields")
-            && let Some(managed) = old["metadata"].get("managedFields")
-        {
-            meta.insert("managedFields".into(), managed.clone());
-        }
-    }
-    let deleting = old["metadata"]["deletionTimestamp"].is_string();
-    if deleting {
-        let before = finalizers(&old);
-        if let Some(added) = finalizers(&new).into_iter().find(|f| !before.contains(f)) {
-            return Err(invalid_field(
-                rt,
-                &name,
-                "metadata.finalizers",
-                &format!(
-                    "Forbidden: no new finalizers can be added if the object is being deleted, found new finalizers []string{{\"{added}\"}}"
-                ),
-                "FieldValueForbidden",
-            ));
-        }
-    }
-    if rt.tracks_generation && spec_of(&old) != spec_of(&new) {
-        let generation = old["metadata"]["generation"].as_i64().unwrap_or(0) + 1;
-        new["metadata"]["generation"] = json!(generation);
-    }
-    let mut warnings = Vec::new();
-    admission::validate(state, txn, rt, req, Some(&old), &mut new, &mut warnings)?;
-    let now = now();
-    if !applied {
-        let subresource = target.subresource.as_deref();
-        apply::record_update(Some(&old), &mut new, &manager(req), subresource, &now);
-    }
-    new["metadata"]["resourceVersion"] = old["metadata"]["resourceVersion"].clone();
-    if new == old {
-        return Ok(Written {
-            object: old,
-            warnings,
-        });
-    }
-    new["metadata"]["resourceVersion"] = json!(txn.next_rv().to_string());
-    if req.dry_run() {
-        return Ok(Written {
-            object: new,
-            warnings,
-        });
-    }
-    let key = target.key();
-    if deleting && finalizers(&new).is_empty() {
-        txn.remove(rt.storage_key(), key, new.clone());
-        crds::after_delete(state, txn, rt, &new);
-    } else {
-        txn.put(rt.storage_key(), key, new.clone());
-        crds::after_write(state, txn, rt, &new);
-    }
-    Ok(Written {
-        object: new,
-        warnings,
-    })
+        .map_err(|e| ApiError::unprocessable_patch(e.to_string()))?;
+        to_stored(rt, new)
+    };
+    let outcome =
+        write::update(state, &place, &opts, &name, Change::Derive(&derive), false).await?;
+    Ok(written(req, StatusCode::OK, rt, outcome))
 }
 
-fn finalizers(object: &Value) -> Vec<String> {
-    object["metadata"]["finalizers"]
-        .as_array()
-        .map(|f| {
-            f.iter()
-                .filter_map(|s| s.as_str().map(str::to_owned))
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
-/// Everything but metadata and status: what generation counts changes of.
-fn spec_of(object: &Value) -> Map<String, Value> {
-    let mut rest = object.as_object().cloned().unwrap_or_default();
-    for field in ["metadata", "status", "apiVersion", "kind"] {
-        rest.remove(field);
-    }
-    rest
+#[derive(Clone, Copy)]
+enum PatchKind {
+    Merge,
+    Json,
+    Strategic,
 }
 
 // === deleting ===
 
 /// DeleteOptions from the body and the query.
-struct DeleteOptions {
-    uid: Option<String>,
-    resource_version: Option<String>,
-}
-
 fn delete_options(req: &Req) -> Result<DeleteOptions, ApiError> {
     let body: Value = if req.body.is_empty() {
         Value::Null
@@ -799,131 +647,76 @@ fn delete_options(req: &Req) -> Result<DeleteOptions, ApiError> {
         decode_body(req)?
     };
     let precondition = |field: &str| body["preconditions"][field].as_str().map(str::to_owned);
+    let propagation = req
+        .param("propagationPolicy")
+        .map(str::to_owned)
+        .or_else(|| body["propagationPolicy"].as_str().map(str::to_owned))
+        .or_else(|| (body["orphanDependents"] == json!(true)).then(|| "Orphan".to_owned()));
     Ok(DeleteOptions {
         uid: precondition("uid"),
         resource_version: precondition("resourceVersion"),
+        propagation,
+        dry_run: body["dryRun"]
+            .as_array()
+            .is_some_and(|d| d.iter().any(|v| v == "All")),
     })
 }
 
-fn delete(state: &Arc<State>, req: &Req, target: &Target) -> Result<Response<Body>, ApiError> {
+async fn delete(
+    state: &Arc<State>,
+    req: &Req,
+    target: &Target,
+) -> Result<Response<Body>, ApiError> {
     let rt = &target.rt;
     let name = target.name.clone().unwrap_or_default();
     let options = delete_options(req)?;
-    let mut txn = state.store.lock();
-    let old = txn
-        .get(&rt.storage_key(), &target.key())
-        .cloned()
-        .ok_or_else(|| ApiError::not_found(rt, &name))?;
-    let meta = &old["metadata"];
-    if let Some(uid) = &options.uid
-        && Some(uid.as_str()) != meta["uid"].as_str()
-    {
-        return Err(ApiError::conflict(
-            rt,
-            &name,
-            &format!(
-                "Precondition failed: UID in precondition: {uid}, UID in object meta: {}",
-                meta["uid"].as_str().unwrap_or_default()
-            ),
-        ));
-    }
-    if let Some(rv) = &options.resource_version
-        && Some(rv.as_str()) != meta["resourceVersion"].as_str()
-    {
-        return Err(ApiError::conflict(
-            rt,
-            &name,
-            &format!(
-                "Precondition failed: ResourceVersion in precondition: {rv}, ResourceVersion in object meta: {}",
-                meta["resourceVersion"].as_str().unwrap_or_default()
-            ),
-        ));
-    }
-    admission::validate_delete(state, &txn, rt, req, &old)?;
-    let outcome = delete_object(state, &mut txn, req, target, old)?;
-    drop(txn);
-    Ok(match outcome {
-        Deleted::Gone(status) => json(StatusCode::OK, &status),
-        Deleted::Marked(object) => respond(req, StatusCode::OK, &served(rt, object)),
-    })
+    let mut opts = write_options(req);
+    opts.dry_run |= options.dry_run;
+    let outcome = write::delete(state, &place(target), &opts, &name, &options).await?;
+    let body = write::delete_response(rt, &outcome);
+    let mut response = if outcome.removed {
+        json(StatusCode::OK, &body)
+    } else {
+        respond(req, StatusCode::OK, &body)
+    };
+    add_warnings(&mut response, &outcome.warnings);
+    Ok(response)
 }
 
-enum Deleted {
-    Gone(Value),
-    Marked(Value),
-}
-
-fn delete_object(
-    state: &Arc<State>,
-    txn: &mut Txn<'_>,
-    req: &Req,
-    target: &Target,
-    old: Value,
-) -> Result<Deleted, ApiError> {
-    let rt = &target.rt;
-    let name = target.name.clone().unwrap_or_default();
-    if rt.plural == "namespaces" && rt.group.is_empty() {
-        return namespaces::delete(state, txn, req, old).map(Deleted::Marked);
-    }
-    let key = target.key();
-    let mut object = old.clone();
-    if !finalizers(&old).is_empty() {
-        if old["metadata"]["deletionTimestamp"].is_string() {
-            return Ok(Deleted::Marked(old));
-        }
-        object["metadata"]["deletionTimestamp"] = json!(now());
-        object["metadata"]["deletionGracePeriodSeconds"] = json!(0);
-        if rt.tracks_generation {
-            object["metadata"]["generation"] =
-                json!(old["metadata"]["generation"].as_i64().unwrap_or(0) + 1);
-        }
-        object["metadata"]["resourceVersion"] = json!(txn.next_rv().to_string());
-        if !req.dry_run() {
-            txn.put(rt.storage_key(), key, object.clone());
-        }
-        return Ok(Deleted::Marked(object));
-    }
-    object["metadata"]["resourceVersion"] = json!(txn.next_rv().to_string());
-    let uid = old["metadata"]["uid"]
-        .as_str()
-        .unwrap_or_default()
-        .to_owned();
-    if !req.dry_run() {
-        txn.remove(rt.storage_key(), key, object.clone());
-        crds::after_delete(state, txn, rt, &object);
-    }
-    Ok(Deleted::Gone(status::deleted(rt, &name, &uid)))
-}
-
-fn delete_collection(
+async fn delete_collection(
     state: &Arc<State>,
     req: &Req,
     target: &Target,
 ) -> Result<Response<Body>, ApiError> {
     let rt = &target.rt;
     let filter = Filter::from(req, rt)?;
-    let mut txn = state.store.lock();
-    let victims: Vec<(ObjectKey, Value)> = txn
+    let options = delete_options(req)?;
+    let mut opts = write_options(req);
+    opts.dry_run |= options.dry_run;
+    let victims: Vec<ObjectKey> = state
+        .store
+        .lock()
         .list(&rt.storage_key(), target.namespace.as_deref(), None)
         .filter(|(_, object)| filter.matches(object))
-        .map(|(key, object)| (key.clone(), object.clone()))
+        .map(|(key, _)| key.clone())
         .collect();
     let mut items = Vec::new();
-    for ((namespace, name), object) in victims {
-        let one = Target {
+    for (namespace, name) in victims {
+        let one = Place {
             rt: rt.clone(),
             namespace: (!namespace.is_empty()).then_some(namespace),
-            name: Some(name),
             subresource: None,
         };
-        admission::validate_delete(state, &txn, rt, req, &object)?;
-        delete_object(state, &mut txn, req, &one, object.clone())?;
-        items.push(served(rt, object));
+        match write::delete(state, &one, &opts, &name, &options).await {
+            Ok(outcome) => items.push(served(rt, outcome.object)),
+            Err(e) if e.code == 404 => {}
+            Err(e) => return Err(e),
+        }
     }
     let list = json!({
         "kind": format!("{}List", rt.kind),
         "apiVersion": rt.api_version(),
-        "metadata": {"resourceVersion": txn.current_rv().to_string()},
+        "metadata": {"resourceVersion": state.store.lock().current_rv().to_string()},
         "items": items,
     });
     Ok(json(StatusCode::OK, &list))

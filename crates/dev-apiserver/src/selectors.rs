@@ -33,6 +33,42 @@ impl LabelSelector {
         Ok(Self(requirements))
     }
 
+    /// A `metav1.LabelSelector` object (`matchLabels`, `matchExpressions`).
+    pub fn from_json(selector: &Value) -> Result<Self, ApiError> {
+        let mut requirements = Vec::new();
+        for (key, value) in selector["matchLabels"].as_object().into_iter().flatten() {
+            requirements.push(Requirement::Equals(
+                key.clone(),
+                value.as_str().unwrap_or_default().to_owned(),
+            ));
+        }
+        for expression in selector["matchExpressions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+        {
+            let key = expression["key"].as_str().unwrap_or_default().to_owned();
+            let values: Vec<String> = expression["values"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|v| v.as_str().map(str::to_owned))
+                .collect();
+            requirements.push(match expression["operator"].as_str() {
+                Some("In") => Requirement::In(key, values),
+                Some("NotIn") => Requirement::NotIn(key, values),
+                Some("Exists") => Requirement::Exists(key),
+                Some("DoesNotExist") => Requirement::DoesNotExist(key),
+                other => {
+                    return Err(ApiError::bad_request(format!(
+                        "{other:?} is not a valid label selector operator"
+                    )));
+                }
+            });
+        }
+        Ok(Self(requirements))
+    }
+
     pub fn matches(&self, labels: &Value) -> bool {
         let label = |key: &str| labels.get(key).and_then(Value::as_str);
         self.0.iter().all(|r| match r {
@@ -200,7 +236,10 @@ mod tests {
     fn a_malformed_label_selector_is_a_bad_request() {
         let error = LabelSelector::parse("app in web").unwrap_err();
         assert_eq!(error.code, 400);
-        assert_eq!(error.message(), "unable to parse requirement: app in web");
+        assert_eq!(
+            error.message_text(),
+            "unable to parse requirement: app in web"
+        );
     }
 
     #[test]
@@ -216,6 +255,6 @@ mod tests {
     #[test]
     fn an_unsupported_field_is_refused_by_name() {
         let error = FieldSelector::parse("spec.foo=bar", |_| false).unwrap_err();
-        assert_eq!(error.message(), "field label not supported: spec.foo");
+        assert_eq!(error.message_text(), "field label not supported: spec.foo");
     }
 }

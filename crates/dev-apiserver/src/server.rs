@@ -15,38 +15,116 @@ use serde_json::Value;
 use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
 
+use crate::attributes::UserInfo;
+use crate::auth::{self, Users};
 use crate::resources::{self, ResourceType};
 use crate::status::ApiError;
 use crate::store::Store;
-use crate::{discovery, openapi, rest};
+use crate::{discovery, faults, gc, openapi, rbac, rest};
 
 /// The largest request body accepted, as kube-apiserver's limit.
 const MAX_BODY: usize = 3 * 1024 * 1024;
 
 pub type Body = BoxBody<Bytes, Infallible>;
 
+/// How requests are authorized.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Authorization {
+    /// Every authenticated request is allowed.
+    AlwaysAllow,
+    /// The stored Roles, ClusterRoles and bindings decide.
+    Rbac,
+}
+
 /// Everything a request may touch.
 pub struct State {
     pub store: Store,
     types: RwLock<Vec<Arc<ResourceType>>>,
-    token: String,
+    pub users: Users,
+    pub authorization: Authorization,
+    /// Webhook services resolved to local addresses: (namespace, name).
+    services: HashMap<(String, String), std::net::SocketAddr>,
     pub bookmark_interval: Duration,
+    /// Namespaces whose termination is running.
+    pub terminating: std::sync::Mutex<std::collections::HashSet<String>>,
+    pub gc: gc::Wakeup,
+    pub faults: std::sync::Mutex<Vec<faults::Fault>>,
     /// Bumped by `/debug/compact`: open watches end, so that clients resume
     /// from a compacted resourceVersion and must relist.
     pub compactions: tokio::sync::watch::Sender<u64>,
 }
 
 impl State {
-    pub fn new(token: String, bookmark_interval: Duration) -> Arc<Self> {
+    pub fn new(
+        users: Users,
+        authorization: Authorization,
+        services: HashMap<(String, String), std::net::SocketAddr>,
+        bookmark_interval: Duration,
+    ) -> Arc<Self> {
         let state = Arc::new(Self {
             store: Store::default(),
             types: RwLock::new(resources::builtins()),
-            token,
+            users,
+            authorization,
+            services,
             bookmark_interval,
+            terminating: Default::default(),
+            gc: gc::Wakeup::new(),
+            faults: Default::default(),
             compactions: tokio::sync::watch::Sender::new(0),
         });
         crate::namespaces::create_defaults(&state);
         state
+    }
+
+    /// The local address of a webhook's service, as configured.
+    pub fn resolve_service(
+        &self,
+        namespace: &str,
+        name: &str,
+        _port: u16,
+    ) -> Option<std::net::SocketAddr> {
+        self.services
+            .get(&(namespace.to_owned(), name.to_owned()))
+            .copied()
+    }
+
+    /// Whether `request` is allowed, per the authorization mode.
+    pub fn authorize(&self, request: &rbac::Request<'_>) -> Result<(), ApiError> {
+        if self.authorization == Authorization::AlwaysAllow {
+            return Ok(());
+        }
+        match self.with_rbac(|rbac| rbac.authorize(request)) {
+            rbac::Decision::Allow { .. } => Ok(()),
+            rbac::Decision::Deny => Err(ApiError::rbac_forbidden(request)),
+        }
+    }
+
+    /// Runs `f` on the stored RBAC objects.
+    pub fn with_rbac<T>(&self, f: impl FnOnce(&rbac::Rbac<'_>) -> T) -> T {
+        let txn = self.store.lock();
+        let all = |plural: &str| -> Vec<serde_json::Value> {
+            txn.list(
+                &("rbac.authorization.k8s.io".to_owned(), plural.to_owned()),
+                None,
+                None,
+            )
+            .map(|(_, o)| o.clone())
+            .collect()
+        };
+        let (roles, role_bindings, cluster_roles, cluster_role_bindings) = (
+            all("roles"),
+            all("rolebindings"),
+            all("clusterroles"),
+            all("clusterrolebindings"),
+        );
+        drop(txn);
+        f(&rbac::Rbac {
+            roles: &roles,
+            role_bindings: &role_bindings,
+            cluster_roles: &cluster_roles,
+            cluster_role_bindings: &cluster_role_bindings,
+        })
     }
 
     /// Every served resource type.
@@ -107,6 +185,7 @@ pub type Query = HashMap<String, String>;
 
 /// A request as the handlers see it.
 pub struct Req {
+    pub user: UserInfo,
     pub method: Method,
     pub path: String,
     pub query: Query,
@@ -147,9 +226,11 @@ async fn handle(state: &Arc<State>, request: Request<Incoming>) -> Response<Body
         .unwrap_or_default();
     tracing::debug!(method = %parts.method, %path, ?query, "request");
 
-    if !public(&path) && !authorized(state, &parts.headers) {
-        return error(&ApiError::unauthorized());
-    }
+    let user = match identify(state, &parts.headers) {
+        Ok(user) => user,
+        Err(_) if public(&path) => UserInfo::default(),
+        Err(e) => return error(&e),
+    };
     let body = match Limited::new(body, MAX_BODY).collect().await {
         Ok(collected) => collected.to_bytes(),
         Err(e) => {
@@ -157,6 +238,7 @@ async fn handle(state: &Arc<State>, request: Request<Incoming>) -> Response<Body
         }
     };
     let req = Req {
+        user,
         method: parts.method,
         path,
         query,
@@ -169,20 +251,71 @@ async fn handle(state: &Arc<State>, request: Request<Incoming>) -> Response<Body
     }
 }
 
+/// Whether a path names resources (authorized by resource) rather than
+/// discovery, OpenAPI or health (authorized by path).
+fn is_resource_path(segments: &[&str]) -> bool {
+    matches!(segments, ["api", "v1", _, ..] | ["apis", _, _, _, ..])
+}
+
 fn public(path: &str) -> bool {
     matches!(path, "/version" | "/healthz" | "/readyz" | "/livez")
 }
 
-fn authorized(state: &State, headers: &HeaderMap) -> bool {
-    headers
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .is_some_and(|token| token == state.token)
+/// The request's user: its token's, or the one it impersonates when the
+/// token's user may.
+fn identify(state: &State, headers: &HeaderMap) -> Result<UserInfo, ApiError> {
+    let user = state
+        .users
+        .authenticate(headers)
+        .ok_or_else(ApiError::unauthorized)?;
+    let Some(target) = auth::impersonated(headers) else {
+        return Ok(user);
+    };
+    let mut checks = vec![("users", target.username.as_str())];
+    checks.extend(
+        target
+            .groups
+            .iter()
+            .filter(|g| *g != "system:authenticated")
+            .map(|g| ("groups", g.as_str())),
+    );
+    for (resource, name) in checks {
+        let request = rbac::Request {
+            user: &user,
+            verb: "impersonate",
+            resource_request: true,
+            api_group: "",
+            resource,
+            subresource: "",
+            namespace: "",
+            name,
+            path: "",
+        };
+        state.authorize(&request)?;
+    }
+    Ok(target)
+}
+
+fn is_admin(user: &UserInfo) -> bool {
+    user.groups.iter().any(|g| g == "system:masters")
 }
 
 async fn route(state: &Arc<State>, req: &Req) -> Result<Response<Body>, ApiError> {
     let segments: Vec<&str> = req.path.split('/').filter(|s| !s.is_empty()).collect();
+    if !is_resource_path(&segments) && !public(&req.path) {
+        let request = rbac::Request {
+            user: &req.user,
+            verb: &req.method.as_str().to_lowercase(),
+            resource_request: false,
+            api_group: "",
+            resource: "",
+            subresource: "",
+            namespace: "",
+            name: "",
+            path: &req.path,
+        };
+        state.authorize(&request)?;
+    }
     match (req.method.clone(), segments.as_slice()) {
         (Method::GET, ["version"]) => Ok(json(StatusCode::OK, &discovery::version())),
         (Method::GET, ["healthz" | "readyz" | "livez"]) => Ok(text(StatusCode::OK, "ok")),
@@ -195,10 +328,41 @@ async fn route(state: &Arc<State>, req: &Req) -> Result<Response<Body>, ApiError
         (Method::GET, ["openapi", "v3", rest @ ..]) => {
             openapi::document(state, &rest.join("/")).map(|doc| json(StatusCode::OK, &doc))
         }
+        (_, ["debug", ..]) if !is_admin(&req.user) => Err(ApiError::bad_request(
+            "the /debug endpoints are for system:masters",
+        )),
         (Method::POST, ["debug", "compact"]) => {
             state.store.lock().compact();
             state.compactions.send_modify(|n| *n += 1);
             Ok(text(StatusCode::OK, "compacted"))
+        }
+        (Method::POST, ["debug", "drop-watches"]) => {
+            state.compactions.send_modify(|n| *n += 1);
+            Ok(text(StatusCode::OK, "dropped"))
+        }
+        (Method::POST, ["debug", "faults"]) => {
+            let list: faults::FaultList = serde_json::from_slice(&req.body)
+                .map_err(|e| ApiError::bad_request(format!("invalid faults: {e}")))?;
+            state
+                .faults
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .extend(list.faults);
+            Ok(text(StatusCode::OK, "faults added"))
+        }
+        (Method::DELETE, ["debug", "faults"]) => {
+            state
+                .faults
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .clear();
+            Ok(text(StatusCode::OK, "faults cleared"))
+        }
+        (Method::POST, ["debug", "users"]) => {
+            let user: auth::User = serde_json::from_slice(&req.body)
+                .map_err(|e| ApiError::bad_request(format!("invalid user: {e}")))?;
+            state.users.add(user);
+            Ok(text(StatusCode::OK, "user added"))
         }
         (_, ["api", "v1", rest @ ..]) => rest::handle(state, req, "", "v1", rest).await,
         (_, ["apis", group, version, rest @ ..]) if !rest.is_empty() => {

@@ -28,8 +28,7 @@ impl ApiError {
         Self { code, body }
     }
 
-    #[cfg(test)]
-    pub fn message(&self) -> &str {
+    pub fn message_text(&self) -> &str {
         self.body["message"].as_str().unwrap_or_default()
     }
 
@@ -50,6 +49,33 @@ impl ApiError {
             "NotFound",
             format!("namespaces \"{namespace}\" not found"),
             Some(json!({"name": namespace, "kind": "namespaces"})),
+        )
+    }
+
+    /// A write into a namespace being deleted: kube-apiserver's
+    /// NamespaceLifecycle admission words it as a Forbidden.
+    pub fn namespace_terminating(rt: &ResourceType, name: &str, namespace: &str) -> Self {
+        let message = format!(
+            "{} \"{name}\" is forbidden: unable to create new content in namespace {namespace} because it is being terminated",
+            rt.group_resource()
+        );
+        Self::new(
+            403,
+            "Forbidden",
+            message,
+            Some(
+                json!({"causes": [{"reason": "NamespaceTerminating", "message": format!("namespace {namespace} is being terminated"), "field": "metadata.namespace"}]}),
+            ),
+        )
+    }
+
+    /// 403 for a request RBAC does not allow, worded by kube-apiserver.
+    pub fn rbac_forbidden(request: &crate::rbac::Request<'_>) -> Self {
+        Self::new(
+            403,
+            "Forbidden",
+            crate::rbac::forbidden_message(request),
+            Some(crate::rbac::forbidden_details(request)),
         )
     }
 
@@ -116,10 +142,6 @@ impl ApiError {
 
     pub fn bad_request(message: impl Into<String>) -> Self {
         Self::new(400, "BadRequest", message, None)
-    }
-
-    pub fn forbidden(message: impl Into<String>) -> Self {
-        Self::new(403, "Forbidden", message, None)
     }
 
     pub fn method_not_allowed(message: impl Into<String>) -> Self {

@@ -1,0 +1,553 @@
+//! CEL evaluation shared by ValidatingAdmissionPolicies and webhook
+//! `matchConditions`, on the `cel` crate with the Kubernetes extension
+//! functions of `kube-cel` (`quantity`, `url`, `ip`, `semver`, the string,
+//! list, set, regex, math and base64 libraries, `format`).
+//!
+//! Objects are the JSON kube-apiserver serializes, converted here (not through
+//! `kube-cel`'s schema-aware conversion, which escapes map keys): a JSON
+//! object becomes a CEL map with string keys, so both
+//! `object.metadata.name` and
+//! `oldObject.metadata.annotations['core.navique.com/locked']` (and `in`)
+//! work. Integers become `int`, fractions `double`, `null` `null`.
+//!
+//! Departures from kube-apiserver's CEL environment:
+//! - no type checking: expressions are only parsed, and errors surface when
+//!   evaluated (kube-apiserver reports them when the policy is created);
+//! - selecting a field of something that is not a map (`object.metadata` on
+//!   DELETE, where `object` is `null`) fails with `no such overload` where
+//!   cel-go says `no such key: metadata`;
+//! - optional syntax is parsed (`a.?b`, `m[?k]`, `[?x]`, `{?k: v}`,
+//!   `optional.of`, `orValue`, `hasValue`, ...), but `a.?b` on a value that
+//!   is not a map (`null.?b`) fails instead of giving `optional.none()`;
+//! - strings with a `date-time` format stay strings (no schema is known);
+//! - `type()` is not available, and neither is the `authorizer` variable
+//!   (`dyn()` is, and `string()` also takes booleans, as in cel-go);
+//! - there is no cost budget.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use kube_cel::KubeCelExt;
+use kube_cel::cel::common::ast::{EntryExpr, Expr, IdedExpr, LiteralValue, operators};
+use kube_cel::cel::common::types::CelString;
+use kube_cel::cel::extractors::This;
+use kube_cel::cel::objects::{Key, Map};
+use kube_cel::cel::parser::Parser;
+use kube_cel::cel::{Context, ExecutionError, Value as Cel};
+use serde_json::{Number, Value};
+
+/// A parsed CEL expression, compiled once and evaluated many times.
+#[derive(Debug, Clone)]
+pub struct Program {
+    expr: IdedExpr,
+}
+
+impl Program {
+    /// Parses `source`. The error is the parser's report, e.g.
+    /// `ERROR: <input>:1:5: Syntax error: ...`.
+    pub fn compile(source: &str) -> Result<Self, String> {
+        let mut expr = Parser::new()
+            .enable_optional_syntax(true)
+            .parse(source)
+            .map_err(|e| e.to_string().trim_end().to_string())?;
+        rewrite(&mut expr);
+        Ok(Self { expr })
+    }
+
+    /// Evaluates against `activation`; the error is worded as cel-go's
+    /// (`no such key: x`, `division by zero`, ...).
+    pub fn evaluate(&self, activation: &Activation) -> Result<Value, String> {
+        let value = self.evaluate_cel(activation)?;
+        to_json(&value)
+    }
+
+    fn evaluate_cel(&self, activation: &Activation) -> Result<Cel, String> {
+        Cel::resolve(&self.expr, &activation.context).map_err(|e| {
+            if let ExecutionError::NoSuchKey(key) = &e
+                && let Some(message) = activation.variable_errors.get(key.as_str())
+                && references_variable(&self.expr, key)
+            {
+                return message.clone();
+            }
+            error_message(&e)
+        })
+    }
+}
+
+/// The named values an expression sees: `object`, `oldObject`, `request`,
+/// `params`, `namespaceObject`, `variables`, ...
+pub struct Activation {
+    context: Context<'static>,
+    variable_errors: HashMap<String, String>,
+}
+
+impl Default for Activation {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Activation {
+    /// An activation with every function and no variables.
+    pub fn new() -> Self {
+        let mut context = Context::default().with_all();
+        context.add_function("dyn", identity);
+        context.add_function("string", string);
+        Self {
+            context,
+            variable_errors: HashMap::new(),
+        }
+    }
+
+    /// Binds `name` to `value`, or to CEL `null` when absent.
+    pub fn set(&mut self, name: &str, value: Option<&Value>) {
+        let value = value.map(from_json).unwrap_or(Cel::Null);
+        self.context.add_variable_from_value(name, value);
+    }
+
+    /// Builder form of [`Activation::set`].
+    pub fn with(mut self, name: &str, value: Option<&Value>) -> Self {
+        self.set(name, value);
+        self
+    }
+
+    /// Evaluates a policy's `spec.variables` in order (each sees the ones
+    /// before it) and binds the map `variables`. A variable that fails to
+    /// parse or evaluate is left out of the map; an expression that then
+    /// reads it fails with kube-apiserver's `composited variable "<name>"
+    /// fails to evaluate: <cause>` (or `fails to compile`), so that, as with
+    /// kube's lazy variables, only expressions using a failing variable fail.
+    pub fn set_variables(&mut self, variables: &[(String, Result<Program, String>)]) {
+        let mut values: HashMap<Key, Cel> = HashMap::new();
+        self.variable_errors.clear();
+        self.context.add_variable_from_value(
+            "variables",
+            Cel::Map(Map {
+                map: Arc::new(values.clone()),
+            }),
+        );
+        for (name, program) in variables {
+            let result = match program {
+                Ok(program) => program
+                    .evaluate_cel(self)
+                    .map_err(|e| format!("composited variable {name:?} fails to evaluate: {e}")),
+                Err(e) => Err(format!(
+                    "composited variable {name:?} fails to compile: {e}"
+                )),
+            };
+            match result {
+                Ok(value) => {
+                    values.insert(Key::String(Arc::new(name.clone())), value);
+                    self.context.add_variable_from_value(
+                        "variables",
+                        Cel::Map(Map {
+                            map: Arc::new(values.clone()),
+                        }),
+                    );
+                }
+                Err(message) => {
+                    self.variable_errors.insert(name.clone(), message);
+                }
+            }
+        }
+    }
+}
+
+/// `dyn(x)`: x, unchanged (there are no static types to relax here).
+fn identity(This(value): This<Cel>) -> kube_cel::cel::ResolveResult {
+    Ok(value)
+}
+
+/// `string(x)` as cel-go has it, booleans included.
+fn string(This(value): This<Cel>) -> kube_cel::cel::ResolveResult {
+    let text = match &value {
+        Cel::String(s) => return Ok(Cel::String(s.clone())),
+        Cel::Bool(b) => b.to_string(),
+        Cel::Int(i) => i.to_string(),
+        Cel::UInt(u) => u.to_string(),
+        Cel::Float(f) => f.to_string(),
+        Cel::Bytes(b) => String::from_utf8_lossy(b).into_owned(),
+        Cel::Timestamp(_) | Cel::Duration(_) => match to_json(&value) {
+            Ok(Value::String(s)) => s,
+            _ => return Err(ExecutionError::NoSuchOverload),
+        },
+        _ => return Err(ExecutionError::NoSuchOverload),
+    };
+    Ok(Cel::String(Arc::new(text)))
+}
+
+/// Converts JSON to a CEL value without escaping map keys.
+pub fn from_json(value: &Value) -> Cel {
+    match value {
+        Value::Null => Cel::Null,
+        Value::Bool(b) => Cel::Bool(*b),
+        Value::Number(n) => {
+            if let Some(i) = n.as_i64() {
+                Cel::Int(i)
+            } else {
+                Cel::Float(n.as_f64().unwrap_or(f64::NAN))
+            }
+        }
+        Value::String(s) => Cel::String(Arc::new(s.clone())),
+        Value::Array(items) => Cel::List(Arc::new(items.iter().map(from_json).collect())),
+        Value::Object(fields) => Cel::Map(Map {
+            map: Arc::new(
+                fields
+                    .iter()
+                    .map(|(k, v)| (Key::String(Arc::new(k.clone())), from_json(v)))
+                    .collect(),
+            ),
+        }),
+    }
+}
+
+/// Converts a CEL result to JSON: timestamps become RFC 3339 strings,
+/// durations Go-style strings (`1h0m0s` is written `3600s`), bytes base64.
+pub fn to_json(value: &Cel) -> Result<Value, String> {
+    Ok(match value {
+        Cel::Null => Value::Null,
+        Cel::Bool(b) => Value::Bool(*b),
+        Cel::Int(i) => Value::from(*i),
+        Cel::UInt(u) => Value::from(*u),
+        Cel::Float(f) => Number::from_f64(*f).map_or(Value::Null, Value::Number),
+        Cel::String(s) => Value::String(s.to_string()),
+        Cel::Bytes(b) => {
+            use base64::Engine;
+            Value::String(base64::engine::general_purpose::STANDARD.encode(b.as_slice()))
+        }
+        Cel::List(items) => Value::Array(items.iter().map(to_json).collect::<Result<_, _>>()?),
+        Cel::Map(map) => {
+            let mut out = serde_json::Map::new();
+            let sorted: BTreeMap<String, &Cel> =
+                map.map.iter().map(|(k, v)| (key_string(k), v)).collect();
+            for (k, v) in sorted {
+                out.insert(k, to_json(v)?);
+            }
+            Value::Object(out)
+        }
+        Cel::Timestamp(t) => {
+            let text = t.to_rfc3339();
+            Value::String(match text.strip_suffix("+00:00") {
+                Some(utc) => format!("{utc}Z"),
+                None => text,
+            })
+        }
+        Cel::Duration(d) => {
+            let nanos = d.subsec_nanos();
+            Value::String(if nanos == 0 {
+                format!("{}s", d.num_seconds())
+            } else {
+                let frac = format!("{:09}", nanos.unsigned_abs());
+                format!("{}.{}s", d.num_seconds(), frac.trim_end_matches('0'))
+            })
+        }
+        other => return Err(format!("unsupported result type {}", other.type_of())),
+    })
+}
+
+fn key_string(key: &Key) -> String {
+    match key {
+        Key::String(s) => s.to_string(),
+        Key::Int(i) => i.to_string(),
+        Key::Uint(u) => u.to_string(),
+        Key::Bool(b) => b.to_string(),
+    }
+}
+
+/// cel-go's wording for the errors kube-apiserver reports.
+fn error_message(e: &ExecutionError) -> String {
+    match e {
+        ExecutionError::NoSuchKey(key) => format!("no such key: {key}"),
+        ExecutionError::NoSuchOverload => "no such overload".to_string(),
+        ExecutionError::DivisionByZero(_) => "division by zero".to_string(),
+        ExecutionError::RemainderByZero(_) => "modulus by zero".to_string(),
+        ExecutionError::Overflow(..) => "integer overflow".to_string(),
+        ExecutionError::UndeclaredReference(name) => {
+            format!("undeclared reference to '{name}'")
+        }
+        ExecutionError::FunctionError { message, .. } => message.clone(),
+        ExecutionError::UnsupportedBinaryOperator(..)
+        | ExecutionError::UnsupportedUnaryOperator(..)
+        | ExecutionError::ValuesNotComparable(..) => "no such overload".to_string(),
+        other => other.to_string(),
+    }
+}
+
+/// Field selection through the index operator (so that selecting from a
+/// non-map fails as in cel-go instead of yielding `false`), and optional
+/// selection through optional indexing (the `cel` crate's `.?` mishandles
+/// missing keys).
+fn rewrite(expr: &mut IdedExpr) {
+    match &mut expr.expr {
+        Expr::Select(select) => {
+            rewrite(&mut select.operand);
+            if !select.test {
+                let operand = std::mem::take(&mut *select.operand);
+                let field = std::mem::take(&mut select.field);
+                let id = expr.id;
+                expr.expr = Expr::Call(kube_cel::cel::common::ast::CallExpr {
+                    func_name: operators::INDEX.to_string(),
+                    target: None,
+                    args: vec![
+                        operand,
+                        IdedExpr {
+                            id,
+                            expr: Expr::Literal(LiteralValue::String(CelString::from(
+                                field.as_str(),
+                            ))),
+                        },
+                    ],
+                });
+            }
+        }
+        Expr::Call(call) => {
+            if call.func_name == operators::OPT_SELECT {
+                call.func_name = operators::OPT_INDEX.to_string();
+            }
+            if let Some(target) = &mut call.target {
+                rewrite(target);
+            }
+            call.args.iter_mut().for_each(rewrite);
+        }
+        Expr::Comprehension(c) => {
+            rewrite(&mut c.iter_range);
+            rewrite(&mut c.accu_init);
+            rewrite(&mut c.loop_cond);
+            rewrite(&mut c.loop_step);
+            rewrite(&mut c.result);
+        }
+        Expr::List(list) => list.elements.iter_mut().for_each(rewrite),
+        Expr::Map(map) => {
+            for entry in &mut map.entries {
+                match &mut entry.expr {
+                    EntryExpr::MapEntry(e) => {
+                        rewrite(&mut e.key);
+                        rewrite(&mut e.value);
+                    }
+                    EntryExpr::StructField(f) => rewrite(&mut f.value),
+                }
+            }
+        }
+        Expr::Struct(s) => {
+            for entry in &mut s.entries {
+                match &mut entry.expr {
+                    EntryExpr::MapEntry(e) => {
+                        rewrite(&mut e.key);
+                        rewrite(&mut e.value);
+                    }
+                    EntryExpr::StructField(f) => rewrite(&mut f.value),
+                }
+            }
+        }
+        Expr::Ident(_) | Expr::Literal(_) | Expr::Unspecified => {}
+    }
+}
+
+/// Whether `expr` reads `variables.<name>` (after [`rewrite`], an index of
+/// the identifier `variables` by the literal name).
+fn references_variable(expr: &IdedExpr, name: &str) -> bool {
+    let mut found = false;
+    visit(expr, &mut |e| {
+        if let Expr::Call(call) = &e.expr
+            && (call.func_name == operators::INDEX || call.func_name == operators::OPT_INDEX)
+            && call.args.len() == 2
+            && matches!(&call.args[0].expr, Expr::Ident(v) if v == "variables")
+            && matches!(&call.args[1].expr, Expr::Literal(LiteralValue::String(s)) if s.inner() == name)
+        {
+            found = true;
+        }
+    });
+    found
+}
+
+fn visit(expr: &IdedExpr, f: &mut dyn FnMut(&IdedExpr)) {
+    f(expr);
+    match &expr.expr {
+        Expr::Select(select) => visit(&select.operand, f),
+        Expr::Call(call) => {
+            if let Some(target) = &call.target {
+                visit(target, f);
+            }
+            call.args.iter().for_each(|a| visit(a, f));
+        }
+        Expr::Comprehension(c) => {
+            for e in [
+                &c.iter_range,
+                &c.accu_init,
+                &c.loop_cond,
+                &c.loop_step,
+                &c.result,
+            ] {
+                visit(e, f);
+            }
+        }
+        Expr::List(list) => list.elements.iter().for_each(|e| visit(e, f)),
+        Expr::Map(map) => map.entries.iter().for_each(|entry| match &entry.expr {
+            EntryExpr::MapEntry(e) => {
+                visit(&e.key, f);
+                visit(&e.value, f);
+            }
+            EntryExpr::StructField(s) => visit(&s.value, f),
+        }),
+        Expr::Struct(s) => s.entries.iter().for_each(|entry| match &entry.expr {
+            EntryExpr::MapEntry(e) => {
+                visit(&e.key, f);
+                visit(&e.value, f);
+            }
+            EntryExpr::StructField(s) => visit(&s.value, f),
+        }),
+        Expr::Ident(_) | Expr::Literal(_) | Expr::Unspecified => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn eval(expression: &str, activation: &Activation) -> Result<Value, String> {
+        Program::compile(expression)?.evaluate(activation)
+    }
+
+    fn locked() -> Activation {
+        Activation::new()
+            .with(
+                "oldObject",
+                Some(&json!({
+                    "metadata": {
+                        "name": "db",
+                        "annotations": {"core.navique.com/locked": "by alice"},
+                    },
+                    "spec": {"replicas": 3, "ratio": 0.5},
+                })),
+            )
+            .with("object", None)
+    }
+
+    #[test]
+    fn map_keys_with_dots_and_slashes_are_read_as_written() {
+        let a = locked();
+        assert_eq!(
+            eval(
+                "'core.navique.com/locked' in oldObject.metadata.annotations",
+                &a
+            ),
+            Ok(json!(true))
+        );
+        assert_eq!(
+            eval(
+                "oldObject.metadata.annotations['core.navique.com/locked']",
+                &a
+            ),
+            Ok(json!("by alice"))
+        );
+        assert_eq!(eval("oldObject.metadata.name", &a), Ok(json!("db")));
+    }
+
+    #[test]
+    fn an_absent_object_is_null_and_selecting_from_it_fails() {
+        let a = locked();
+        assert_eq!(eval("object == null", &a), Ok(json!(true)));
+        assert_eq!(eval("has(oldObject.metadata.labels)", &a), Ok(json!(false)));
+        assert_eq!(
+            eval("object.metadata.name == 'db'", &a),
+            Err("no such overload".to_string())
+        );
+        assert_eq!(
+            eval("oldObject.metadata.labels", &a),
+            Err("no such key: labels".to_string())
+        );
+    }
+
+    #[test]
+    fn integers_stay_ints_and_fractions_doubles() {
+        let a = locked();
+        assert_eq!(eval("oldObject.spec.replicas == 3", &a), Ok(json!(true)));
+        assert_eq!(eval("oldObject.spec.ratio > 0.25", &a), Ok(json!(true)));
+        assert_eq!(
+            eval("oldObject.spec.replicas / 0", &a),
+            Err("division by zero".into())
+        );
+    }
+
+    #[test]
+    fn optional_syntax_reads_missing_fields() {
+        let a = locked();
+        assert_eq!(
+            eval("oldObject.metadata.?labels.orValue({})", &a),
+            Ok(json!({}))
+        );
+        assert_eq!(
+            eval("oldObject.metadata.?name.orValue('none')", &a),
+            Ok(json!("db"))
+        );
+        assert_eq!(
+            eval(
+                "oldObject.metadata.annotations[?'core.navique.com/owner'].hasValue()",
+                &a
+            ),
+            Ok(json!(false))
+        );
+    }
+
+    #[test]
+    fn variables_see_earlier_ones_and_fail_only_where_used() {
+        let mut a = locked();
+        let compile = |name: &str, e: &str| (name.to_string(), Program::compile(e));
+        a.set_variables(&[
+            compile(
+                "owner",
+                "oldObject.metadata.annotations['core.navique.com/locked']",
+            ),
+            compile("shout", "variables.owner.upperAscii()"),
+            compile("broken", "oldObject.metadata.labels.team"),
+            compile("dependent", "variables.broken + 'x'"),
+        ]);
+        assert_eq!(eval("variables.shout", &a), Ok(json!("BY ALICE")));
+        assert_eq!(eval("variables.owner != ''", &a), Ok(json!(true)));
+        assert_eq!(
+            eval("variables.broken == 'x'", &a),
+            Err("composited variable \"broken\" fails to evaluate: no such key: labels".into())
+        );
+        assert_eq!(
+            eval("variables.dependent", &a),
+            Err("composited variable \"dependent\" fails to evaluate: composited variable \"broken\" fails to evaluate: no such key: labels".into())
+        );
+        assert_eq!(
+            eval("false && variables.broken == 'x'", &a),
+            Ok(json!(false))
+        );
+    }
+
+    #[test]
+    fn kubernetes_extension_functions_are_available() {
+        let a = Activation::new();
+        assert_eq!(
+            eval("quantity('1Gi').isGreaterThan(quantity('500Mi'))", &a),
+            Ok(json!(true))
+        );
+        assert_eq!(eval("'a-b'.split('-')", &a), Ok(json!(["a", "b"])));
+        assert_eq!(eval("dyn(1) + 1", &a), Ok(json!(2)));
+        assert_eq!(eval("string(true) + string(1)", &a), Ok(json!("true1")));
+    }
+
+    #[test]
+    fn results_convert_to_json() {
+        let a = Activation::new();
+        assert_eq!(
+            eval("timestamp('2026-01-02T03:04:05Z')", &a),
+            Ok(json!("2026-01-02T03:04:05Z"))
+        );
+        assert_eq!(eval("duration('1h')", &a), Ok(json!("3600s")));
+        assert_eq!(
+            eval("{'b': [1, 2.5, null], 'a': true}", &a),
+            Ok(json!({"a": true, "b": [1, 2.5, null]}))
+        );
+    }
+
+    #[test]
+    fn parse_errors_are_reported() {
+        let err = Program::compile("object.metadata.name ==").unwrap_err();
+        assert!(err.starts_with("ERROR: <input>:1:"), "{err}");
+    }
+}

@@ -1,0 +1,87 @@
+//! Faults tests inject through `POST /debug/faults`: delayed or failed
+//! responses for chosen verbs and resources. `DELETE /debug/faults` clears
+//! them; `POST /debug/drop-watches` ends every open watch.
+
+use std::time::Duration;
+
+use serde::Deserialize;
+use serde_json::json;
+
+use crate::server::State;
+use crate::status::ApiError;
+
+/// One fault rule; unset fields match anything.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Fault {
+    /// get, list, watch, create, update, patch, delete, deletecollection.
+    pub verb: Option<String>,
+    pub group: Option<String>,
+    pub resource: Option<String>,
+    pub namespace: Option<String>,
+    /// Answer after this delay.
+    #[serde(default)]
+    pub delay_ms: u64,
+    /// Fail with this HTTP code (500, 503, 429, ...); without it, only delay.
+    pub code: Option<u16>,
+    pub message: Option<String>,
+    /// How many requests it applies to; unset: until cleared.
+    pub times: Option<u32>,
+}
+
+#[derive(Deserialize)]
+pub struct FaultList {
+    pub faults: Vec<Fault>,
+}
+
+/// What the request's verb and resource meet: a delay, then maybe an error.
+pub async fn inject(
+    state: &State,
+    verb: &str,
+    group: &str,
+    resource: &str,
+    namespace: &str,
+) -> Result<(), ApiError> {
+    let fault = {
+        let mut faults = state.faults.lock().unwrap_or_else(|p| p.into_inner());
+        let matches = |f: &Fault| {
+            f.verb.as_deref().is_none_or(|v| v == verb)
+                && f.group.as_deref().is_none_or(|g| g == group)
+                && f.resource.as_deref().is_none_or(|r| r == resource)
+                && f.namespace.as_deref().is_none_or(|n| n == namespace)
+        };
+        let Some(index) = faults.iter().position(matches) else {
+            return Ok(());
+        };
+        let fault = faults[index].clone();
+        if let Some(times) = &mut faults[index].times {
+            *times = times.saturating_sub(1);
+            if *times == 0 {
+                faults.remove(index);
+            }
+        }
+        fault
+    };
+    if fault.delay_ms > 0 {
+        tokio::time::sleep(Duration::from_millis(fault.delay_ms)).await;
+    }
+    match fault.code {
+        None => Ok(()),
+        Some(code) => {
+            let reason = match code {
+                429 => "TooManyRequests",
+                503 => "ServiceUnavailable",
+                504 => "Timeout",
+                409 => "Conflict",
+                _ => "InternalError",
+            };
+            let message = fault
+                .message
+                .unwrap_or_else(|| format!("injected fault: {verb} {resource}"));
+            Err(ApiError {
+                code,
+                body: json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure", "message": message, "reason": reason, "code": code}),
+            })
+        }
+    }
+}

@@ -1,0 +1,1426 @@
+//! ValidatingAdmissionPolicies (`admissionregistration.k8s.io/v1`) enforced
+//! as kube-apiserver's ValidatingAdmissionPolicy plugin does, with its
+//! messages.
+//!
+//! A policy applies through each binding naming it (`spec.policyName`): the
+//! policy's `matchConstraints` and then the binding's `matchResources` must
+//! match the request (resource rules, `excludeResourceRules`,
+//! `namespaceSelector`, `objectSelector`), the binding's `paramRef` selects
+//! the params (`paramKind`), and for each param the policy's
+//! `matchConditions`, `variables`, `validations` and `auditAnnotations` are
+//! evaluated with CEL ([`crate::cel`]). A failed validation becomes, per the
+//! binding's `validationActions`, the request's denial (`Deny`), a warning
+//! (`Warn`) or an audit annotation (`Audit`). Errors (CEL evaluation errors,
+//! missing params, a bad selector) deny the request when the policy's
+//! `failurePolicy` is `Fail` (the default) and are ignored with `Ignore`.
+//!
+//! Simplifications: `matchPolicy` is treated as `Exact` (the dev server has
+//! one version per resource, so `Equivalent` would find nothing more); the
+//! policy's `status.typeChecking` is not consulted and expressions are not
+//! type-checked; the `authorizer` variable is not offered; there is no CEL
+//! cost budget. The caller's `params` lookup decides the scope of the param
+//! kind: it gets the binding's `paramRef.namespace`, else the request's
+//! namespace, else `None` (kube-apiserver instead refuses a namespaced param
+//! kind for a cluster-scoped request when `paramRef.namespace` is unset). A
+//! namespaced request without its Namespace object is matched as if the
+//! namespace had no labels (kube-apiserver answers 404). Expressions are
+//! parsed on each call (some tens of microseconds each).
+
+use std::collections::BTreeMap;
+
+use serde_json::{Map, Value, json};
+
+use crate::attributes::{Attributes, Operation};
+use crate::cel::{Activation, Program};
+
+/// What [`evaluate`] needs besides the request.
+pub struct PolicyContext<'a> {
+    /// Every stored ValidatingAdmissionPolicy.
+    pub policies: &'a [Value],
+    /// Every stored ValidatingAdmissionPolicyBinding.
+    pub bindings: &'a [Value],
+    /// The request namespace's Namespace object (None for cluster-scoped).
+    pub namespace_object: Option<&'a Value>,
+    /// Params for a binding's paramRef: (apiVersion, kind, namespace, name,
+    /// label selector) -> matching objects.
+    #[allow(clippy::type_complexity)]
+    pub params: &'a dyn Fn(&str, &str, Option<&str>, Option<&str>, Option<&Value>) -> Vec<Value>,
+}
+
+/// The request's rejection by a policy.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Denial {
+    /// 403 for `Forbidden`, 401 `Unauthorized`, 413 `RequestEntityTooLarge`,
+    /// 422 otherwise (`Invalid`, the default reason).
+    pub code: u16,
+    /// The validation's `reason`, `Invalid` when unset.
+    pub reason: String,
+    /// `ValidatingAdmissionPolicy '<policy>' with binding '<binding>' denied
+    /// request: <message>`.
+    pub message: String,
+}
+
+impl Denial {
+    /// The `metav1.Status` kube-apiserver answers: the message prefixed as
+    /// `admission.NewForbidden` does (`<resource>.<group> "<name>" is
+    /// forbidden: ...`), the policy's reason and code, and the policy message
+    /// again as the one cause.
+    pub fn status(&self, attributes: &Attributes) -> Value {
+        let resource = group_resource(attributes);
+        let name = request_name(attributes);
+        let message = format!("{resource} \"{name}\" is forbidden: {}", self.message);
+        let mut details = json!({"name": name, "kind": attributes.resource.name});
+        if !attributes.resource.group.is_empty() {
+            details["group"] = json!(attributes.resource.group);
+        }
+        details["causes"] = json!([{"message": self.message}]);
+        json!({
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Failure",
+            "message": message,
+            "reason": self.reason,
+            "details": details,
+            "code": self.code,
+        })
+    }
+}
+
+/// The outcome of every policy for one request.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Verdict {
+    /// The first `Deny` decision, if any.
+    pub denial: Option<Denial>,
+    /// `Warning` header texts, from bindings with the `Warn` action.
+    pub warnings: Vec<String>,
+    /// Audit annotations: `validation.policy.admission.k8s.io/validation_failure`
+    /// for `Audit` actions, `<policy>/<key>` for `spec.auditAnnotations`.
+    pub audit_annotations: BTreeMap<String, String>,
+}
+
+const VALIDATION_FAILURE_KEY: &str = "validation.policy.admission.k8s.io/validation_failure";
+/// kube-apiserver's `MaxEvaluatedMessageExpressionSizeBytes`.
+const MAX_MESSAGE_BYTES: usize = 5 * 1024;
+/// kube-apiserver's `maxAuditAnnotationValueLength`.
+const MAX_AUDIT_VALUE_BYTES: usize = 10 * 1024;
+
+/// Evaluates every policy and binding that applies to the request.
+pub fn evaluate(ctx: &PolicyContext, attributes: &Attributes) -> Verdict {
+    let mut verdict = Verdict::default();
+    if is_policy_resource(attributes) {
+        // kube-apiserver never applies API-defined policies to policies and
+        // their bindings.
+        return verdict;
+    }
+    let mut denied: Vec<Denied> = Vec::new();
+    for policy in ctx.policies {
+        evaluate_policy(ctx, attributes, policy, &mut verdict, &mut denied);
+    }
+    if let Some(first) = denied.into_iter().next() {
+        let message = match &first.binding {
+            Some(binding) => format!(
+                "ValidatingAdmissionPolicy '{}' with binding '{binding}' denied request: {}",
+                first.policy, first.message
+            ),
+            None => format!(
+                "ValidatingAdmissionPolicy '{}' denied request: {}",
+                first.policy, first.message
+            ),
+        };
+        let reason = if first.reason.is_empty() {
+            "Invalid".to_string()
+        } else {
+            first.reason
+        };
+        verdict.denial = Some(Denial {
+            code: reason_code(&reason),
+            reason,
+            message,
+        });
+    }
+    verdict
+}
+
+/// A Deny decision with the policy and binding that made it.
+struct Denied {
+    policy: String,
+    binding: Option<String>,
+    message: String,
+    reason: String,
+}
+
+fn evaluate_policy(
+    ctx: &PolicyContext,
+    attributes: &Attributes,
+    policy: &Value,
+    verdict: &mut Verdict,
+    denied: &mut Vec<Denied>,
+) {
+    let name = str_at(policy, &["metadata", "name"]);
+    let spec = &policy["spec"];
+    let failure_policy = spec["failurePolicy"].as_str().unwrap_or("Fail");
+    let config_error = |denied: &mut Vec<Denied>, err: String, binding: Option<&str>| {
+        let message = match failure_policy {
+            "Ignore" => return,
+            "Fail" => match binding {
+                Some(_) => format!("failed to configure binding: {err}"),
+                None => format!("failed to configure policy: {err}"),
+            },
+            other => format!("unrecognized failure policy: '{other}'"),
+        };
+        denied.push(Denied {
+            policy: name.to_string(),
+            binding: binding.map(str::to_string),
+            message,
+            reason: String::new(),
+        });
+    };
+
+    match matches_resources(&spec["matchConstraints"], attributes, ctx.namespace_object) {
+        Ok(true) => {}
+        Ok(false) => return,
+        Err(err) => return config_error(denied, err, None),
+    }
+    let bindings: Vec<&Value> = ctx
+        .bindings
+        .iter()
+        .filter(|b| b["spec"]["policyName"].as_str() == Some(name))
+        .collect();
+    if bindings.is_empty() {
+        return;
+    }
+    let compiled = CompiledPolicy::new(spec);
+    let mut collected: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for binding in bindings {
+        let binding_name = str_at(binding, &["metadata", "name"]);
+        let binding_spec = &binding["spec"];
+        let matches = match binding_spec.get("matchResources") {
+            None | Some(Value::Null) => Ok(true),
+            Some(resources) => matches_resources(resources, attributes, ctx.namespace_object),
+        };
+        match matches {
+            Ok(true) => {}
+            Ok(false) => continue,
+            Err(err) => {
+                config_error(denied, err, Some(binding_name));
+                continue;
+            }
+        }
+        let params = match collect_params(ctx, spec, binding_spec, &attributes.namespace) {
+            Ok(params) => params,
+            Err(err) => {
+                config_error(denied, err, Some(binding_name));
+                continue;
+            }
+        };
+        let actions: Vec<&str> = binding_spec["validationActions"]
+            .as_array()
+            .map(|a| a.iter().filter_map(Value::as_str).collect())
+            .unwrap_or_default();
+        for param in &params {
+            let result = compiled.validate(
+                failure_policy,
+                attributes,
+                param.as_ref(),
+                cel_namespace(attributes, ctx.namespace_object).as_ref(),
+            );
+            for (index, decision) in result.decisions.iter().enumerate() {
+                let Decision::Deny { message, reason } = decision else {
+                    continue;
+                };
+                for action in &actions {
+                    match *action {
+                        "Deny" => denied.push(Denied {
+                            policy: name.to_string(),
+                            binding: Some(binding_name.to_string()),
+                            message: message.clone(),
+                            reason: reason.clone(),
+                        }),
+                        "Warn" => verdict.warnings.push(format!(
+                            "Validation failed for ValidatingAdmissionPolicy '{name}' with binding '{binding_name}': {message}"
+                        )),
+                        "Audit" => {
+                            // As kube-apiserver: an annotation is never overwritten.
+                            verdict
+                                .audit_annotations
+                                .entry(VALIDATION_FAILURE_KEY.to_string())
+                                .or_insert_with(|| {
+                                    validation_failure_value(
+                                        message,
+                                        name,
+                                        binding_name,
+                                        index,
+                                        &actions,
+                                    )
+                                });
+                        }
+                        _ => {}
+                    }
+                }
+            }
+            for annotation in result.audit_annotations {
+                match annotation {
+                    AuditAnnotation::Publish { key, mut value } => {
+                        if value.len() > MAX_AUDIT_VALUE_BYTES {
+                            let mut end = MAX_AUDIT_VALUE_BYTES;
+                            while !value.is_char_boundary(end) {
+                                end -= 1;
+                            }
+                            value.truncate(end);
+                        }
+                        let values = collected.entry(key).or_default();
+                        if !values.contains(&value) {
+                            values.push(value);
+                        }
+                    }
+                    AuditAnnotation::Error(message) => denied.push(Denied {
+                        policy: name.to_string(),
+                        binding: Some(binding_name.to_string()),
+                        message,
+                        reason: String::new(),
+                    }),
+                }
+            }
+        }
+    }
+    for (key, values) in collected {
+        verdict
+            .audit_annotations
+            .entry(format!("{name}/{key}"))
+            .or_insert_with(|| values.join(", "));
+    }
+}
+
+/// The JSON of a `validation_failure` audit annotation, fields in
+/// kube-apiserver's order.
+fn validation_failure_value(
+    message: &str,
+    policy: &str,
+    binding: &str,
+    index: usize,
+    actions: &[&str],
+) -> String {
+    format!(
+        "[{{\"message\":{},\"policy\":{},\"binding\":{},\"expressionIndex\":{index},\"validationActions\":{}}}]",
+        json!(message),
+        json!(policy),
+        json!(binding),
+        json!(actions)
+    )
+}
+
+/// kube-apiserver's `reasonToCode`.
+fn reason_code(reason: &str) -> u16 {
+    match reason {
+        "Forbidden" => 403,
+        "Unauthorized" => 401,
+        "RequestEntityTooLarge" => 413,
+        _ => 422,
+    }
+}
+
+/// One validation's outcome.
+enum Decision {
+    Admit,
+    Deny { message: String, reason: String },
+}
+
+enum AuditAnnotation {
+    Publish { key: String, value: String },
+    Error(String),
+}
+
+#[derive(Default)]
+struct ValidateResult {
+    decisions: Vec<Decision>,
+    audit_annotations: Vec<AuditAnnotation>,
+}
+
+/// An expression, parsed, or the parse error kube-apiserver would report.
+struct Compiled {
+    source: String,
+    program: Result<Program, String>,
+}
+
+impl Compiled {
+    fn new(source: &str) -> Self {
+        Self {
+            source: source.to_string(),
+            program: Program::compile(source),
+        }
+    }
+
+    /// The value, or kube-apiserver's evaluation error message.
+    fn eval(&self, activation: &Activation) -> Result<Value, String> {
+        match &self.program {
+            Ok(program) => program
+                .evaluate(activation)
+                .map_err(|e| format!("expression '{}' resulted in error: {e}", self.source)),
+            Err(e) => Err(format!("compilation error: {e}")),
+        }
+    }
+}
+
+struct CompiledValidation {
+    expression: Compiled,
+    message: String,
+    message_expression: Option<Compiled>,
+    reason: String,
+}
+
+struct CompiledPolicy {
+    match_conditions: Vec<Compiled>,
+    variables: Vec<(String, Result<Program, String>)>,
+    validations: Vec<CompiledValidation>,
+    audit_annotations: Vec<(String, Compiled)>,
+}
+
+fn items(value: &Value) -> impl Iterator<Item = &Value> {
+    value.as_array().into_iter().flatten()
+}
+
+impl CompiledPolicy {
+    fn new(spec: &Value) -> Self {
+        Self {
+            match_conditions: items(&spec["matchConditions"])
+                .map(|c| Compiled::new(c["expression"].as_str().unwrap_or_default()))
+                .collect(),
+            variables: items(&spec["variables"])
+                .map(|v| {
+                    (
+                        v["name"].as_str().unwrap_or_default().to_string(),
+                        Program::compile(v["expression"].as_str().unwrap_or_default()),
+                    )
+                })
+                .collect(),
+            validations: items(&spec["validations"])
+                .map(|v| CompiledValidation {
+                    expression: Compiled::new(v["expression"].as_str().unwrap_or_default()),
+                    message: v["message"].as_str().unwrap_or_default().to_string(),
+                    message_expression: v["messageExpression"]
+                        .as_str()
+                        .filter(|s| !s.is_empty())
+                        .map(Compiled::new),
+                    reason: v["reason"].as_str().unwrap_or_default().to_string(),
+                })
+                .collect(),
+            audit_annotations: items(&spec["auditAnnotations"])
+                .map(|a| {
+                    (
+                        a["key"].as_str().unwrap_or_default().to_string(),
+                        Compiled::new(a["valueExpression"].as_str().unwrap_or_default()),
+                    )
+                })
+                .collect(),
+        }
+    }
+
+    /// kube-apiserver's validator for one param.
+    fn validate(
+        &self,
+        failure_policy: &str,
+        attributes: &Attributes,
+        param: Option<&Value>,
+        namespace: Option<&Value>,
+    ) -> ValidateResult {
+        let ignore = failure_policy == "Ignore";
+        let error_decision = |message: String| {
+            if ignore {
+                Decision::Admit
+            } else {
+                Decision::Deny {
+                    message,
+                    reason: String::new(),
+                }
+            }
+        };
+        let mut activation = Activation::new()
+            .with("object", attributes.object.as_ref())
+            .with("oldObject", attributes.old_object.as_ref())
+            .with("request", Some(&admission_request(attributes, None)))
+            .with("params", param)
+            .with("namespaceObject", namespace);
+        activation.set_variables(&self.variables);
+
+        // matchConditions: any false skips the policy; otherwise errors go
+        // by the failure policy.
+        let mut errors = Vec::new();
+        for condition in &self.match_conditions {
+            match condition.eval(&activation) {
+                Ok(Value::Bool(false)) => return ValidateResult::default(),
+                Ok(_) => {}
+                Err(e) => errors.push(e),
+            }
+        }
+        if !errors.is_empty() {
+            if ignore {
+                return ValidateResult::default();
+            }
+            return ValidateResult {
+                decisions: vec![error_decision(aggregate(&errors))],
+                audit_annotations: Vec::new(),
+            };
+        }
+
+        let decisions = self
+            .validations
+            .iter()
+            .map(|v| match v.expression.eval(&activation) {
+                Err(e) => error_decision(e),
+                Ok(Value::Bool(true)) => Decision::Admit,
+                Ok(_) => Decision::Deny {
+                    message: v.message(&activation),
+                    reason: if v.reason.is_empty() {
+                        "Invalid".to_string()
+                    } else {
+                        v.reason.clone()
+                    },
+                },
+            })
+            .collect();
+
+        let audit_annotations = self
+            .audit_annotations
+            .iter()
+            .filter_map(|(key, expression)| match expression.eval(&activation) {
+                Err(e) => (!ignore).then_some(AuditAnnotation::Error(e)),
+                Ok(Value::Null) => None,
+                Ok(Value::String(s)) => {
+                    let value = s.trim();
+                    (!value.is_empty()).then(|| AuditAnnotation::Publish {
+                        key: key.clone(),
+                        value: value.to_string(),
+                    })
+                }
+                Ok(other) => Some(AuditAnnotation::Error(format!(
+                    "valueExpression '{}' resulted in unsupported return type: {}. Return type must be either string or null.",
+                    expression.source,
+                    cel_type_name(&other)
+                ))),
+            })
+            .collect();
+        ValidateResult {
+            decisions,
+            audit_annotations,
+        }
+    }
+}
+
+impl CompiledValidation {
+    /// The failure message: the messageExpression's string if it gives a
+    /// usable one, else `message`, else `failed expression: <expression>`.
+    fn message(&self, activation: &Activation) -> String {
+        if let Some(expression) = &self.message_expression {
+            match expression.eval(activation) {
+                Ok(Value::String(s)) => {
+                    let s = s.trim();
+                    if !s.is_empty() && s.len() <= MAX_MESSAGE_BYTES && !s.contains('\n') {
+                        return s.to_string();
+                    }
+                }
+                Ok(_) => {}
+                // As kube-apiserver, which logs it: the message falls back.
+                Err(e) => tracing::debug!(error = %e, "error while evaluating messageExpression"),
+            }
+        }
+        let message = self.message.trim();
+        if !message.is_empty() {
+            return message.to_string();
+        }
+        format!("failed expression: {}", self.expression.source.trim())
+    }
+}
+
+/// `utilerrors.NewAggregate(errs).Error()`.
+fn aggregate(errors: &[String]) -> String {
+    if errors.len() == 1 {
+        errors[0].clone()
+    } else {
+        format!("[{}]", errors.join(", "))
+    }
+}
+
+fn cel_type_name(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null_type",
+        Value::Bool(_) => "bool",
+        Value::Number(n) if n.is_f64() => "double",
+        Value::Number(_) => "int",
+        Value::String(_) => "string",
+        Value::Array(_) => "list",
+        Value::Object(_) => "map",
+    }
+}
+
+/// kube-apiserver's `CollectParams`: `[None]` without params, else the
+/// params found (an error when none is and `parameterNotFoundAction` is
+/// `Deny`, its default).
+fn collect_params(
+    ctx: &PolicyContext,
+    spec: &Value,
+    binding_spec: &Value,
+    namespace: &str,
+) -> Result<Vec<Option<Value>>, String> {
+    let param_kind = &spec["paramKind"];
+    let param_ref = &binding_spec["paramRef"];
+    if !param_kind.is_object() || !param_ref.is_object() {
+        return Ok(vec![None]);
+    }
+    let api_version = param_kind["apiVersion"].as_str().unwrap_or_default();
+    let kind = param_kind["kind"].as_str().unwrap_or_default();
+    let ref_namespace = param_ref["namespace"].as_str().filter(|s| !s.is_empty());
+    let lookup_namespace = ref_namespace.or(Some(namespace).filter(|s| !s.is_empty()));
+    let name = param_ref["name"].as_str().filter(|s| !s.is_empty());
+    let selector = param_ref.get("selector").filter(|s| !s.is_null());
+    let found = match (name, selector) {
+        (Some(_), Some(_)) => {
+            return Err("paramRef.name and paramRef.selector are mutually exclusive".to_string());
+        }
+        (Some(name), None) => (ctx.params)(api_version, kind, lookup_namespace, Some(name), None),
+        (None, Some(selector)) => {
+            LabelSelector::parse(Some(selector))?;
+            (ctx.params)(api_version, kind, lookup_namespace, None, Some(selector))
+        }
+        (None, None) => return Err("one of name or selector must be provided".to_string()),
+    };
+    let action = param_ref["parameterNotFoundAction"]
+        .as_str()
+        .unwrap_or("Deny");
+    if found.is_empty() && action == "Deny" {
+        return Err(
+            "no params found for policy binding with `Deny` parameterNotFoundAction".to_string(),
+        );
+    }
+    Ok(found.into_iter().map(Some).collect())
+}
+
+/// The `namespaceObject` variable: the request's Namespace with only the
+/// metadata fields kube-apiserver keeps, and null for cluster-scoped
+/// requests and for Namespaces themselves.
+fn cel_namespace(attributes: &Attributes, namespace: Option<&Value>) -> Option<Value> {
+    if attributes.kind.group.is_empty()
+        && attributes.kind.version == "v1"
+        && attributes.kind.name == "Namespace"
+    {
+        return None;
+    }
+    if attributes.namespace.is_empty() {
+        return None;
+    }
+    let namespace = namespace?;
+    let mut metadata = Map::new();
+    for field in [
+        "name",
+        "generateName",
+        "namespace",
+        "uid",
+        "resourceVersion",
+        "generation",
+        "creationTimestamp",
+        "deletionTimestamp",
+        "deletionGracePeriodSeconds",
+        "labels",
+        "annotations",
+        "finalizers",
+    ] {
+        if let Some(v) = namespace["metadata"].get(field) {
+            metadata.insert(field.to_string(), v.clone());
+        }
+    }
+    let mut out = Map::new();
+    out.insert("metadata".into(), Value::Object(metadata));
+    for field in ["spec", "status"] {
+        if let Some(v) = namespace.get(field) {
+            out.insert(field.into(), v.clone());
+        }
+    }
+    Some(Value::Object(out))
+}
+
+// ---------------------------------------------------------------------------
+// Matching, shared with webhooks.
+// ---------------------------------------------------------------------------
+
+/// `<resource>` or `<resource>.<group>`.
+pub(crate) fn group_resource(attributes: &Attributes) -> String {
+    if attributes.resource.group.is_empty() {
+        attributes.resource.name.clone()
+    } else {
+        format!("{}.{}", attributes.resource.name, attributes.resource.group)
+    }
+}
+
+/// The request's name as `admission.NewForbidden` finds it: the name, else
+/// the object's name or generateName, else `Unknown`.
+pub(crate) fn request_name(attributes: &Attributes) -> String {
+    if !attributes.name.is_empty() {
+        return attributes.name.clone();
+    }
+    if let Some(object) = &attributes.object {
+        for field in ["name", "generateName"] {
+            if let Some(name) = object["metadata"][field].as_str().filter(|s| !s.is_empty()) {
+                return name.to_string();
+            }
+        }
+    }
+    "Unknown".to_string()
+}
+
+/// Policies and their bindings, which API-defined policies never see.
+fn is_policy_resource(attributes: &Attributes) -> bool {
+    attributes.resource.group == "admissionregistration.k8s.io"
+        && matches!(
+            attributes.resource.name.as_str(),
+            "validatingadmissionpolicies"
+                | "validatingadmissionpolicybindings"
+                | "mutatingadmissionpolicies"
+                | "mutatingadmissionpolicybindings"
+        )
+}
+
+/// The `AdmissionRequest` of `admission.k8s.io/v1` (as JSON, kube-apiserver's
+/// field order and omissions), with `uid` and without object and oldObject
+/// when `uid` is None (the CEL `request` variable).
+pub(crate) fn admission_request(attributes: &Attributes, uid: Option<&str>) -> Value {
+    let mut request = Map::new();
+    request.insert("uid".into(), json!(uid.unwrap_or_default()));
+    request.insert("kind".into(), gvk(attributes));
+    request.insert("resource".into(), gvr(attributes));
+    if !attributes.sub_resource.is_empty() {
+        request.insert("subResource".into(), json!(attributes.sub_resource));
+    }
+    request.insert("requestKind".into(), gvk(attributes));
+    request.insert("requestResource".into(), gvr(attributes));
+    if !attributes.sub_resource.is_empty() {
+        request.insert("requestSubResource".into(), json!(attributes.sub_resource));
+    }
+    if !attributes.name.is_empty() {
+        request.insert("name".into(), json!(attributes.name));
+    }
+    if !attributes.namespace.is_empty() {
+        request.insert("namespace".into(), json!(attributes.namespace));
+    }
+    request.insert("operation".into(), json!(attributes.operation.as_str()));
+    request.insert("userInfo".into(), attributes.user.to_json());
+    if uid.is_some() {
+        request.insert(
+            "object".into(),
+            attributes.object.clone().unwrap_or(Value::Null),
+        );
+        request.insert(
+            "oldObject".into(),
+            attributes.old_object.clone().unwrap_or(Value::Null),
+        );
+    }
+    request.insert("dryRun".into(), json!(attributes.dry_run));
+    request.insert(
+        "options".into(),
+        attributes.options.clone().unwrap_or(Value::Null),
+    );
+    Value::Object(request)
+}
+
+fn gvk(attributes: &Attributes) -> Value {
+    json!({
+        "group": attributes.kind.group,
+        "version": attributes.kind.version,
+        "kind": attributes.kind.name,
+    })
+}
+
+fn gvr(attributes: &Attributes) -> Value {
+    json!({
+        "group": attributes.resource.group,
+        "version": attributes.resource.version,
+        "resource": attributes.resource.name,
+    })
+}
+
+/// kube-apiserver's policy `Matcher.Matches` for a `MatchResources`
+/// (a policy's `matchConstraints` or a binding's `matchResources`).
+fn matches_resources(
+    resources: &Value,
+    attributes: &Attributes,
+    namespace: Option<&Value>,
+) -> Result<bool, String> {
+    let ns = namespace_selector_matches(resources.get("namespaceSelector"), attributes, namespace);
+    if let Ok(false) = ns {
+        return Ok(false);
+    }
+    let obj = object_selector_matches(resources.get("objectSelector"), attributes);
+    if let Ok(false) = obj {
+        return Ok(false);
+    }
+    if items(&resources["excludeResourceRules"]).any(|r| named_rule_matches(r, attributes)) {
+        return Ok(false);
+    }
+    let rules = &resources["resourceRules"];
+    let matched = match rules.as_array() {
+        Some(rules) if !rules.is_empty() => rules.iter().any(|r| named_rule_matches(r, attributes)),
+        _ => true,
+    };
+    if !matched {
+        return Ok(false);
+    }
+    ns?;
+    obj?;
+    Ok(true)
+}
+
+/// A `NamedRuleWithOperations`: the rule, then `resourceNames` if any.
+fn named_rule_matches(rule: &Value, attributes: &Attributes) -> bool {
+    if !rule_matches(rule, attributes) {
+        return false;
+    }
+    match rule["resourceNames"].as_array() {
+        Some(names) if !names.is_empty() => names
+            .iter()
+            .any(|n| n.as_str() == Some(attributes.name.as_str())),
+        _ => true,
+    }
+}
+
+/// A `RuleWithOperations`: scope, operations, apiGroups, apiVersions and
+/// resources (`*`, `pods/status`, `*/status`, `pods/*`).
+pub(crate) fn rule_matches(rule: &Value, attributes: &Attributes) -> bool {
+    let is_namespace_resource = attributes.resource.group.is_empty()
+        && attributes.resource.version == "v1"
+        && attributes.resource.name == "namespaces";
+    let scope = match rule["scope"].as_str().unwrap_or("*") {
+        "*" => true,
+        "Namespaced" => !is_namespace_resource && !attributes.namespace.is_empty(),
+        "Cluster" => is_namespace_resource || attributes.namespace.is_empty(),
+        _ => false,
+    };
+    let list = |field: &str, wanted: &str| {
+        items(&rule[field])
+            .filter_map(Value::as_str)
+            .any(|item| item == "*" || item == wanted)
+    };
+    let resource = items(&rule["resources"])
+        .filter_map(Value::as_str)
+        .any(|item| {
+            let (res, sub) = item.split_once('/').unwrap_or((item, ""));
+            (res == "*" || res == attributes.resource.name)
+                && (sub == "*" || sub == attributes.sub_resource)
+        });
+    scope
+        && list("operations", attributes.operation.as_str())
+        && list("apiGroups", &attributes.resource.group)
+        && list("apiVersions", &attributes.resource.version)
+        && resource
+}
+
+/// The namespace selector, matched against the namespace's labels (the
+/// object's own for a Namespace being created or updated). Cluster-scoped
+/// requests always match.
+pub(crate) fn namespace_selector_matches(
+    selector: Option<&Value>,
+    attributes: &Attributes,
+    namespace: Option<&Value>,
+) -> Result<bool, String> {
+    let is_namespace = attributes.resource.name == "namespaces";
+    if attributes.namespace.is_empty() && !is_namespace {
+        return Ok(true);
+    }
+    let selector = LabelSelector::parse(selector)?;
+    if selector.is_empty() {
+        return Ok(true);
+    }
+    let labels_of = |object: Option<&Value>| object.map(|o| o["metadata"]["labels"].clone());
+    let labels = if is_namespace
+        && attributes.sub_resource.is_empty()
+        && matches!(attributes.operation, Operation::Create | Operation::Update)
+    {
+        labels_of(attributes.object.as_ref())
+    } else if is_namespace && namespace.is_none() {
+        labels_of(
+            attributes
+                .old_object
+                .as_ref()
+                .or(attributes.object.as_ref()),
+        )
+    } else {
+        labels_of(namespace)
+    };
+    Ok(selector.matches(labels.as_ref().unwrap_or(&Value::Null)))
+}
+
+/// The object selector, matched against the object's labels or the old
+/// object's (so a DELETE is matched by the stored object's labels).
+pub(crate) fn object_selector_matches(
+    selector: Option<&Value>,
+    attributes: &Attributes,
+) -> Result<bool, String> {
+    let selector = LabelSelector::parse(selector)?;
+    if selector.is_empty() {
+        return Ok(true);
+    }
+    let matches = |object: &Option<Value>| {
+        object
+            .as_ref()
+            .is_some_and(|o| selector.matches(&o["metadata"]["labels"]))
+    };
+    Ok(matches(&attributes.object) || matches(&attributes.old_object))
+}
+
+/// A `metav1.LabelSelector`, checked as `LabelSelectorAsSelector` does.
+pub(crate) struct LabelSelector {
+    requirements: Vec<(String, SelectorOp, Vec<String>)>,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum SelectorOp {
+    In,
+    NotIn,
+    Exists,
+    DoesNotExist,
+}
+
+impl LabelSelector {
+    /// An absent or null selector is the empty one, which matches everything.
+    pub(crate) fn parse(selector: Option<&Value>) -> Result<Self, String> {
+        let mut requirements = Vec::new();
+        let Some(selector) = selector.filter(|s| !s.is_null()) else {
+            return Ok(Self { requirements });
+        };
+        if let Some(labels) = selector["matchLabels"].as_object() {
+            for (key, value) in labels {
+                requirements.push((
+                    key.clone(),
+                    SelectorOp::In,
+                    vec![value.as_str().unwrap_or_default().to_string()],
+                ));
+            }
+        }
+        for expression in items(&selector["matchExpressions"]) {
+            let key = expression["key"].as_str().unwrap_or_default().to_string();
+            let values: Vec<String> = items(&expression["values"])
+                .filter_map(Value::as_str)
+                .map(str::to_string)
+                .collect();
+            let operator = expression["operator"].as_str().unwrap_or_default();
+            let op = match operator {
+                "In" => SelectorOp::In,
+                "NotIn" => SelectorOp::NotIn,
+                "Exists" => SelectorOp::Exists,
+                "DoesNotExist" => SelectorOp::DoesNotExist,
+                other => return Err(format!("{other:?} is not a valid label selector operator")),
+            };
+            match op {
+                SelectorOp::In | SelectorOp::NotIn if values.is_empty() => {
+                    return Err(
+                        "values: Invalid value: []string(nil): for 'in', 'notin' operators, values set can't be empty"
+                            .to_string(),
+                    );
+                }
+                SelectorOp::Exists | SelectorOp::DoesNotExist if !values.is_empty() => {
+                    return Err(format!(
+                        "values: Invalid value: {values:?}: values set must be empty for exists and does not exist"
+                    ));
+                }
+                _ => {}
+            }
+            requirements.push((key, op, values));
+        }
+        Ok(Self { requirements })
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.requirements.is_empty()
+    }
+
+    /// Whether labels (a JSON object, or null for none) satisfy every
+    /// requirement.
+    pub(crate) fn matches(&self, labels: &Value) -> bool {
+        self.requirements.iter().all(|(key, op, values)| {
+            let value = labels.get(key).and_then(Value::as_str);
+            match op {
+                SelectorOp::In => value.is_some_and(|v| values.iter().any(|w| w == v)),
+                SelectorOp::NotIn => value.is_none_or(|v| values.iter().all(|w| w != v)),
+                SelectorOp::Exists => value.is_some(),
+                SelectorOp::DoesNotExist => value.is_none(),
+            }
+        })
+    }
+}
+
+fn str_at<'v>(value: &'v Value, path: &[&str]) -> &'v str {
+    path.iter()
+        .fold(value, |v, key| &v[*key])
+        .as_str()
+        .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::attributes::{GroupVersion, UserInfo};
+
+    fn configmap(annotations: Value, labels: Value) -> Value {
+        json!({
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": "db", "namespace": "team-a", "annotations": annotations, "labels": labels},
+            "data": {"size": "3"},
+        })
+    }
+
+    fn delete(old: Value) -> Attributes {
+        Attributes {
+            operation: Operation::Delete,
+            kind: GroupVersion {
+                group: String::new(),
+                version: "v1".into(),
+                name: "ConfigMap".into(),
+            },
+            resource: GroupVersion {
+                group: String::new(),
+                version: "v1".into(),
+                name: "configmaps".into(),
+            },
+            sub_resource: String::new(),
+            name: "db".into(),
+            namespace: "team-a".into(),
+            object: None,
+            old_object: Some(old),
+            user: UserInfo {
+                username: "alice".into(),
+                groups: vec!["system:authenticated".into()],
+                ..UserInfo::default()
+            },
+            dry_run: false,
+            options: Some(json!({"kind": "DeleteOptions", "apiVersion": "meta.k8s.io/v1"})),
+        }
+    }
+
+    fn locked() -> Attributes {
+        delete(configmap(
+            json!({"core.navique.com/locked": "by alice"}),
+            json!({"app": "db"}),
+        ))
+    }
+
+    fn unlocked() -> Attributes {
+        delete(configmap(json!({"note": "x"}), json!({"app": "db"})))
+    }
+
+    fn policy(name: &str, spec: Value) -> Value {
+        let mut spec = spec;
+        if spec.get("matchConstraints").is_none() {
+            spec["matchConstraints"] = json!({"resourceRules": [{
+                "apiGroups": [""],
+                "apiVersions": ["v1"],
+                "operations": ["DELETE"],
+                "resources": ["configmaps"],
+            }]});
+        }
+        json!({
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "ValidatingAdmissionPolicy",
+            "metadata": {"name": name},
+            "spec": spec,
+        })
+    }
+
+    fn lock_policy() -> Value {
+        policy(
+            "navique-locks",
+            json!({
+                "failurePolicy": "Fail",
+                "validations": [{
+                    "expression": "!has(oldObject.metadata.annotations) || !('core.navique.com/locked' in oldObject.metadata.annotations)",
+                    "reason": "Forbidden",
+                    "messageExpression": "'locked: ' + oldObject.metadata.annotations['core.navique.com/locked']",
+                }],
+            }),
+        )
+    }
+
+    fn binding(name: &str, policy: &str, extra: Value) -> Value {
+        let mut spec = json!({"policyName": policy, "validationActions": ["Deny"]});
+        if let (Some(spec), Some(extra)) = (spec.as_object_mut(), extra.as_object()) {
+            spec.extend(extra.clone());
+        }
+        json!({
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "ValidatingAdmissionPolicyBinding",
+            "metadata": {"name": name},
+            "spec": spec,
+        })
+    }
+
+    fn no_params(
+        _: &str,
+        _: &str,
+        _: Option<&str>,
+        _: Option<&str>,
+        _: Option<&Value>,
+    ) -> Vec<Value> {
+        Vec::new()
+    }
+
+    fn run(policies: &[Value], bindings: &[Value], attributes: &Attributes) -> Verdict {
+        let namespace = json!({"metadata": {"name": "team-a", "labels": {"env": "prod"}}});
+        let ctx = PolicyContext {
+            policies,
+            bindings,
+            namespace_object: Some(&namespace),
+            params: &no_params,
+        };
+        evaluate(&ctx, attributes)
+    }
+
+    fn denial(code: u16, reason: &str, message: &str) -> Option<Denial> {
+        Some(Denial {
+            code,
+            reason: reason.into(),
+            message: message.into(),
+        })
+    }
+
+    #[test]
+    fn a_locked_object_cannot_be_deleted() {
+        let verdict = run(
+            &[lock_policy()],
+            &[binding("navique-locks-binding", "navique-locks", json!({}))],
+            &locked(),
+        );
+        let expected = "ValidatingAdmissionPolicy 'navique-locks' with binding 'navique-locks-binding' denied request: locked: by alice";
+        assert_eq!(verdict.denial, denial(403, "Forbidden", expected));
+        assert!(verdict.warnings.is_empty());
+        assert_eq!(
+            verdict.denial.unwrap().status(&locked()),
+            json!({
+                "kind": "Status",
+                "apiVersion": "v1",
+                "metadata": {},
+                "status": "Failure",
+                "message": format!("configmaps \"db\" is forbidden: {expected}"),
+                "reason": "Forbidden",
+                "details": {"name": "db", "kind": "configmaps", "causes": [{"message": expected}]},
+                "code": 403,
+            })
+        );
+    }
+
+    #[test]
+    fn an_object_without_the_lock_annotation_can_be_deleted() {
+        let verdict = run(
+            &[lock_policy()],
+            &[binding("navique-locks-binding", "navique-locks", json!({}))],
+            &unlocked(),
+        );
+        assert_eq!(verdict, Verdict::default());
+    }
+
+    #[test]
+    fn a_policy_without_a_binding_does_nothing() {
+        let verdict = run(
+            &[lock_policy()],
+            &[binding("other", "another-policy", json!({}))],
+            &locked(),
+        );
+        assert_eq!(verdict, Verdict::default());
+    }
+
+    #[test]
+    fn a_binding_whose_namespace_selector_does_not_match_lets_the_request_through() {
+        let select = |env: &str| {
+            binding(
+                "b",
+                "navique-locks",
+                json!({"matchResources": {"namespaceSelector": {"matchLabels": {"env": env}}}}),
+            )
+        };
+        let verdict = run(&[lock_policy()], &[select("dev")], &locked());
+        assert_eq!(verdict.denial, None);
+        let verdict = run(&[lock_policy()], &[select("prod")], &locked());
+        assert_eq!(verdict.denial.map(|d| d.code), Some(403));
+    }
+
+    #[test]
+    fn the_warn_action_warns_without_denying() {
+        let verdict = run(
+            &[lock_policy()],
+            &[binding(
+                "warn-binding",
+                "navique-locks",
+                json!({"validationActions": ["Warn"]}),
+            )],
+            &locked(),
+        );
+        assert_eq!(verdict.denial, None);
+        assert_eq!(
+            verdict.warnings,
+            vec![
+                "Validation failed for ValidatingAdmissionPolicy 'navique-locks' with binding 'warn-binding': locked: by alice"
+                    .to_string()
+            ]
+        );
+    }
+
+    #[test]
+    fn the_audit_action_records_an_annotation() {
+        let verdict = run(
+            &[lock_policy()],
+            &[binding(
+                "audit-binding",
+                "navique-locks",
+                json!({"validationActions": ["Audit"]}),
+            )],
+            &locked(),
+        );
+        assert_eq!(verdict.denial, None);
+        assert_eq!(
+            verdict.audit_annotations[VALIDATION_FAILURE_KEY],
+            r#"[{"message":"locked: by alice","policy":"navique-locks","binding":"audit-binding","expressionIndex":0,"validationActions":["Audit"]}]"#
+        );
+    }
+
+    #[test]
+    fn a_missing_param_with_the_deny_action_denies_with_kubes_message() {
+        let p = policy(
+            "limits",
+            json!({
+                "paramKind": {"apiVersion": "v1", "kind": "ConfigMap"},
+                "validations": [{"expression": "oldObject.data.size <= params.data.max"}],
+            }),
+        );
+        let with_action = |action: Value| {
+            binding(
+                "limits-binding",
+                "limits",
+                json!({"paramRef": {"name": "limits", "parameterNotFoundAction": action}}),
+            )
+        };
+        let verdict = run(
+            std::slice::from_ref(&p),
+            &[with_action(json!("Deny"))],
+            &locked(),
+        );
+        assert_eq!(
+            verdict.denial,
+            denial(
+                422,
+                "Invalid",
+                "ValidatingAdmissionPolicy 'limits' with binding 'limits-binding' denied request: failed to configure binding: no params found for policy binding with `Deny` parameterNotFoundAction"
+            )
+        );
+        // Deny is the default.
+        let verdict = run(
+            std::slice::from_ref(&p),
+            &[with_action(Value::Null)],
+            &locked(),
+        );
+        assert_eq!(verdict.denial.map(|d| d.code), Some(422));
+        let verdict = run(&[p], &[with_action(json!("Allow"))], &locked());
+        assert_eq!(verdict, Verdict::default());
+    }
+
+    #[test]
+    fn params_are_looked_up_and_visible_to_validations() {
+        let p = policy(
+            "limits",
+            json!({
+                "paramKind": {"apiVersion": "v1", "kind": "ConfigMap"},
+                "validations": [{"expression": "int(oldObject.data.size) <= int(params.data.max)", "message": "too big"}],
+            }),
+        );
+        let b = binding(
+            "limits-binding",
+            "limits",
+            json!({"paramRef": {"name": "limits"}}),
+        );
+        let lookup = |api_version: &str,
+                      kind: &str,
+                      namespace: Option<&str>,
+                      name: Option<&str>,
+                      selector: Option<&Value>| {
+            assert_eq!(
+                (api_version, kind, namespace, name, selector),
+                ("v1", "ConfigMap", Some("team-a"), Some("limits"), None)
+            );
+            vec![json!({"apiVersion": "v1", "kind": "ConfigMap", "data": {"max": "2"}})]
+        };
+        let ctx = PolicyContext {
+            policies: &[p],
+            bindings: &[b],
+            namespace_object: None,
+            params: &lookup,
+        };
+        assert_eq!(
+            evaluate(&ctx, &locked()).denial,
+            denial(
+                422,
+                "Invalid",
+                "ValidatingAdmissionPolicy 'limits' with binding 'limits-binding' denied request: too big"
+            )
+        );
+    }
+
+    #[test]
+    fn false_match_conditions_skip_the_policy() {
+        let mut p = lock_policy();
+        p["spec"]["matchConditions"] =
+            json!([{"name": "not-alice", "expression": "request.userInfo.username != 'alice'"}]);
+        let b = binding("b", "navique-locks", json!({}));
+        assert_eq!(
+            run(
+                std::slice::from_ref(&p),
+                std::slice::from_ref(&b),
+                &locked()
+            ),
+            Verdict::default()
+        );
+        p["spec"]["matchConditions"] =
+            json!([{"name": "alice", "expression": "request.userInfo.username == 'alice'"}]);
+        assert_eq!(run(&[p], &[b], &locked()).denial.map(|d| d.code), Some(403));
+    }
+
+    #[test]
+    fn a_runtime_error_denies_with_fail_and_is_ignored_with_ignore() {
+        let failing = |failure_policy: &str| {
+            policy(
+                "sizes",
+                json!({
+                    "failurePolicy": failure_policy,
+                    "validations": [{"expression": "oldObject.spec.size > 1"}],
+                }),
+            )
+        };
+        let b = binding("sizes-binding", "sizes", json!({}));
+        assert_eq!(
+            run(&[failing("Fail")], std::slice::from_ref(&b), &locked()).denial,
+            denial(
+                422,
+                "Invalid",
+                "ValidatingAdmissionPolicy 'sizes' with binding 'sizes-binding' denied request: expression 'oldObject.spec.size > 1' resulted in error: no such key: spec"
+            )
+        );
+        assert_eq!(
+            run(&[failing("Ignore")], &[b], &locked()),
+            Verdict::default()
+        );
+    }
+
+    #[test]
+    fn the_message_defaults_to_the_failed_expression() {
+        let p = policy(
+            "names",
+            json!({"validations": [{"expression": " oldObject.metadata.name != 'db' "}]}),
+        );
+        assert_eq!(
+            run(
+                &[p],
+                &[binding("names-binding", "names", json!({}))],
+                &locked()
+            )
+            .denial,
+            denial(
+                422,
+                "Invalid",
+                "ValidatingAdmissionPolicy 'names' with binding 'names-binding' denied request: failed expression: oldObject.metadata.name != 'db'"
+            )
+        );
+    }
+
+    #[test]
+    fn validations_can_use_variables() {
+        let p = policy(
+            "owners",
+            json!({
+                "variables": [
+                    {"name": "owner", "expression": "oldObject.metadata.annotations['core.navique.com/locked']"},
+                    {"name": "isAlice", "expression": "variables.owner == 'by alice'"},
+                ],
+                "validations": [{
+                    "expression": "!variables.isAlice",
+                    "messageExpression": "'owned ' + variables.owner",
+                }],
+            }),
+        );
+        assert_eq!(
+            run(&[p], &[binding("owners-binding", "owners", json!({}))], &locked())
+                .denial
+                .map(|d| d.message),
+            Some(
+                "ValidatingAdmissionPolicy 'owners' with binding 'owners-binding' denied request: owned by alice"
+                    .to_string()
+            )
+        );
+    }
+
+    #[test]
+    fn the_request_variable_carries_user_info_and_dry_run() {
+        let p = policy(
+            "who",
+            json!({"validations": [{
+                "expression": "false",
+                "messageExpression": "request.userInfo.username + ' ' + string(request.dryRun) + ' ' + request.operation + ' ' + request.namespace + '/' + request.name + ' ' + request.resource.resource + ' ' + request.options.kind",
+            }]}),
+        );
+        let mut attributes = locked();
+        attributes.dry_run = true;
+        assert_eq!(
+            run(&[p], &[binding("who-binding", "who", json!({}))], &attributes)
+                .denial
+                .map(|d| d.message),
+            Some(
+                "ValidatingAdmissionPolicy 'who' with binding 'who-binding' denied request: alice true DELETE team-a/db configmaps DeleteOptions"
+                    .to_string()
+            )
+        );
+    }
+
+    #[test]
+    fn resource_rules_match_subresources_exclusions_and_old_labels() {
+        let mut attributes = locked();
+        let constraints = |c: Value| {
+            let mut p = lock_policy();
+            p["spec"]["matchConstraints"] = c;
+            p
+        };
+        let b = binding("b", "navique-locks", json!({}));
+        let rule = |resources: Value| json!({"apiGroups": ["*"], "apiVersions": ["*"], "operations": ["*"], "resources": resources});
+        let denied =
+            |p: Value, a: &Attributes| run(&[p], std::slice::from_ref(&b), a).denial.is_some();
+
+        assert!(denied(
+            constraints(json!({"resourceRules": [rule(json!(["*"]))]})),
+            &attributes
+        ));
+        assert!(!denied(
+            constraints(
+                json!({"resourceRules": [rule(json!(["*"]))], "excludeResourceRules": [rule(json!(["configmaps"]))]})
+            ),
+            &attributes
+        ));
+        assert!(denied(
+            constraints(
+                json!({"resourceRules": [rule(json!(["*"]))], "objectSelector": {"matchLabels": {"app": "db"}}})
+            ),
+            &attributes
+        ));
+        assert!(!denied(
+            constraints(
+                json!({"resourceRules": [rule(json!(["*"]))], "objectSelector": {"matchExpressions": [{"key": "app", "operator": "NotIn", "values": ["db"]}]}})
+            ),
+            &attributes
+        ));
+        attributes.sub_resource = "status".into();
+        assert!(!denied(
+            constraints(json!({"resourceRules": [rule(json!(["configmaps"]))]})),
+            &attributes
+        ));
+        assert!(denied(
+            constraints(json!({"resourceRules": [rule(json!(["configmaps/status"]))]})),
+            &attributes
+        ));
+        assert!(denied(
+            constraints(json!({"resourceRules": [rule(json!(["*/*"]))]})),
+            &attributes
+        ));
+    }
+}

@@ -1,0 +1,1444 @@
+//! ValidatingWebhookConfigurations (`admissionregistration.k8s.io/v1`)
+//! called as kube-apiserver's ValidatingAdmissionWebhook plugin does, with
+//! its messages.
+//!
+//! A webhook is called when its `namespaceSelector`, `objectSelector`, one
+//! of its `rules` and all its `matchConditions` (CEL, [`crate::cel`]) match
+//! the request. Every matching webhook is called at once; each gets an
+//! `admission.k8s.io/v1` (or `v1beta1`, when that is the first version it
+//! lists) `AdmissionReview` POSTed over HTTPS to `clientConfig.url` or to
+//! `https://<service>.<namespace>.svc:<port><path>` (resolved by the caller
+//! to a local address), verified against `clientConfig.caBundle`, within
+//! `timeoutSeconds` (default 10). A webhook's refusal becomes the request's
+//! rejection (`admission webhook "<name>" denied the request: ...`); a call
+//! that fails (refused connection, TLS error, timeout, bad response) rejects
+//! the request with 500 `Internal error occurred: failed calling webhook
+//! "<name>": ...` when the webhook's `failurePolicy` is `Fail` (the default)
+//! and is ignored with `Ignore`. Dry-run requests are refused with 400 by
+//! webhooks whose `sideEffects` is not `None` or `NoneOnDryRun`.
+//!
+//! Simplifications: `matchPolicy` is treated as `Exact` (one version per
+//! resource here); without a `caBundle` no certificate is trusted
+//! (kube-apiserver would use the system roots); a `url`'s host is resolved
+//! with the system resolver; responses' `auditAnnotations` are dropped; the
+//! `authorizer` CEL variable is not offered; a service that cannot be
+//! resolved fails as kube-apiserver's `service "<name>" not found`.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use futures::stream::FuturesUnordered;
+use http_body_util::{BodyExt, Full};
+use hyper::body::Bytes;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, ServerName};
+use serde_json::{Map, Value, json};
+use tokio::net::TcpStream;
+use tokio::time::{Instant, timeout_at};
+
+use crate::attributes::Attributes;
+use crate::cel::{Activation, Program};
+use crate::policy::{
+    admission_request, group_resource, namespace_selector_matches, object_selector_matches,
+    rule_matches,
+};
+
+/// What [`validate`] needs besides the request.
+pub struct WebhookContext<'a> {
+    /// Every stored ValidatingWebhookConfiguration.
+    pub configurations: &'a [Value],
+    /// The request namespace's Namespace object (None for cluster-scoped).
+    pub namespace_object: Option<&'a Value>,
+    /// Resolves a webhook's clientConfig.service (namespace, name, port) to a
+    /// local address; None = unresolvable.
+    pub resolve_service: &'a (dyn Fn(&str, &str, u16) -> Option<SocketAddr> + Sync),
+}
+
+/// The request's rejection: the HTTP code and the `metav1.Status` body to
+/// answer.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Rejection {
+    pub code: u16,
+    pub status: Value,
+}
+
+/// kube-apiserver's default `timeoutSeconds`.
+const DEFAULT_TIMEOUT_SECONDS: u64 = 10;
+/// The most of a webhook's answer that is read.
+const MAX_RESPONSE_BYTES: usize = 3 * 1024 * 1024;
+
+/// Calls every matching webhook (concurrently, as kube-apiserver does for
+/// validating webhooks) and returns the warnings they sent, or the first
+/// rejection.
+pub async fn validate(
+    ctx: &WebhookContext<'_>,
+    attributes: &Attributes,
+) -> Result<Vec<String>, Rejection> {
+    if is_admission_configuration(attributes) {
+        return Ok(Vec::new());
+    }
+    let invocations = invocations(ctx, attributes)?;
+    let mut calls: FuturesUnordered<_> = invocations
+        .iter()
+        .map(|invocation| dispatch(ctx, attributes, invocation))
+        .collect();
+    let mut warnings = Vec::new();
+    let mut rejection = None;
+    // Every call runs to its end; the first rejection to arrive wins.
+    while let Some(result) = calls.next().await {
+        match result {
+            Ok(sent) => warnings.extend(sent),
+            Err(r) => {
+                rejection.get_or_insert(r);
+            }
+        }
+    }
+    match rejection {
+        Some(r) => Err(r),
+        None => Ok(warnings),
+    }
+}
+
+/// Webhook configurations and policies, which webhooks never see.
+fn is_admission_configuration(attributes: &Attributes) -> bool {
+    attributes.kind.group == "admissionregistration.k8s.io"
+        && matches!(
+            attributes.kind.name.as_str(),
+            "ValidatingWebhookConfiguration"
+                | "MutatingWebhookConfiguration"
+                | "ValidatingAdmissionPolicy"
+                | "ValidatingAdmissionPolicyBinding"
+                | "MutatingAdmissionPolicy"
+                | "MutatingAdmissionPolicyBinding"
+        )
+}
+
+/// Where a webhook is called.
+#[derive(Debug)]
+enum Target {
+    Url {
+        host: String,
+        port: u16,
+        /// `host[:port]` as written.
+        authority: String,
+        path: String,
+    },
+    Service {
+        namespace: String,
+        name: String,
+        port: u16,
+        path: String,
+    },
+    Invalid(String),
+}
+
+/// One webhook to call for this request.
+#[derive(Debug)]
+struct Invocation {
+    name: String,
+    target: Target,
+    ca_bundle: Option<String>,
+    timeout_seconds: u64,
+    ignore_failures: bool,
+    side_effects: Option<String>,
+    review_versions: Vec<String>,
+}
+
+/// kube-apiserver's `ShouldCallHook` over every webhook, configurations in
+/// name order: the webhooks to call, or the error that ends the request.
+fn invocations(
+    ctx: &WebhookContext<'_>,
+    attributes: &Attributes,
+) -> Result<Vec<Invocation>, Rejection> {
+    let mut configurations: Vec<&Value> = ctx.configurations.iter().collect();
+    configurations.sort_by(|a, b| {
+        a["metadata"]["name"]
+            .as_str()
+            .cmp(&b["metadata"]["name"].as_str())
+    });
+    let mut out = Vec::new();
+    for configuration in configurations {
+        for hook in configuration["webhooks"].as_array().into_iter().flatten() {
+            if let Some(invocation) = should_call(ctx, attributes, hook)? {
+                out.push(invocation);
+            }
+        }
+    }
+    Ok(out)
+}
+
+fn should_call(
+    ctx: &WebhookContext<'_>,
+    attributes: &Attributes,
+    hook: &Value,
+) -> Result<Option<Invocation>, Rejection> {
+    let name = hook["name"].as_str().unwrap_or_default().to_string();
+    let ns = namespace_selector_matches(
+        hook.get("namespaceSelector"),
+        attributes,
+        ctx.namespace_object,
+    );
+    if let Ok(false) = ns {
+        return Ok(None);
+    }
+    let obj = object_selector_matches(hook.get("objectSelector"), attributes);
+    if let Ok(false) = obj {
+        return Ok(None);
+    }
+    let matched = hook["rules"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .any(|rule| rule_matches(rule, attributes));
+    if !matched {
+        return Ok(None);
+    }
+    ns.map_err(internal_error)?;
+    obj.map_err(internal_error)?;
+
+    let ignore_failures = hook["failurePolicy"].as_str() == Some("Ignore");
+    let conditions: Vec<&str> = hook["matchConditions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|c| c["expression"].as_str().unwrap_or_default())
+        .collect();
+    if !conditions.is_empty() {
+        let activation = Activation::new()
+            .with("object", attributes.object.as_ref())
+            .with("oldObject", attributes.old_object.as_ref())
+            .with("request", Some(&admission_request(attributes, None)));
+        let mut errors = Vec::new();
+        for expression in conditions {
+            let result = match Program::compile(expression) {
+                Ok(program) => program
+                    .evaluate(&activation)
+                    .map_err(|e| format!("expression '{expression}' resulted in error: {e}")),
+                Err(e) => Err(format!("compilation error: {e}")),
+            };
+            match result {
+                Ok(Value::Bool(false)) => return Ok(None),
+                Ok(_) => {}
+                Err(e) => errors.push(e),
+            }
+        }
+        if !errors.is_empty() {
+            if ignore_failures {
+                return Ok(None);
+            }
+            let aggregate = if errors.len() == 1 {
+                errors.remove(0)
+            } else {
+                format!("[{}]", errors.join(", "))
+            };
+            tracing::warn!(webhook = %name, error = %aggregate, "failed evaluating match conditions, failing closed");
+            return Err(forbidden(attributes, &aggregate));
+        }
+    }
+
+    let client = &hook["clientConfig"];
+    let target = if let Some(url) = client["url"].as_str() {
+        parse_url(url)
+    } else if client["service"].is_object() {
+        let service = &client["service"];
+        Target::Service {
+            namespace: service["namespace"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string(),
+            name: service["name"].as_str().unwrap_or_default().to_string(),
+            port: service["port"]
+                .as_u64()
+                .and_then(|p| u16::try_from(p).ok())
+                .unwrap_or(443),
+            path: service["path"].as_str().unwrap_or_default().to_string(),
+        }
+    } else {
+        Target::Invalid("webhook clientConfig has neither url nor service".to_string())
+    };
+    Ok(Some(Invocation {
+        name,
+        target,
+        ca_bundle: client["caBundle"]
+            .as_str()
+            .filter(|s| !s.is_empty())
+            .map(str::to_string),
+        timeout_seconds: hook["timeoutSeconds"]
+            .as_u64()
+            .unwrap_or(DEFAULT_TIMEOUT_SECONDS),
+        ignore_failures,
+        side_effects: hook["sideEffects"].as_str().map(str::to_string),
+        review_versions: hook["admissionReviewVersions"]
+            .as_array()
+            .map(|v| {
+                v.iter()
+                    .filter_map(Value::as_str)
+                    .map(str::to_string)
+                    .collect()
+            })
+            .unwrap_or_else(|| vec!["v1".to_string()]),
+    }))
+}
+
+/// A webhook `url`: `https://host[:port]/path` (kube-apiserver refuses
+/// query, fragment and user info when the configuration is stored).
+fn parse_url(url: &str) -> Target {
+    let Ok(uri) = url.parse::<http::Uri>() else {
+        return Target::Invalid(format!("parse {url:?}: invalid URL"));
+    };
+    let (Some(host), Some(authority)) = (uri.host(), uri.authority()) else {
+        return Target::Invalid(format!("parse {url:?}: missing host"));
+    };
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    Target::Url {
+        host: host.to_string(),
+        port: uri.port_u16().unwrap_or(443),
+        authority: authority.as_str().to_string(),
+        path: uri.path().to_string(),
+    }
+}
+
+/// Calls one webhook and applies its failure policy.
+async fn dispatch(
+    ctx: &WebhookContext<'_>,
+    attributes: &Attributes,
+    invocation: &Invocation,
+) -> Result<Vec<String>, Rejection> {
+    match call(ctx, attributes, invocation).await {
+        Ok(warnings) => Ok(warnings),
+        Err(HookError::Rejected(rejection)) => {
+            tracing::warn!(webhook = %invocation.name, status = %rejection.status, "rejected by webhook");
+            Err(rejection)
+        }
+        Err(HookError::Calling(reason)) => {
+            let message = format!("failed calling webhook {:?}: {reason}", invocation.name);
+            if invocation.ignore_failures {
+                tracing::warn!(webhook = %invocation.name, error = %message, "failed calling webhook, failing open");
+                Ok(Vec::new())
+            } else {
+                tracing::warn!(webhook = %invocation.name, error = %message, "failed calling webhook, failing closed");
+                Err(internal_error(message))
+            }
+        }
+    }
+}
+
+enum HookError {
+    /// The call failed (`ErrCallingWebhook`): subject to the failure policy.
+    Calling(String),
+    /// The webhook refused, or the request cannot be sent: final.
+    Rejected(Rejection),
+}
+
+/// kube-apiserver's `callHook`.
+async fn call(
+    ctx: &WebhookContext<'_>,
+    attributes: &Attributes,
+    invocation: &Invocation,
+) -> Result<Vec<String>, HookError> {
+    let name = &invocation.name;
+    if attributes.dry_run {
+        match invocation.side_effects.as_deref() {
+            None => return Err(HookError::Calling("Webhook SideEffects is nil".to_string())),
+            Some("None" | "NoneOnDryRun") => {}
+            Some(_) => {
+                return Err(HookError::Rejected(bad_request(&format!(
+                    "admission webhook {name:?} does not support dry run"
+                ))));
+            }
+        }
+    }
+    let Some(version) = invocation
+        .review_versions
+        .iter()
+        .find(|v| *v == "v1" || *v == "v1beta1")
+    else {
+        return Err(HookError::Calling(
+            "could not create admission objects: webhook does not accept known AdmissionReview versions (v1, v1beta1)"
+                .to_string(),
+        ));
+    };
+    let uid = uuid::Uuid::new_v4().to_string();
+    let review = json!({
+        "kind": "AdmissionReview",
+        "apiVersion": format!("admission.k8s.io/{version}"),
+        "request": admission_request(attributes, Some(&uid)),
+    });
+    let tls = tls_config(invocation.ca_bundle.as_deref())
+        .map_err(|e| HookError::Calling(format!("could not get REST client: {e}")))?;
+
+    let timeout = format!("{}s", invocation.timeout_seconds);
+    let (server_name, authority, path) = match &invocation.target {
+        Target::Url {
+            host,
+            authority,
+            path,
+            ..
+        } => (host.clone(), authority.clone(), clean_path(path)),
+        Target::Service {
+            namespace,
+            name,
+            port,
+            path,
+        } => {
+            let host = format!("{name}.{namespace}.svc");
+            (host.clone(), format!("{host}:{port}"), clean_path(path))
+        }
+        Target::Invalid(e) => {
+            return Err(HookError::Calling(format!(
+                "could not get REST client: {e}"
+            )));
+        }
+    };
+    let path_and_query = format!("{path}?timeout={timeout}");
+    let url = format!("https://{authority}{path_and_query}");
+    let failed = |cause: String| {
+        HookError::Calling(format!("failed to call webhook: Post {url:?}: {cause}"))
+    };
+
+    let deadline = Instant::now() + Duration::from_secs(invocation.timeout_seconds);
+    let addrs: Vec<SocketAddr> = match &invocation.target {
+        Target::Service {
+            namespace,
+            name,
+            port,
+            ..
+        } => vec![
+            (ctx.resolve_service)(namespace, name, *port)
+                .ok_or_else(|| failed(format!("service {name:?} not found")))?,
+        ],
+        Target::Url { host, port, .. } => {
+            match timeout_at(deadline, tokio::net::lookup_host((host.as_str(), *port))).await {
+                Err(_) => return Err(failed("context deadline exceeded".to_string())),
+                Ok(Err(e)) => return Err(failed(format!("dial tcp: lookup {host}: {e}"))),
+                Ok(Ok(addrs)) => addrs.collect(),
+            }
+        }
+        Target::Invalid(_) => unreachable!("handled above"),
+    };
+    // As Go's dialer: each address in turn, the first error reported.
+    let mut first_error = None;
+    let mut connected = None;
+    for addr in addrs {
+        match timeout_at(deadline, TcpStream::connect(addr)).await {
+            Err(_) => {
+                first_error.get_or_insert(format!("dial tcp {addr}: i/o timeout"));
+                break;
+            }
+            Ok(Err(e)) => {
+                first_error.get_or_insert(dial_error(addr, &e));
+            }
+            Ok(Ok(stream)) => {
+                connected = Some(stream);
+                break;
+            }
+        }
+    }
+    let Some(stream) = connected else {
+        let host = match &invocation.target {
+            Target::Url { host, .. } => host.as_str(),
+            _ => "",
+        };
+        return Err(failed(first_error.unwrap_or_else(|| {
+            format!("dial tcp: lookup {host}: no such host")
+        })));
+    };
+    let body = serde_json::to_vec(&review).unwrap_or_default();
+    let exchange = async {
+        let server_name = ServerName::try_from(server_name.clone())
+            .map_err(|e| format!("tls: invalid server name {server_name:?}: {e}"))?;
+        let tls = tokio_rustls::TlsConnector::from(Arc::new(tls))
+            .connect(server_name, stream)
+            .await
+            .map_err(|e| tls_error(&e))?;
+        let h2 = tls.get_ref().1.alpn_protocol() == Some(b"h2");
+        post(TokioIo::new(tls), h2, &authority, &path_and_query, body).await
+    };
+    let (status, text, bytes) = match timeout_at(deadline, exchange).await {
+        Err(_) => return Err(failed("context deadline exceeded".to_string())),
+        Ok(Err(cause)) => return Err(failed(cause)),
+        Ok(Ok(answer)) => answer,
+    };
+    if !(200..300).contains(&status) {
+        return Err(HookError::Calling(format!(
+            "failed to call webhook: {}",
+            response_error(status, text, &bytes)
+        )));
+    }
+    let answer: Value = serde_json::from_slice(&bytes).map_err(|e| {
+        HookError::Calling(format!(
+            "failed to call webhook: couldn't get version/kind; json parse error: {e}"
+        ))
+    })?;
+    let response = verify_response(&uid, version, &answer)
+        .map_err(|e| HookError::Calling(format!("received invalid webhook response: {e}")))?;
+    let warnings = response["warnings"]
+        .as_array()
+        .map(|w| {
+            w.iter()
+                .filter_map(Value::as_str)
+                .map(str::to_string)
+                .collect()
+        })
+        .unwrap_or_default();
+    if response["allowed"].as_bool() == Some(true) {
+        return Ok(warnings);
+    }
+    Err(HookError::Rejected(to_status_error(
+        name,
+        response.get("status"),
+    )))
+}
+
+/// `path.Join("/", path)`: rooted, without a trailing slash.
+fn clean_path(path: &str) -> String {
+    let trimmed = path.trim_end_matches('/');
+    if trimmed.is_empty() {
+        "/".to_string()
+    } else if trimmed.starts_with('/') {
+        trimmed.to_string()
+    } else {
+        format!("/{trimmed}")
+    }
+}
+
+/// POSTs the review over an established TLS connection; the status, whether
+/// the answer is text (`text/*`), and the body.
+async fn post<T>(
+    io: TokioIo<T>,
+    h2: bool,
+    authority: &str,
+    path_and_query: &str,
+    body: Vec<u8>,
+) -> Result<(u16, bool, Bytes), String>
+where
+    T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let builder = http::Request::post(if h2 {
+        format!("https://{authority}{path_and_query}")
+    } else {
+        path_and_query.to_string()
+    })
+    .header(http::header::CONTENT_TYPE, "application/json")
+    .header(http::header::ACCEPT, "application/json, */*")
+    .header(http::header::USER_AGENT, "kube-apiserver-admission");
+    let builder = if h2 {
+        builder
+    } else {
+        builder.header(http::header::HOST, authority)
+    };
+    let request = builder
+        .body(Full::new(Bytes::from(body)))
+        .map_err(|e| e.to_string())?;
+    let response = if h2 {
+        let (mut sender, connection) =
+            hyper::client::conn::http2::handshake(TokioExecutor::new(), io)
+                .await
+                .map_err(|e| transport_error(&e))?;
+        tokio::spawn(connection);
+        sender
+            .send_request(request)
+            .await
+            .map_err(|e| transport_error(&e))?
+    } else {
+        let (mut sender, connection) = hyper::client::conn::http1::handshake(io)
+            .await
+            .map_err(|e| transport_error(&e))?;
+        tokio::spawn(connection);
+        sender
+            .send_request(request)
+            .await
+            .map_err(|e| transport_error(&e))?
+    };
+    let status = response.status().as_u16();
+    let text = response
+        .headers()
+        .get(http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.trim_start().starts_with("text/"));
+    let body = http_body_util::Limited::new(response.into_body(), MAX_RESPONSE_BYTES)
+        .collect()
+        .await
+        .map_err(|e| e.to_string())?
+        .to_bytes();
+    Ok((status, text, body))
+}
+
+/// Go's wording for an HTTP exchange that broke off.
+fn transport_error(e: &hyper::Error) -> String {
+    if e.is_incomplete_message() || e.is_closed() || e.is_canceled() {
+        "EOF".to_string()
+    } else {
+        e.to_string()
+    }
+}
+
+/// Go's `dial tcp <addr>: connect: connection refused` and kin.
+fn dial_error(addr: SocketAddr, e: &std::io::Error) -> String {
+    let cause = match e.kind() {
+        std::io::ErrorKind::ConnectionRefused => "connect: connection refused".to_string(),
+        std::io::ErrorKind::ConnectionReset => "connect: connection reset by peer".to_string(),
+        std::io::ErrorKind::HostUnreachable => "connect: no route to host".to_string(),
+        std::io::ErrorKind::NetworkUnreachable => "connect: network is unreachable".to_string(),
+        std::io::ErrorKind::TimedOut => "i/o timeout".to_string(),
+        _ => format!("connect: {e}"),
+    };
+    format!("dial tcp {addr}: {cause}")
+}
+
+/// Go's wording for a failed TLS handshake:
+/// `tls: failed to verify certificate: x509: certificate signed by unknown
+/// authority`, `... x509: certificate is valid for a, not b`, ...
+fn tls_error(e: &std::io::Error) -> String {
+    use rustls::CertificateError as C;
+    let Some(error) = e.get_ref().and_then(|i| i.downcast_ref::<rustls::Error>()) else {
+        return match e.kind() {
+            std::io::ErrorKind::UnexpectedEof => "EOF".to_string(),
+            std::io::ErrorKind::ConnectionReset => "read: connection reset by peer".to_string(),
+            _ => e.to_string(),
+        };
+    };
+    let x509 = match error {
+        rustls::Error::InvalidCertificate(cert) => match cert {
+            C::UnknownIssuer | C::BadSignature => {
+                "certificate signed by unknown authority".to_string()
+            }
+            C::NotValidForNameContext {
+                expected,
+                presented,
+            } => not_valid_for_name(&expected.to_str(), presented),
+            C::NotValidForName => "certificate is not valid for the requested name".to_string(),
+            C::ExpiredContext { time, not_after } => format!(
+                "certificate has expired or is not yet valid: current time {} is after {}",
+                rfc3339(time.as_secs()),
+                rfc3339(not_after.as_secs())
+            ),
+            C::NotValidYetContext { time, not_before } => format!(
+                "certificate has expired or is not yet valid: current time {} is before {}",
+                rfc3339(time.as_secs()),
+                rfc3339(not_before.as_secs())
+            ),
+            C::Expired | C::NotValidYet => {
+                "certificate has expired or is not yet valid".to_string()
+            }
+            other => format!("{other:?}"),
+        },
+        rustls::Error::AlertReceived(alert) => {
+            return format!("remote error: tls: {}", alert_text(&format!("{alert:?}")));
+        }
+        other => return format!("tls: {other}"),
+    };
+    format!("tls: failed to verify certificate: x509: {x509}")
+}
+
+/// Go's `x509.HostnameError` from the names rustls reports
+/// (`DnsName("a")`, `IpAddress(1.2.3.4)`).
+fn not_valid_for_name(host: &str, presented: &[String]) -> String {
+    let names = |prefix: &str| -> Vec<String> {
+        presented
+            .iter()
+            .filter_map(|p| p.strip_prefix(prefix)?.strip_suffix(')'))
+            .map(|p| p.trim_matches('"').to_string())
+            .collect()
+    };
+    if host.parse::<std::net::IpAddr>().is_ok() {
+        let ips = names("IpAddress(");
+        if ips.is_empty() {
+            return format!(
+                "cannot validate certificate for {host} because it doesn't contain any IP SANs"
+            );
+        }
+        return format!("certificate is valid for {}, not {host}", ips.join(", "));
+    }
+    let dns = names("DnsName(");
+    if dns.is_empty() {
+        return format!("certificate is not valid for any names, but wanted to match {host}");
+    }
+    format!("certificate is valid for {}, not {host}", dns.join(", "))
+}
+
+/// `BadCertificate` -> `bad certificate`.
+fn alert_text(name: &str) -> String {
+    let mut out = String::new();
+    for (i, c) in name.chars().enumerate() {
+        if c.is_ascii_uppercase() && i > 0 {
+            out.push(' ');
+        }
+        out.push(c.to_ascii_lowercase());
+    }
+    out
+}
+
+/// Unix seconds as RFC 3339 UTC (`2006-01-02T15:04:05Z`).
+fn rfc3339(secs: u64) -> String {
+    let days = (secs / 86_400) as i64;
+    let rem = secs % 86_400;
+    // Howard Hinnant's civil-from-days.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+/// A TLS client configuration trusting the caBundle (base64 of PEM).
+fn tls_config(ca_bundle: Option<&str>) -> Result<rustls::ClientConfig, String> {
+    const UNPARSABLE: &str = "unable to load root certificates: unable to parse bytes as PEM block";
+    let mut roots = rustls::RootCertStore::empty();
+    if let Some(bundle) = ca_bundle {
+        use base64::Engine;
+        let pem = base64::engine::general_purpose::STANDARD
+            .decode(bundle.trim())
+            .map_err(|_| UNPARSABLE.to_string())?;
+        let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(&pem)
+            .filter_map(Result::ok)
+            .collect();
+        if certs.is_empty() {
+            return Err(UNPARSABLE.to_string());
+        }
+        for cert in certs {
+            // A certificate that is not a usable anchor is skipped, as Go's
+            // AppendCertsFromPEM does.
+            let _ = roots.add(cert);
+        }
+    }
+    let mut config = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .map_err(|e| e.to_string())?
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    Ok(config)
+}
+
+/// client-go's error for a non-2xx answer: the Status it carries, else
+/// `NewGenericServerResponse`'s wording.
+fn response_error(status: u16, text: bool, body: &[u8]) -> String {
+    if let Ok(answer) = serde_json::from_slice::<Value>(body)
+        && answer["kind"] == "Status"
+        && let Some(message) = answer["message"].as_str()
+    {
+        return message.to_string();
+    }
+    let server_message = if text {
+        let end = body.len().min(2048);
+        String::from_utf8_lossy(&body[..end]).trim().to_string()
+    } else {
+        "unknown".to_string()
+    };
+    match status {
+        409 => "the server reported a conflict".to_string(),
+        404 => "the server could not find the requested resource".to_string(),
+        400 => "the server rejected our request for an unknown reason".to_string(),
+        401 => "the server has asked for the client to provide credentials".to_string(),
+        403 => server_message,
+        405 => "the server does not allow this method on the requested resource".to_string(),
+        422 => "the server rejected our request due to an error in our request".to_string(),
+        504 => "the server was unable to return a response in the time allotted, but may still be processing the request".to_string(),
+        429 => "the server has received too many requests and has asked us to try again later".to_string(),
+        s if s >= 500 => format!(
+            "an error on the server ({server_message:?}) has prevented the request from succeeding"
+        ),
+        s => format!("the server responded with the status code {s} but did not return more information"),
+    }
+}
+
+/// kube-apiserver's `VerifyAdmissionResponse`: the `response` object.
+fn verify_response(uid: &str, version: &str, answer: &Value) -> Result<Value, String> {
+    let response = match answer.get("response") {
+        Some(r @ Value::Object(_)) => r.clone(),
+        _ => return Err("webhook response was absent".to_string()),
+    };
+    if version == "v1" {
+        let got = response["uid"].as_str().unwrap_or_default();
+        if got != uid {
+            return Err(format!("expected response.uid={uid:?}, got {got:?}"));
+        }
+        let api_version = answer["apiVersion"].as_str().unwrap_or_default();
+        let kind = answer["kind"].as_str().unwrap_or_default();
+        if api_version != "admission.k8s.io/v1" || kind != "AdmissionReview" {
+            let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
+            return Err(format!(
+                "expected webhook response of admission.k8s.io/v1, Kind=AdmissionReview, got {group}/{version}, Kind={kind}"
+            ));
+        }
+    }
+    Ok(response)
+}
+
+/// kube-apiserver's `ToStatusErr`: the webhook's status with the message
+/// prefixed, a code of at least 400 and status `Failure`.
+fn to_status_error(name: &str, status: Option<&Value>) -> Rejection {
+    let status = status.filter(|s| s.is_object());
+    let mut code = status.and_then(|s| s["code"].as_i64()).unwrap_or_default();
+    if code < 400 {
+        code = 400;
+    }
+    let denied_by = format!("admission webhook {name:?} denied the request");
+    let field = |key: &str| {
+        status
+            .and_then(|s| s[key].as_str())
+            .unwrap_or_default()
+            .to_string()
+    };
+    let (message, reason) = (field("message"), field("reason"));
+    let message = if !message.is_empty() {
+        format!("{denied_by}: {message}")
+    } else if !reason.is_empty() {
+        format!("{denied_by}: {reason}")
+    } else {
+        format!("{denied_by} without explanation")
+    };
+    let state = match field("status").as_str() {
+        "" | "Success" => "Failure".to_string(),
+        other => other.to_string(),
+    };
+    let mut body = Map::new();
+    body.insert("kind".into(), json!("Status"));
+    body.insert("apiVersion".into(), json!("v1"));
+    body.insert(
+        "metadata".into(),
+        status
+            .and_then(|s| s.get("metadata"))
+            .filter(|m| m.is_object())
+            .cloned()
+            .unwrap_or_else(|| json!({})),
+    );
+    body.insert("status".into(), json!(state));
+    body.insert("message".into(), json!(message));
+    if !reason.is_empty() {
+        body.insert("reason".into(), json!(reason));
+    }
+    if let Some(details) = status
+        .and_then(|s| s.get("details"))
+        .filter(|d| d.is_object())
+    {
+        body.insert("details".into(), details.clone());
+    }
+    body.insert("code".into(), json!(code));
+    Rejection {
+        code: u16::try_from(code).unwrap_or(500),
+        status: Value::Object(body),
+    }
+}
+
+/// `apierrors.NewInternalError`.
+fn internal_error(message: String) -> Rejection {
+    Rejection {
+        code: 500,
+        status: json!({
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Failure",
+            "message": format!("Internal error occurred: {message}"),
+            "reason": "InternalError",
+            "details": {"causes": [{"message": message}]},
+            "code": 500,
+        }),
+    }
+}
+
+/// `apierrors.NewBadRequest`.
+fn bad_request(message: &str) -> Rejection {
+    Rejection {
+        code: 400,
+        status: json!({
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Failure",
+            "message": message,
+            "reason": "BadRequest",
+            "code": 400,
+        }),
+    }
+}
+
+/// `apierrors.NewForbidden(resource, name, err)`, for matchConditions that
+/// fail to evaluate.
+fn forbidden(attributes: &Attributes, cause: &str) -> Rejection {
+    let resource = group_resource(attributes);
+    let message = if attributes.name.is_empty() {
+        format!("{resource} is forbidden: {cause}")
+    } else {
+        format!("{resource} \"{}\" is forbidden: {cause}", attributes.name)
+    };
+    let mut details = json!({"kind": attributes.resource.name});
+    if !attributes.resource.group.is_empty() {
+        details["group"] = json!(attributes.resource.group);
+    }
+    if !attributes.name.is_empty() {
+        details["name"] = json!(attributes.name);
+    }
+    Rejection {
+        code: 403,
+        status: json!({
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Failure",
+            "message": message,
+            "reason": "Forbidden",
+            "details": details,
+            "code": 403,
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+
+    use base64::Engine;
+    use hyper::body::Incoming;
+    use hyper::service::service_fn;
+    use rcgen::{BasicConstraints, CertificateParams, IsCa, Issuer, KeyPair, KeyUsagePurpose};
+    use rustls::pki_types::{PrivateKeyDer, PrivatePkcs8KeyDer};
+
+    use super::*;
+    use crate::attributes::{GroupVersion, Operation, UserInfo};
+
+    const HOOK: &str = "locks.navique.com";
+    const SERVICE_HOST: &str = "webhook.navique-system.svc";
+
+    type Reply = Arc<dyn Fn(&Value) -> (Duration, Value) + Send + Sync>;
+
+    /// A CA (PEM) and a server configuration for `host`, signed by it.
+    fn certificates(host: &str, alpn: &[u8]) -> (String, Arc<rustls::ServerConfig>) {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let ca_key = KeyPair::generate().unwrap();
+        let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
+        ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        ca_params.key_usages = vec![KeyUsagePurpose::KeyCertSign];
+        let ca = ca_params.self_signed(&ca_key).unwrap();
+        let issuer = Issuer::new(ca_params, ca_key);
+        let key = KeyPair::generate().unwrap();
+        let cert = CertificateParams::new(vec![host.to_string()])
+            .unwrap()
+            .signed_by(&key, &issuer)
+            .unwrap();
+        let mut config = rustls::ServerConfig::builder()
+            .with_no_client_auth()
+            .with_single_cert(
+                vec![cert.der().clone()],
+                PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key.serialize_der())),
+            )
+            .unwrap();
+        config.alpn_protocols = vec![alpn.to_vec()];
+        (ca.pem(), Arc::new(config))
+    }
+
+    struct Server {
+        addr: SocketAddr,
+        ca_pem: String,
+        reviews: Arc<Mutex<Vec<Value>>>,
+    }
+
+    /// An HTTPS webhook on loopback answering each review with `reply`
+    /// (after its delay), over HTTP/2 when `alpn` is `h2`.
+    async fn serve(alpn: &'static [u8], reply: Reply) -> Server {
+        serve_as(SERVICE_HOST, alpn, reply).await
+    }
+
+    /// [`serve`] with a certificate for `host`.
+    async fn serve_as(host: &str, alpn: &'static [u8], reply: Reply) -> Server {
+        let (ca_pem, config) = certificates(host, alpn);
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let reviews = Arc::new(Mutex::new(Vec::new()));
+        let seen = reviews.clone();
+        tokio::spawn(async move {
+            let acceptor = tokio_rustls::TlsAcceptor::from(config);
+            while let Ok((stream, _)) = listener.accept().await {
+                let acceptor = acceptor.clone();
+                let reply = reply.clone();
+                let seen = seen.clone();
+                tokio::spawn(async move {
+                    let Ok(tls) = acceptor.accept(stream).await else {
+                        return;
+                    };
+                    let service = service_fn(move |request: http::Request<Incoming>| {
+                        let reply = reply.clone();
+                        let seen = seen.clone();
+                        async move {
+                            assert_eq!(request.uri().path(), "/validate");
+                            let body = request.into_body().collect().await?.to_bytes();
+                            let review: Value = serde_json::from_slice(&body).unwrap();
+                            seen.lock().unwrap().push(review.clone());
+                            let (delay, answer) = reply(&review);
+                            tokio::time::sleep(delay).await;
+                            Ok::<_, hyper::Error>(
+                                http::Response::builder()
+                                    .header(http::header::CONTENT_TYPE, "application/json")
+                                    .body(Full::new(Bytes::from(answer.to_string())))
+                                    .unwrap(),
+                            )
+                        }
+                    });
+                    let io = TokioIo::new(tls);
+                    if alpn == b"h2" {
+                        let _ = hyper::server::conn::http2::Builder::new(TokioExecutor::new())
+                            .serve_connection(io, service)
+                            .await;
+                    } else {
+                        let _ = hyper::server::conn::http1::Builder::new()
+                            .serve_connection(io, service)
+                            .await;
+                    }
+                });
+            }
+        });
+        Server {
+            addr,
+            ca_pem,
+            reviews,
+        }
+    }
+
+    /// An answer echoing the review's uid.
+    fn answer(review: &Value, response: Value) -> Value {
+        let mut response = response;
+        response["uid"] = review["request"]["uid"].clone();
+        json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": response})
+    }
+
+    fn replying(response: Value) -> Reply {
+        Arc::new(move |review| (Duration::ZERO, answer(review, response.clone())))
+    }
+
+    fn old_object() -> Value {
+        json!({
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": "db", "namespace": "team-a", "labels": {"app": "db"}},
+            "data": {"size": "3"},
+        })
+    }
+
+    fn delete() -> Attributes {
+        Attributes {
+            operation: Operation::Delete,
+            kind: GroupVersion {
+                group: String::new(),
+                version: "v1".into(),
+                name: "ConfigMap".into(),
+            },
+            resource: GroupVersion {
+                group: String::new(),
+                version: "v1".into(),
+                name: "configmaps".into(),
+            },
+            sub_resource: String::new(),
+            name: "db".into(),
+            namespace: "team-a".into(),
+            object: None,
+            old_object: Some(old_object()),
+            user: UserInfo {
+                username: "alice".into(),
+                groups: vec!["system:authenticated".into()],
+                ..UserInfo::default()
+            },
+            dry_run: true,
+            options: Some(json!({"kind": "DeleteOptions", "apiVersion": "meta.k8s.io/v1"})),
+        }
+    }
+
+    /// A configuration with one webhook calling the service with `ca_pem`.
+    fn configuration(ca_pem: &str, extra: Value) -> Value {
+        let mut hook = json!({
+            "name": HOOK,
+            "admissionReviewVersions": ["v1"],
+            "sideEffects": "None",
+            "timeoutSeconds": 5,
+            "clientConfig": {
+                "service": {"namespace": "navique-system", "name": "webhook", "port": 443, "path": "/validate"},
+                "caBundle": base64::engine::general_purpose::STANDARD.encode(ca_pem),
+            },
+            "rules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["DELETE"], "resources": ["configmaps"]}],
+        });
+        if let (Some(hook), Some(extra)) = (hook.as_object_mut(), extra.as_object()) {
+            hook.extend(extra.clone());
+        }
+        json!({
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "ValidatingWebhookConfiguration",
+            "metadata": {"name": "navique"},
+            "webhooks": [hook],
+        })
+    }
+
+    async fn run(
+        configuration: Value,
+        addr: SocketAddr,
+        attributes: &Attributes,
+    ) -> Result<Vec<String>, Rejection> {
+        let resolve = move |namespace: &str, name: &str, port: u16| {
+            (namespace == "navique-system" && name == "webhook" && port == 443).then_some(addr)
+        };
+        let namespace = json!({"metadata": {"name": "team-a", "labels": {"env": "prod"}}});
+        let ctx = WebhookContext {
+            configurations: &[configuration],
+            namespace_object: Some(&namespace),
+            resolve_service: &resolve,
+        };
+        validate(&ctx, attributes).await
+    }
+
+    /// A loopback address nothing listens on.
+    async fn closed_port() -> SocketAddr {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        listener.local_addr().unwrap()
+    }
+
+    fn internal(message: &str) -> Rejection {
+        let message = format!("failed calling webhook \"{HOOK}\": {message}");
+        Rejection {
+            code: 500,
+            status: json!({
+                "kind": "Status",
+                "apiVersion": "v1",
+                "metadata": {},
+                "status": "Failure",
+                "message": format!("Internal error occurred: {message}"),
+                "reason": "InternalError",
+                "details": {"causes": [{"message": message}]},
+                "code": 500,
+            }),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_denying_webhook_gets_the_delete_review_and_its_status_is_answered() {
+        let server = serve(
+            b"http/1.1",
+            replying(json!({
+                "allowed": false,
+                "status": {"code": 403, "reason": "Forbidden", "message": "configmap db is locked"},
+            })),
+        )
+        .await;
+        let result = run(
+            configuration(&server.ca_pem, json!({})),
+            server.addr,
+            &delete(),
+        )
+        .await;
+        assert_eq!(
+            result,
+            Err(Rejection {
+                code: 403,
+                status: json!({
+                    "kind": "Status",
+                    "apiVersion": "v1",
+                    "metadata": {},
+                    "status": "Failure",
+                    "message": "admission webhook \"locks.navique.com\" denied the request: configmap db is locked",
+                    "reason": "Forbidden",
+                    "code": 403,
+                }),
+            })
+        );
+        let reviews = server.reviews.lock().unwrap();
+        assert_eq!(reviews.len(), 1);
+        let review = &reviews[0];
+        assert_eq!(review["apiVersion"], "admission.k8s.io/v1");
+        assert_eq!(review["kind"], "AdmissionReview");
+        let request = &review["request"];
+        assert_eq!(request["uid"].as_str().map(str::len), Some(36));
+        assert_eq!(request["operation"], "DELETE");
+        assert_eq!(request["oldObject"], old_object());
+        assert_eq!(request["object"], Value::Null);
+        assert_eq!(
+            request["userInfo"],
+            json!({"username": "alice", "groups": ["system:authenticated"]})
+        );
+        assert_eq!(request["dryRun"], true);
+        assert_eq!(request["name"], "db");
+        assert_eq!(request["namespace"], "team-a");
+        assert_eq!(
+            request["kind"],
+            json!({"group": "", "version": "v1", "kind": "ConfigMap"})
+        );
+        assert_eq!(
+            request["resource"],
+            json!({"group": "", "version": "v1", "resource": "configmaps"})
+        );
+        assert_eq!(request["requestKind"], request["kind"]);
+        assert_eq!(request["options"]["kind"], "DeleteOptions");
+    }
+
+    #[tokio::test]
+    async fn an_allowing_webhook_returns_its_warnings_over_http2() {
+        let server = serve(
+            b"h2",
+            replying(json!({"allowed": true, "warnings": ["db is old", "db is big"]})),
+        )
+        .await;
+        let result = run(
+            configuration(&server.ca_pem, json!({})),
+            server.addr,
+            &delete(),
+        )
+        .await;
+        assert_eq!(
+            result,
+            Ok(vec!["db is old".to_string(), "db is big".to_string()])
+        );
+    }
+
+    #[tokio::test]
+    async fn a_refusal_without_status_is_a_400_without_explanation() {
+        let server = serve(b"http/1.1", replying(json!({"allowed": false}))).await;
+        let result = run(
+            configuration(&server.ca_pem, json!({})),
+            server.addr,
+            &delete(),
+        )
+        .await;
+        let rejection = result.unwrap_err();
+        assert_eq!(rejection.code, 400);
+        assert_eq!(
+            rejection.status["message"],
+            "admission webhook \"locks.navique.com\" denied the request without explanation"
+        );
+        assert_eq!(rejection.status["status"], "Failure");
+    }
+
+    #[tokio::test]
+    async fn a_server_that_is_down_fails_closed_with_fail_and_open_with_ignore() {
+        let (ca_pem, _) = certificates(SERVICE_HOST, b"http/1.1");
+        let addr = closed_port().await;
+        let result = run(configuration(&ca_pem, json!({})), addr, &delete()).await;
+        assert_eq!(
+            result,
+            Err(internal(&format!(
+                "failed to call webhook: Post \"https://webhook.navique-system.svc:443/validate?timeout=5s\": dial tcp {addr}: connect: connection refused"
+            )))
+        );
+        let ignoring = configuration(&ca_pem, json!({"failurePolicy": "Ignore"}));
+        assert_eq!(run(ignoring, addr, &delete()).await, Ok(Vec::new()));
+    }
+
+    #[tokio::test]
+    async fn an_unresolvable_service_fails_as_not_found() {
+        let (ca_pem, _) = certificates(SERVICE_HOST, b"http/1.1");
+        let mut config = configuration(&ca_pem, json!({}));
+        config["webhooks"][0]["clientConfig"]["service"]["name"] = json!("gone");
+        let result = run(config, closed_port().await, &delete()).await;
+        assert_eq!(
+            result,
+            Err(internal(
+                "failed to call webhook: Post \"https://gone.navique-system.svc:443/validate?timeout=5s\": service \"gone\" not found"
+            ))
+        );
+    }
+
+    #[tokio::test]
+    async fn a_wrong_ca_bundle_fails_verification() {
+        let server = serve(b"http/1.1", replying(json!({"allowed": true}))).await;
+        let (other_ca, _) = certificates(SERVICE_HOST, b"http/1.1");
+        let result = run(configuration(&other_ca, json!({})), server.addr, &delete()).await;
+        assert_eq!(
+            result,
+            Err(internal(
+                "failed to call webhook: Post \"https://webhook.navique-system.svc:443/validate?timeout=5s\": tls: failed to verify certificate: x509: certificate signed by unknown authority"
+            ))
+        );
+        assert!(server.reviews.lock().unwrap().is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_url_is_verified_against_its_host() {
+        let server = serve(b"http/1.1", replying(json!({"allowed": true}))).await;
+        let url = format!("https://127.0.0.1:{}/validate", server.addr.port());
+        let mut config = configuration(&server.ca_pem, json!({}));
+        config["webhooks"][0]["clientConfig"] = json!({"url": url, "caBundle": base64::engine::general_purpose::STANDARD.encode(&server.ca_pem)});
+        let result = run(config, server.addr, &delete()).await;
+        assert_eq!(
+            result,
+            Err(internal(&format!(
+                "failed to call webhook: Post \"{url}?timeout=5s\": tls: failed to verify certificate: x509: cannot validate certificate for 127.0.0.1 because it doesn't contain any IP SANs"
+            )))
+        );
+    }
+
+    #[tokio::test]
+    async fn a_url_webhook_is_called_at_its_host() {
+        let server = serve_as(
+            "localhost",
+            b"http/1.1",
+            replying(json!({"allowed": true, "warnings": ["via url"]})),
+        )
+        .await;
+        let mut config = configuration(&server.ca_pem, json!({}));
+        config["webhooks"][0]["clientConfig"] = json!({
+            "url": format!("https://localhost:{}/validate", server.addr.port()),
+            "caBundle": base64::engine::general_purpose::STANDARD.encode(&server.ca_pem),
+        });
+        let result = run(config, closed_port().await, &delete()).await;
+        assert_eq!(result, Ok(vec!["via url".to_string()]));
+    }
+
+    #[tokio::test]
+    async fn an_object_selector_that_excludes_the_old_object_skips_the_webhook() {
+        let server = serve(b"http/1.1", replying(json!({"allowed": false}))).await;
+        let selecting = |app: &str| {
+            configuration(
+                &server.ca_pem,
+                json!({"objectSelector": {"matchLabels": {"app": app}}}),
+            )
+        };
+        assert_eq!(
+            run(selecting("web"), server.addr, &delete()).await,
+            Ok(Vec::new())
+        );
+        assert!(server.reviews.lock().unwrap().is_empty());
+        let result = run(selecting("db"), server.addr, &delete()).await;
+        assert_eq!(result.map_err(|r| r.code), Err(400));
+    }
+
+    #[tokio::test]
+    async fn match_conditions_skip_or_forbid() {
+        let server = serve(b"http/1.1", replying(json!({"allowed": false}))).await;
+        let conditions = |expression: &str| {
+            configuration(
+                &server.ca_pem,
+                json!({"matchConditions": [{"name": "c", "expression": expression}]}),
+            )
+        };
+        let skipped = run(
+            conditions("request.userInfo.username == 'bob'"),
+            server.addr,
+            &delete(),
+        )
+        .await;
+        assert_eq!(skipped, Ok(Vec::new()));
+        let result = run(
+            conditions("object.metadata.name == 'db'"),
+            server.addr,
+            &delete(),
+        )
+        .await;
+        assert_eq!(
+            result,
+            Err(Rejection {
+                code: 403,
+                status: json!({
+                    "kind": "Status",
+                    "apiVersion": "v1",
+                    "metadata": {},
+                    "status": "Failure",
+                    "message": "configmaps \"db\" is forbidden: expression 'object.metadata.name == 'db'' resulted in error: no such overload",
+                    "reason": "Forbidden",
+                    "details": {"name": "db", "kind": "configmaps"},
+                    "code": 403,
+                }),
+            })
+        );
+        assert!(server.reviews.lock().unwrap().is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_webhook_slower_than_its_timeout_fails() {
+        let slow: Reply = Arc::new(|review| {
+            (
+                Duration::from_secs(3),
+                answer(review, json!({"allowed": true})),
+            )
+        });
+        let server = serve(b"http/1.1", slow).await;
+        let started = std::time::Instant::now();
+        let config = configuration(&server.ca_pem, json!({"timeoutSeconds": 1}));
+        let result = run(config, server.addr, &delete()).await;
+        assert_eq!(
+            result,
+            Err(internal(
+                "failed to call webhook: Post \"https://webhook.navique-system.svc:443/validate?timeout=1s\": context deadline exceeded"
+            ))
+        );
+        let elapsed = started.elapsed();
+        assert!(
+            elapsed >= Duration::from_millis(900) && elapsed < Duration::from_millis(2500),
+            "{elapsed:?}"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_dry_run_is_refused_by_a_webhook_with_side_effects() {
+        let server = serve(b"http/1.1", replying(json!({"allowed": true}))).await;
+        let config = configuration(&server.ca_pem, json!({"sideEffects": "Some"}));
+        let result = run(config, server.addr, &delete()).await;
+        assert_eq!(
+            result,
+            Err(Rejection {
+                code: 400,
+                status: json!({
+                    "kind": "Status",
+                    "apiVersion": "v1",
+                    "metadata": {},
+                    "status": "Failure",
+                    "message": "admission webhook \"locks.navique.com\" does not support dry run",
+                    "reason": "BadRequest",
+                    "code": 400,
+                }),
+            })
+        );
+        assert!(server.reviews.lock().unwrap().is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_response_for_another_request_is_a_call_failure() {
+        let wrong: Reply = Arc::new(|_| {
+            (
+                Duration::ZERO,
+                json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": {"uid": "other", "allowed": true}}),
+            )
+        });
+        let server = serve(b"http/1.1", wrong).await;
+        let result = run(
+            configuration(&server.ca_pem, json!({})),
+            server.addr,
+            &delete(),
+        )
+        .await;
+        let uid = server.reviews.lock().unwrap()[0]["request"]["uid"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        assert_eq!(
+            result,
+            Err(internal(&format!(
+                "received invalid webhook response: expected response.uid=\"{uid}\", got \"other\""
+            )))
+        );
+    }
+
+    #[test]
+    fn validation_can_run_on_a_multithreaded_server() {
+        fn send<T: Send>(_: &T) {}
+        let resolve = |_: &str, _: &str, _: u16| None;
+        let ctx = WebhookContext {
+            configurations: &[],
+            namespace_object: None,
+            resolve_service: &resolve,
+        };
+        let attributes = delete();
+        send(&validate(&ctx, &attributes));
+    }
+}
