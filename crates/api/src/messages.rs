@@ -13,6 +13,50 @@ pub fn lock_denied(lock_names: &[&str]) -> String {
     )
 }
 
+/// [`lock_denied`] from the target's markers: the `core.navique.com/locked`
+/// annotation (names joined by `,`) and, when set, the
+/// `core.navique.com/lock-reasons` annotation, surfaced after it.
+pub fn lock_denied_by_markers(locked: &str, reasons: Option<&str>) -> String {
+    let names: Vec<&str> = locked.split(',').collect();
+    let mut message = lock_denied(&names);
+    if let Some(reasons) = reasons.filter(|r| !r.is_empty()) {
+        message.push_str(&format!(" (reasons: {reasons})"));
+    }
+    message
+}
+
+/// The `core.navique.com/lock-reasons` annotation: `<lock>: <reason>` for
+/// each protecting Lock with a reason, joined by `; `, in the given order.
+pub fn lock_reasons<'a>(reasons: impl IntoIterator<Item = (&'a str, &'a str)>) -> Option<String> {
+    let parts: Vec<String> = reasons
+        .into_iter()
+        .filter(|(_, reason)| !reason.is_empty())
+        .map(|(name, reason)| format!("{name}: {reason}"))
+        .collect();
+    (!parts.is_empty()).then(|| parts.join("; "))
+}
+
+/// The denial of deleting a namespace that holds active Locks.
+pub fn namespace_locked(namespace: &str, locked: &str) -> String {
+    format!(
+        "namespace {namespace} holds Lock(s) [{}]; delete the Lock(s) before deleting this namespace",
+        locked.replace(',', ", ")
+    )
+}
+
+/// The denial of deleting the CRD of a kind with locked objects; `locked`
+/// lists `<namespace>/<lock>` joined by `,`.
+pub fn crd_locked(crd: &str, locked: &str) -> String {
+    format!(
+        "{crd} has locked objects (Lock(s) [{}]); delete the Lock(s) before deleting this CustomResourceDefinition",
+        locked.replace(',', ", ")
+    )
+}
+
+/// The denial of a change to the lock markers by anyone but the
+/// lock-controller.
+pub const LOCK_MARKER_PROTECTED: &str = "the core.navique.com/locked annotation and label and the core.navique.com/lock-reasons annotation are managed by the lock-controller; create or delete Locks instead";
+
 /// The message a delete of a ManagedService with `deletionProtection: true`
 /// is denied with (seed).
 pub const DELETION_PROTECTION_ENABLED: &str =
@@ -77,6 +121,39 @@ mod tests {
         assert_eq!(
             lock_denied(&["a", "b"]),
             "resource is protected by Lock(s) [a, b]; delete the Lock(s) before deleting this resource"
+        );
+    }
+
+    #[test]
+    fn lock_denial_from_markers_surfaces_the_reasons() {
+        assert_eq!(
+            lock_denied_by_markers("a,b", Some("a: production; b: audit")),
+            "resource is protected by Lock(s) [a, b]; delete the Lock(s) before deleting this resource (reasons: a: production; b: audit)"
+        );
+        assert_eq!(
+            lock_denied_by_markers("protect-forge-stack", None),
+            "resource is protected by Lock(s) [protect-forge-stack]; delete the Lock(s) before deleting this resource"
+        );
+    }
+
+    #[test]
+    fn lock_reasons_skip_locks_without_one() {
+        assert_eq!(
+            lock_reasons([("a", "production"), ("b", ""), ("c", "audit")]).as_deref(),
+            Some("a: production; c: audit")
+        );
+        assert_eq!(lock_reasons([("a", "")]), None);
+    }
+
+    #[test]
+    fn namespace_and_crd_denials_list_the_locks() {
+        assert_eq!(
+            namespace_locked("forge", "protect-forge-stack,second"),
+            "namespace forge holds Lock(s) [protect-forge-stack, second]; delete the Lock(s) before deleting this namespace"
+        );
+        assert_eq!(
+            crd_locked("stacks.core.navique.com", "forge/protect-forge-stack"),
+            "stacks.core.navique.com has locked objects (Lock(s) [forge/protect-forge-stack]); delete the Lock(s) before deleting this CustomResourceDefinition"
         );
     }
 

@@ -47,7 +47,9 @@ pub async fn run(state: Arc<State>) {
     let mut retries: HashMap<String, (Instant, Duration)> = HashMap::new();
     loop {
         tokio::select! {
-            () = state.gc.notified() => {}
+            // Writes come in bursts: one sweep after a short pause serves
+            // them all, instead of a sweep of every object per write.
+            () = state.gc.notified() => tokio::time::sleep(Duration::from_millis(50)).await,
             () = tokio::time::sleep(Duration::from_millis(500)) => {}
         }
         sweep(&state, &mut retries).await;
