@@ -56,18 +56,31 @@ pub async fn run(state: Arc<State>) {
     }
 }
 
-fn snapshot(state: &State) -> Vec<Object> {
+/// The objects the collector may act on (dependents, and owners being
+/// deleted with `orphan` or `foregroundDeletion`), and the uids of every
+/// object, gathered only when there is something to act on: most sweeps
+/// find nothing and cost one pass without copies.
+fn snapshot(state: &State) -> (Vec<Object>, HashSet<String>) {
     let types = state.types();
     let txn = state.store.lock();
     let mut seen = HashSet::new();
     let mut objects = Vec::new();
-    for rt in types {
+    let storages: Vec<_> = types
+        .iter()
         // One type per storage (events.k8s.io shares core events).
-        if !seen.insert(rt.storage_key()) || rt.storage.is_some() {
-            continue;
-        }
+        .filter(|rt| rt.storage.is_none() && seen.insert(rt.storage_key()))
+        .collect();
+    for rt in &storages {
         for ((namespace, name), object) in txn.list(&rt.storage_key(), None, None) {
             let meta = &object["metadata"];
+            let finalizers = write::finalizers(object);
+            let owned = meta["ownerReferences"]
+                .as_array()
+                .is_some_and(|o| !o.is_empty());
+            let held = finalizers.iter().any(|f| f == ORPHAN || f == FOREGROUND);
+            if !owned && !held {
+                continue;
+            }
             let owners = meta["ownerReferences"]
                 .as_array()
                 .into_iter()
@@ -80,17 +93,27 @@ fn snapshot(state: &State) -> Vec<Object> {
                 })
                 .collect();
             objects.push(Object {
-                rt: rt.clone(),
+                rt: (*rt).clone(),
                 namespace: namespace.clone(),
                 name: name.clone(),
                 uid: meta["uid"].as_str().unwrap_or_default().to_owned(),
                 owners,
-                finalizers: write::finalizers(object),
+                finalizers,
                 deleting: meta["deletionTimestamp"].is_string(),
             });
         }
     }
-    objects
+    let mut alive = HashSet::new();
+    if !objects.is_empty() {
+        for rt in &storages {
+            for (_, object) in txn.list(&rt.storage_key(), None, None) {
+                if let Some(uid) = object["metadata"]["uid"].as_str() {
+                    alive.insert(uid.to_owned());
+                }
+            }
+        }
+    }
+    (objects, alive)
 }
 
 fn place(object: &Object) -> Place {
@@ -102,8 +125,7 @@ fn place(object: &Object) -> Place {
 }
 
 async fn sweep(state: &Arc<State>, retries: &mut HashMap<String, (Instant, Duration)>) {
-    let objects = snapshot(state);
-    let alive: HashSet<&str> = objects.iter().map(|o| o.uid.as_str()).collect();
+    let (objects, alive) = snapshot(state);
     let opts = WriteOptions::internal(auth::controller(IDENTITY), IDENTITY);
     let now = Instant::now();
     let due = |uid: &str, retries: &HashMap<String, (Instant, Duration)>| {
