@@ -1,7 +1,7 @@
 # Navique: `make demo` shows it working, `make test` runs every test.
 CARGO ?= cargo
 
-.PHONY: all setup build test lint crds dev-up dev-down demo bench clean
+.PHONY: all setup build test lint crds manifests dev-up dev-down demo bench clean
 
 all: build
 
@@ -25,6 +25,10 @@ lint: setup
 # Regenerates the CRD YAML from crates/api; a test fails when it is stale.
 crds:
 	$(CARGO) run -q -p navique-api --bin crdgen -- deploy/crds charts/navique/crds
+
+# Regenerates deploy/ from the chart's defaults; a test fails when stale.
+manifests:
+	scripts/render-manifests.sh
 
 # The development environment: dev API server, PostgreSQL, CRDs, catalogue
 # and every component, in the background. `source .dev/env` to use it.
