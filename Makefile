@@ -1,7 +1,7 @@
 # Navique: `make demo` shows it working, `make test` runs every test.
 CARGO ?= cargo
 
-.PHONY: all setup build test lint crds manifests dev-up dev-down demo bench clean
+.PHONY: all setup build test lint crds manifests dev-up dev-down demo bench bench-locks clean
 
 all: build
 
@@ -44,6 +44,11 @@ demo: dev-up
 # Write throughput and watch fan-out of the dev API server (release build).
 bench:
 	$(CARGO) bench -p dev-apiserver --bench throughput
+
+# Lock activation latency and lock-controller memory at 1,000 Locks.
+bench-locks: setup
+	$(CARGO) build --release --bins
+	$(CARGO) bench -p navique-e2e --bench lock_activation
 
 clean: dev-down
 	$(CARGO) clean

@@ -25,12 +25,35 @@ step "The API server, the operator's kinds and their short names"
 run kubectl version
 run kubectl api-resources --categories navique
 
-step "The Locks guide: a Stack in Project 'forge', and the Lock that protects it"
+step "The Locks guide: Stack forge in namespace forge, and the Lock that protects it"
 run kubectl create namespace forge
 run kubectl apply -f deploy/examples/forge-stack.yaml
 run kubectl apply -f deploy/examples/lock.yaml
-run kubectl get stacks,locks -n forge
-echo "(stamping the target and denying its delete arrive with the Locks issue: the lock-controller runs, but has no reconciler yet)"
+run kubectl wait --for=jsonpath='{.status.active}'=true lock/protect-forge-stack -n forge --timeout 30s
+run kubectl get locks -n forge
+run kubectl get stacks -A -l core.navique.com/locked=true
+run kubectl get stack forge -n forge -o jsonpath='{.metadata.annotations}{"\n"}'
+
+step "Deleting the Stack is refused at admission, naming the Lock and its reason"
+run kubectl delete stack forge -n forge
+
+step "So is deleting its namespace, which would delete the Lock first"
+run kubectl delete namespace forge
+
+step "Nobody but the lock-controller may lift the marker"
+run kubectl annotate stack forge -n forge core.navique.com/locked-
+
+step "Updates of a locked object still work"
+run kubectl label stack forge -n forge tier=production
+
+step "A Lock on something it cannot protect says so"
+apply "apiVersion: core.navique.com/v1alpha1
+kind: Lock
+metadata: {name: on-a-configmap, namespace: forge}
+spec:
+  targetRef: {apiVersion: v1, kind: ConfigMap, name: settings}"
+run kubectl wait --for=jsonpath='{.status.conditions[0].reason}'=InvalidTarget lock/on-a-configmap -n forge --timeout 30s
+run kubectl get lock on-a-configmap -n forge -o jsonpath='{.status.conditions[0].message}{"\n"}'
 
 step "A Lock must name its target's kind: the API server refuses it, naming the field"
 apply "apiVersion: core.navique.com/v1alpha1
@@ -38,6 +61,11 @@ kind: Lock
 metadata: {name: no-kind, namespace: forge}
 spec:
   targetRef: {name: forge}"
+
+step "Delete the Lock deliberately; then the Stack deletes"
+run kubectl delete lock protect-forge-stack on-a-configmap -n forge
+run kubectl delete stack forge -n forge
+run kubectl delete namespace forge
 
 step "The 'Status and Deletion' guide: orders-db in Project 'my-project'"
 run kubectl create namespace my-project

@@ -38,13 +38,39 @@ start() {
   echo "$name: started (pid $!, log .dev/logs/$name.log)"
 }
 
+# Each component acts as its own service account, as in a cluster: the Lock
+# guard lets only the lock-controller change lock markers.
+users=$dev/users.yaml
+{
+  echo "users:"
+  for component in "${components[@]}"; do
+    echo "- {token: $component-dev-token, name: 'system:serviceaccount:navique-system:$component', groups: [system:serviceaccounts, 'system:serviceaccounts:navique-system']}"
+  done
+} >"$users"
+
+# The webhook's serving certificate, for its Service name, signed by a dev CA
+# that the webhook configurations trust.
+tls=$dev/webhook-tls
+if [[ ! -f $tls/tls.crt ]]; then
+  mkdir -p "$tls"
+  openssl req -x509 -newkey rsa:2048 -nodes -days 3650 -subj "/CN=navique dev CA" \
+    -keyout "$tls/ca.key" -out "$tls/ca.crt" 2>/dev/null
+  openssl req -newkey rsa:2048 -nodes -subj "/CN=navique-webhook.navique-system.svc" \
+    -keyout "$tls/tls.key" -out "$tls/tls.csr" 2>/dev/null
+  printf 'subjectAltName=DNS:navique-webhook.navique-system.svc,IP:127.0.0.1\n' >"$tls/ext"
+  openssl x509 -req -in "$tls/tls.csr" -CA "$tls/ca.crt" -CAkey "$tls/ca.key" -CAcreateserial \
+    -days 3650 -extfile "$tls/ext" -out "$tls/tls.crt" 2>/dev/null
+fi
+webhook_port=${DEV_WEBHOOK_PORT:-18443}
+
 # The API server keeps everything in memory: when it (re)starts, the
 # components, which trusted the previous one, restart with it.
 if ! running dev-apiserver; then
   for component in "${components[@]}"; do stop "$component"; done
   rm -f "$dev/apiserver/kubeconfig"
 fi
-start dev-apiserver target/debug/dev-apiserver --addr "$apiserver_addr" --dir "$dev/apiserver"
+start dev-apiserver target/debug/dev-apiserver --addr "$apiserver_addr" --dir "$dev/apiserver" \
+  --users "$users" --webhook-service "navique-system/navique-webhook=127.0.0.1:$webhook_port"
 for _ in $(seq 100); do [[ -f $dev/apiserver/kubeconfig ]] && break; sleep 0.1; done
 cp "$dev/apiserver/kubeconfig" "$dev/kubeconfig"
 export KUBECONFIG=$dev/kubeconfig
@@ -63,11 +89,18 @@ kubectl -n navique-system create secret generic provider-postgresql-admin \
   --dry-run=client -o yaml | kubectl apply -f - >/dev/null
 kubectl apply -f deploy/examples/catalogue.yaml >/dev/null
 echo "catalogue: ServiceClass postgresql, ServicePlan postgresql-platform-ha (PostgreSQL on 127.0.0.1:$postgres_port)"
+kubectl apply -f deploy/lock-guard.yaml >/dev/null
+echo "lock guard: ValidatingAdmissionPolicies from deploy/lock-guard.yaml"
 
 port=18081
 for component in "${components[@]}"; do
-  args=(--kubeconfig "$dev/kubeconfig" --admin-addr "127.0.0.1:$port")
-  case $component in *controller) args+=(--lease-namespace navique-system) ;; esac
+  # The component's own kubeconfig: the admin's, with its token.
+  sed "s/token: .*/token: $component-dev-token/" "$dev/kubeconfig" >"$dev/kubeconfig-$component"
+  args=(--kubeconfig "$dev/kubeconfig-$component" --admin-addr "127.0.0.1:$port")
+  case $component in
+    *controller) args+=(--lease-namespace navique-system) ;;
+    webhook) args+=(--listen-addr "127.0.0.1:$webhook_port" --tls-cert-file "$tls/tls.crt" --tls-key-file "$tls/tls.key") ;;
+  esac
   start "$component" "target/debug/$component" "${args[@]}"
   port=$((port + 1))
 done

@@ -6,6 +6,7 @@ set -euo pipefail
 packages=()
 command -v cc >/dev/null || packages+=(gcc libc6-dev)
 command -v curl >/dev/null || packages+=(curl)
+command -v openssl >/dev/null || packages+=(openssl)
 
 if ((${#packages[@]})); then
   if [[ $(id -u) -ne 0 ]]; then

@@ -173,11 +173,30 @@ impl Cluster {
         ])
     }
 
-    /// Adds a user with `groups`; returns nothing: act as it with `--as`.
+    /// Adds a user with `groups` and the token `<name>-token`.
     pub fn add_user(&self, name: &str, groups: &[&str]) {
         let user =
             serde_json::json!({"token": format!("{name}-token"), "name": name, "groups": groups});
         self.post_raw("/debug/users", &user.to_string());
+    }
+
+    /// A kubeconfig for this cluster that authenticates with `token`,
+    /// written into `dir`.
+    pub fn kubeconfig_for(&self, token: &str, dir: &Path) -> PathBuf {
+        let text = std::fs::read_to_string(&self.kubeconfig).expect("read kubeconfig");
+        let mut out = String::new();
+        for line in text.lines() {
+            let indent = &line[..line.len() - line.trim_start().len()];
+            if line.trim_start().starts_with("token: ") {
+                out.push_str(&format!("{indent}token: {token}\n"));
+            } else {
+                out.push_str(line);
+                out.push('\n');
+            }
+        }
+        let path = dir.join(format!("kubeconfig-{}", token.replace(':', "-")));
+        std::fs::write(&path, out).expect("write kubeconfig");
+        path
     }
 
     /// A new namespace for one test, named `<prefix>-<random>`.

@@ -3,6 +3,8 @@
 #![forbid(unsafe_code)]
 
 mod cluster;
+pub mod lock_scenarios;
+pub mod locks;
 mod webhook;
 pub use cluster::{Cluster, cluster, repo_root};
 pub use webhook::WebhookServer;
@@ -74,10 +76,14 @@ pub struct Process {
 impl Process {
     /// Starts `name` with `args`.
     pub fn spawn(name: &str, args: &[&str]) -> Self {
+        Self::spawn_command(binary(name), name, args)
+    }
+
+    fn spawn_command(program: impl AsRef<std::ffi::OsStr>, name: &str, args: &[&str]) -> Self {
         let dir = tempfile::tempdir().expect("temp dir");
         let stdout = std::fs::File::create(dir.path().join("stdout")).expect("stdout file");
         let stderr = std::fs::File::create(dir.path().join("stderr")).expect("stderr file");
-        let child = Command::new(binary(name))
+        let child = Command::new(program)
             .args(args)
             .env_remove("KUBECONFIG")
             .env_remove("RUST_LOG")
@@ -92,6 +98,23 @@ impl Process {
             child: Some(child),
             dir,
         }
+    }
+
+    /// Starts `name` with `args` so that it ends when this test process
+    /// does, even if it is never dropped (a process shared by a test
+    /// binary's tests): a shell watches both and stops the child.
+    pub fn spawn_tied(name: &str, args: &[&str]) -> Self {
+        let watchdog = format!(
+            r#""$0" "$@" & child=$!
+trap 'kill -TERM $child 2>/dev/null; wait $child; exit' TERM
+while kill -0 {parent} 2>/dev/null && kill -0 $child 2>/dev/null; do sleep 0.5; done
+kill -TERM $child 2>/dev/null; wait $child"#,
+            parent = std::process::id()
+        );
+        let binary = binary(name);
+        let mut all = vec!["-c", watchdog.as_str(), binary.to_str().expect("utf-8 path")];
+        all.extend_from_slice(args);
+        Self::spawn_command("/bin/sh", name, &all)
     }
 
     /// What the process wrote to stdout so far.

@@ -56,6 +56,7 @@ impl Component {
             "Failed attempts to reach the Kubernetes API at start-up",
             connect_failures.clone(),
         );
+        registry.register_collector(Box::new(crate::process::ProcessCollector));
         let registry = Arc::new(RwLock::new(registry));
 
         let shutdown = CancellationToken::new();

@@ -12,6 +12,7 @@ mod cluster;
 mod component;
 mod error;
 mod leader;
+mod process;
 mod retry;
 mod telemetry;
 

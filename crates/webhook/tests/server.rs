@@ -1,0 +1,234 @@
+//! The admission server over real TLS: a certificate from a throwaway CA,
+//! AdmissionReviews posted with hyper-util's client over HTTP/1.1 and
+//! HTTP/2, certificate rotation, graceful shutdown.
+
+mod common;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::{Pki, Versions, client, fixture, locked_stack_denial, send};
+use tokio_util::sync::CancellationToken;
+use webhook::locks::{self, LockGuard};
+use webhook::metrics::AdmissionMetrics;
+use webhook::server::{Route, Server, router};
+use webhook::tls::{CertificateFiles, ReloadingCertificate};
+
+struct Running {
+    addr: SocketAddr,
+    certificate: Arc<ReloadingCertificate>,
+    metrics: AdmissionMetrics,
+    shutdown: CancellationToken,
+    task: tokio::task::JoinHandle<()>,
+    dir: tempfile::TempDir,
+}
+
+impl Running {
+    fn url(&self, path: &str) -> String {
+        format!("https://127.0.0.1:{}{path}", self.addr.port())
+    }
+}
+
+async fn start(pki: &Pki) -> Running {
+    let dir = tempfile::tempdir().unwrap();
+    let (certificate, key) = pki.write(dir.path());
+    let certificate = ReloadingCertificate::load(CertificateFiles { certificate, key }).unwrap();
+    let metrics = AdmissionMetrics::default();
+    let routes = vec![Route {
+        path: locks::PATH,
+        validator: Arc::new(LockGuard {
+            protect_namespaces: true,
+            protect_marker: true,
+            lock_controller_username: "system:serviceaccount:navique-system:lock-controller"
+                .to_owned(),
+        }),
+    }];
+    let server = Server::bind(
+        "127.0.0.1:0".parse().unwrap(),
+        certificate.server_config().unwrap(),
+        router(routes, metrics.clone()),
+    )
+    .await
+    .unwrap();
+    let addr = server.local_addr();
+    let shutdown = CancellationToken::new();
+    let task = tokio::spawn(server.serve(shutdown.clone()));
+    Running {
+        addr,
+        certificate,
+        metrics,
+        shutdown,
+        task,
+        dir,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_locked_delete_is_denied_over_http1_and_http2() {
+    let pki = Pki::generate();
+    let server = start(&pki).await;
+    for (versions, expected) in [
+        (Versions::Http1, http::Version::HTTP_11),
+        (Versions::Http1AndHttp2, http::Version::HTTP_2),
+    ] {
+        let client = client(&pki.ca_pem, versions);
+        // As the API server calls it: with a timeout query parameter.
+        let answer = send(
+            &client,
+            "POST",
+            &server.url("/validate/locks?timeout=10s"),
+            fixture("delete-locked-stack"),
+        )
+        .await
+        .unwrap();
+        assert_eq!(answer.version, expected);
+        assert_eq!(answer.status, 200, "{}", answer.body);
+        assert_eq!(answer.content_type, "application/json");
+        assert_eq!(answer.json(), locked_stack_denial());
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unlocked_delete_is_allowed_with_its_uid() {
+    let pki = Pki::generate();
+    let server = start(&pki).await;
+    let client = client(&pki.ca_pem, Versions::Http1AndHttp2);
+    let answer = send(
+        &client,
+        "POST",
+        &server.url(locks::PATH),
+        fixture("delete-unlocked-stack"),
+    )
+    .await
+    .unwrap();
+    assert_eq!(answer.status, 200);
+    let json = answer.json();
+    assert_eq!(
+        json["response"]["uid"],
+        "b2a0d5b4-1c1e-4a55-9b0e-6c7d8e9f0a03"
+    );
+    assert_eq!(json["response"]["allowed"], true);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn malformed_bodies_wrong_paths_and_methods_are_refused() {
+    let pki = Pki::generate();
+    let server = start(&pki).await;
+    let client = client(&pki.ca_pem, Versions::Http1);
+    let answer = send(&client, "POST", &server.url(locks::PATH), "{")
+        .await
+        .unwrap();
+    assert_eq!(
+        (answer.status, answer.body.as_str()),
+        (
+            400,
+            "the request body is not an AdmissionReview: EOF while parsing an object at line 1 column 1\n"
+        )
+    );
+    let answer = send(
+        &client,
+        "POST",
+        &server.url("/validate/nothing"),
+        fixture("delete-locked-stack"),
+    )
+    .await
+    .unwrap();
+    assert_eq!(answer.status, 404);
+    let answer = send(&client, "GET", &server.url(locks::PATH), "")
+        .await
+        .unwrap();
+    assert_eq!(answer.status, 405);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn answers_are_counted_and_timed() {
+    let pki = Pki::generate();
+    let server = start(&pki).await;
+    let client = client(&pki.ca_pem, Versions::Http1);
+    for name in [
+        "delete-locked-stack",
+        "delete-locked-stack",
+        "delete-unlocked-stack",
+    ] {
+        send(&client, "POST", &server.url(locks::PATH), fixture(name))
+            .await
+            .unwrap();
+    }
+    send(&client, "POST", &server.url(locks::PATH), "{")
+        .await
+        .unwrap();
+    let mut registry = prometheus_client::registry::Registry::with_prefix("navique_webhook");
+    server.metrics.register(&mut registry);
+    let mut text = String::new();
+    prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+    for line in [
+        r#"navique_webhook_admission_requests_total{path="/validate/locks",operation="DELETE",allowed="false"} 2"#,
+        r#"navique_webhook_admission_requests_total{path="/validate/locks",operation="DELETE",allowed="true"} 1"#,
+        r#"navique_webhook_admission_duration_seconds_count{path="/validate/locks"} 3"#,
+        "# TYPE navique_webhook_admission_duration_seconds histogram",
+        "# UNIT navique_webhook_admission_duration_seconds seconds",
+    ] {
+        assert!(text.lines().any(|l| l == line), "{line} not in\n{text}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rotated_certificate_is_served_to_new_connections() {
+    let first = Pki::generate();
+    let server = start(&first).await;
+    let rotated = Pki::generate();
+    rotated.write(server.dir.path());
+    assert!(server.certificate.reload().unwrap());
+
+    let answer = send(
+        &client(&rotated.ca_pem, Versions::Http1AndHttp2),
+        "POST",
+        &server.url(locks::PATH),
+        fixture("delete-locked-stack"),
+    )
+    .await
+    .unwrap();
+    assert_eq!(answer.json(), locked_stack_denial());
+    // A client that trusts only the old CA no longer connects.
+    let error = send(
+        &client(&first.ca_pem, Versions::Http1AndHttp2),
+        "POST",
+        &server.url(locks::PATH),
+        fixture("delete-locked-stack"),
+    )
+    .await
+    .unwrap_err();
+    let chain = std::iter::successors(Some(&error as &(dyn std::error::Error + 'static)), |e| {
+        e.source()
+    })
+    .map(ToString::to_string)
+    .collect::<Vec<_>>()
+    .join(": ");
+    assert!(chain.contains("invalid peer certificate"), "{chain}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_stops_accepting_and_returns() {
+    let pki = Pki::generate();
+    let server = start(&pki).await;
+    let client = client(&pki.ca_pem, Versions::Http1);
+    // A kept-alive idle connection does not hold up the shutdown.
+    send(
+        &client,
+        "POST",
+        &server.url(locks::PATH),
+        fixture("delete-unlocked-stack"),
+    )
+    .await
+    .unwrap();
+    server.shutdown.cancel();
+    tokio::time::timeout(Duration::from_secs(5), server.task)
+        .await
+        .expect("the server stops within 5 s")
+        .unwrap();
+    assert!(
+        tokio::net::TcpStream::connect(server.addr).await.is_err(),
+        "still accepting"
+    );
+}

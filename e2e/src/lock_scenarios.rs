@@ -1,0 +1,176 @@
+//! The Locks guide's behaviour, as scenarios both guard modes must pass.
+
+use std::time::Duration;
+
+use crate::eventually;
+use crate::locks::{LOCK_CONTROLLER_USER, LockEnv, lock, names, seed_manifest, stack};
+
+const WAIT: Duration = Duration::from_secs(20);
+const SEED_DENIAL: &str =
+    "resource is protected by Lock(s) [protect-forge-stack]; delete the Lock(s) before deleting this resource";
+
+/// The seed verbatim: `kubectl delete stack forge -n forge` is refused with
+/// the seed's message and the Lock's reason; after the Lock is deleted the
+/// same delete succeeds.
+pub async fn the_seed_example(env: &LockEnv) {
+    env.ready().await;
+    let k = &env.cluster;
+    k.kubectl_ok(&["create", "namespace", "forge"]);
+    k.kubectl_in(&["apply", "-f", "-"], Some(&seed_manifest("forge-stack.yaml", "forge")));
+    k.kubectl_in(&["apply", "-f", "-"], Some(&seed_manifest("lock.yaml", "forge")));
+    env.until_lock("forge", "protect-forge-stack", true, "Protecting").await;
+    assert_eq!(
+        env.lock_field("forge", "protect-forge-stack", "{.status.reason}"),
+        "Production environment — remove this Lock deliberately before deleting."
+    );
+
+    let denied = k.kubectl(&["delete", "stack", "forge", "-n", "forge"], None);
+    assert_eq!(denied.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&denied.stderr);
+    assert!(stderr.starts_with("Error from server (Forbidden): "), "{stderr}");
+    assert!(stderr.contains(SEED_DENIAL), "{stderr}");
+    assert!(
+        stderr.contains("(reasons: protect-forge-stack: Production environment — remove this Lock deliberately before deleting.)"),
+        "{stderr}"
+    );
+
+    k.kubectl_ok(&["delete", "lock", "protect-forge-stack", "-n", "forge"]);
+    assert_eq!(k.kubectl_ok(&["delete", "stack", "forge", "-n", "forge"]), "stack.core.navique.com \"forge\" deleted\n");
+    k.kubectl_ok(&["delete", "namespace", "forge"]);
+}
+
+/// Two Locks on one target: both named; one gone keeps it protected; both
+/// gone lifts the protection.
+pub async fn two_locks_stack(env: &LockEnv) {
+    env.ready().await;
+    let k = &env.cluster;
+    let ns = k.namespace("two-locks");
+    k.kubectl_in(&["apply", "-f", "-"], Some(&stack(&ns, "app")));
+    k.kubectl_in(&["apply", "-f", "-"], Some(&lock(&ns, "lock-b", "core.navique.com/v1alpha1", "Stack", "app", "")));
+    k.kubectl_in(&["apply", "-f", "-"], Some(&lock(&ns, "lock-a", "core.navique.com/v1alpha1", "Stack", "app", "audit")));
+    env.until_lock(&ns, "lock-a", true, "Protecting").await;
+    env.until_lock(&ns, "lock-b", true, "Protecting").await;
+    let err = k.kubectl_err(&["delete", "stack", "app", "-n", &ns], None);
+    assert!(
+        err.contains("resource is protected by Lock(s) [lock-a, lock-b]; delete the Lock(s) before deleting this resource (reasons: lock-a: audit)"),
+        "{err}"
+    );
+    k.kubectl_ok(&["delete", "lock", "lock-a", "-n", &ns]);
+    let err = k.kubectl_err(&["delete", "stack", "app", "-n", &ns], None);
+    assert!(err.contains("resource is protected by Lock(s) [lock-b]; delete"), "{err}");
+    k.kubectl_ok(&["delete", "lock", "lock-b", "-n", &ns]);
+    assert_eq!(env.marker(&["stack", "app", "-n", &ns]), "");
+    k.kubectl_ok(&["delete", "stack", "app", "-n", &ns]);
+}
+
+/// A Lock before its target is MissingReference, then active once the
+/// target exists; invalid targets are refused in status and stamp nothing.
+pub async fn missing_and_invalid_targets(env: &LockEnv) {
+    env.ready().await;
+    let k = &env.cluster;
+    let ns = k.namespace("targets");
+    k.kubectl_in(&["apply", "-f", "-"], Some(&lock(&ns, "early", "core.navique.com/v1alpha1", "Stack", "later", "")));
+    env.until_lock(&ns, "early", false, "MissingReference").await;
+    k.kubectl_in(&["apply", "-f", "-"], Some(&stack(&ns, "later")));
+    env.until_lock(&ns, "early", true, "Protecting").await;
+    assert_eq!(env.marker(&["stack", "later", "-n", &ns]), "early");
+
+    k.kubectl_ok(&["create", "configmap", "settings", "-n", &ns]);
+    k.kubectl_in(&["apply", "-f", "-"], Some(&lock(&ns, "on-configmap", "v1", "ConfigMap", "settings", "")));
+    k.kubectl_in(&["apply", "-f", "-"], Some(&lock(&ns, "on-lock", "core.navique.com/v1alpha1", "Lock", "early", "")));
+    k.kubectl_in(&["apply", "-f", "-"], Some(&lock(&ns, "on-apps", "apps/v1", "Deployment", "web", "")));
+    for name in ["on-configmap", "on-lock", "on-apps"] {
+        env.until_lock(&ns, name, false, "InvalidTarget").await;
+    }
+    assert_eq!(env.marker(&["configmap", "settings", "-n", &ns]), "");
+    assert_eq!(env.marker(&["lock", "early", "-n", &ns]), "");
+}
+
+/// A marker removed behind the controller's back is restored from the watch
+/// event at once; the marker guard refuses anyone else's edit.
+pub async fn tampering_is_refused_or_undone(env: &LockEnv) {
+    env.ready().await;
+    let k = &env.cluster;
+    let ns = k.namespace("tamper");
+    k.kubectl_in(&["apply", "-f", "-"], Some(&stack(&ns, "app")));
+    k.kubectl_in(&["apply", "-f", "-"], Some(&lock(&ns, "keep", "core.navique.com/v1alpha1", "Stack", "app", "")));
+    env.until_lock(&ns, "keep", true, "Protecting").await;
+
+    let err = k.kubectl_err(&["annotate", "stack", "app", "-n", &ns, "core.navique.com/locked-"], None);
+    assert!(err.contains("are managed by the lock-controller; create or delete Locks instead"), "{err}");
+    assert_eq!(env.marker(&["stack", "app", "-n", &ns]), "keep");
+
+    // Someone able to bypass the guard removes the marker: restored fast,
+    // from the watch event (the controller resyncs nothing periodically).
+    k.kubectl_ok(&["annotate", "stack", "app", "-n", &ns, "core.navique.com/locked-", "--as", LOCK_CONTROLLER_USER]);
+    eventually(Duration::from_secs(5), "the marker to be restored", || async {
+        (env.marker(&["stack", "app", "-n", &ns]) == "keep").then_some(())
+    })
+    .await;
+    let err = k.kubectl_err(&["delete", "stack", "app", "-n", &ns], None);
+    assert!(err.contains("resource is protected by Lock(s) [keep]"), "{err}");
+}
+
+/// Updates of a locked object work; its cascade-deleted owner goes, the
+/// locked child stays.
+pub async fn updates_pass_and_cascades_stop_at_the_lock(env: &LockEnv) {
+    env.ready().await;
+    let k = &env.cluster;
+    let ns = k.namespace("cascade");
+    k.kubectl_in(&["apply", "-f", "-"], Some(&stack(&ns, "parent")));
+    let uid = k.kubectl_ok(&["get", "stack", "parent", "-n", &ns, "-o", "jsonpath={.metadata.uid}"]);
+    let child = format!(
+        "{}  ownerReferences:\n  - apiVersion: core.navique.com/v1alpha1\n    kind: Stack\n    name: parent\n    uid: {uid}\n",
+        stack(&ns, "child").replace("spec:\n  resources: []\n", "")
+    ) + "spec:\n  resources: []\n";
+    k.kubectl_in(&["apply", "-f", "-"], Some(&child));
+    k.kubectl_in(&["apply", "-f", "-"], Some(&lock(&ns, "child-lock", "core.navique.com/v1alpha1", "Stack", "child", "")));
+    env.until_lock(&ns, "child-lock", true, "Protecting").await;
+
+    k.kubectl_ok(&["label", "stack", "child", "-n", &ns, "tier=gold"]);
+    k.kubectl_ok(&["patch", "stack", "child", "-n", &ns, "--type", "merge", "-p", r#"{"spec":{"resources":[]}}"#]);
+
+    k.kubectl_ok(&["delete", "stack", "parent", "-n", &ns]);
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(k.kubectl(&["get", "stack", "child", "-n", &ns], None).status.success(), "the locked child survives");
+    assert_eq!(env.marker(&["stack", "child", "-n", &ns]), "child-lock");
+}
+
+/// Namespaces holding Locks, and CRDs with locked objects, cannot be
+/// deleted; the label lists locked objects.
+pub async fn namespaces_crds_and_the_label(env: &LockEnv) {
+    env.ready().await;
+    let k = &env.cluster;
+    let ns = k.namespace("guarded");
+    k.kubectl_in(&["apply", "-f", "-"], Some(&stack(&ns, "locked")));
+    k.kubectl_in(&["apply", "-f", "-"], Some(&stack(&ns, "free")));
+    k.kubectl_in(&["apply", "-f", "-"], Some(&lock(&ns, "ns-lock", "core.navique.com/v1alpha1", "Stack", "locked", "")));
+    env.until_lock(&ns, "ns-lock", true, "Protecting").await;
+
+    let listed = k.kubectl_ok(&["get", "stacks", "-A", "-l", "core.navique.com/locked=true", "-o", "json"]);
+    let mine: Vec<String> = names(&listed).into_iter().filter(|n| n.starts_with(&format!("{ns}/"))).collect();
+    assert_eq!(mine, [format!("{ns}/locked")]);
+
+    eventually(WAIT, "the namespace marker", || async {
+        (env.marker(&["namespace", &ns]) == "ns-lock").then_some(())
+    })
+    .await;
+    let err = k.kubectl_err(&["delete", "namespace", &ns], None);
+    assert!(
+        err.contains(&format!("namespace {ns} holds Lock(s) [ns-lock]; delete the Lock(s) before deleting this namespace")),
+        "{err}"
+    );
+    eventually(WAIT, "the CRD marker", || async {
+        env.marker(&["crd", "stacks.core.navique.com"]).contains(&format!("{ns}/ns-lock")).then_some(())
+    })
+    .await;
+    let err = k.kubectl_err(&["delete", "crd", "stacks.core.navique.com", "--dry-run=server"], None);
+    assert!(err.contains("stacks.core.navique.com has locked objects (Lock(s) ["), "{err}");
+
+    k.kubectl_ok(&["delete", "lock", "ns-lock", "-n", &ns]);
+    eventually(WAIT, "the namespace marker to clear", || async {
+        env.marker(&["namespace", &ns]).is_empty().then_some(())
+    })
+    .await;
+    k.kubectl_ok(&["delete", "namespace", &ns, "--timeout", "20s"]);
+}
