@@ -23,9 +23,13 @@ async fn main() -> anyhow::Result<()> {
     env.ready().await;
     let client = env.cluster.client().await;
     let namespace = env.cluster.namespace("bench");
-    let resource = |kind: &str| ApiResource::from_gvk(&GroupVersionKind::gvk("core.navique.com", "v1alpha1", kind));
-    let stacks: Api<DynamicObject> = Api::namespaced_with(client.clone(), &namespace, &resource("Stack"));
-    let locks: Api<DynamicObject> = Api::namespaced_with(client.clone(), &namespace, &resource("Lock"));
+    let resource = |kind: &str| {
+        ApiResource::from_gvk(&GroupVersionKind::gvk("core.navique.com", "v1alpha1", kind))
+    };
+    let stacks: Api<DynamicObject> =
+        Api::namespaced_with(client.clone(), &namespace, &resource("Stack"));
+    let locks: Api<DynamicObject> =
+        Api::namespaced_with(client.clone(), &namespace, &resource("Lock"));
 
     for chunk in (0..LOCKS).collect::<Vec<_>>().chunks(LOCKS / WRITERS) {
         let futures = chunk.iter().map(|i| {
@@ -41,7 +45,10 @@ async fn main() -> anyhow::Result<()> {
     }
 
     // Watch Locks before creating them, and note when each turns active.
-    let mut watch = locks.watch(&WatchParams::default().timeout(290), "0").await?.boxed();
+    let mut watch = locks
+        .watch(&WatchParams::default().timeout(290), "0")
+        .await?
+        .boxed();
     let created: HashMap<String, Instant> = {
         let mut created = HashMap::new();
         let started = Instant::now();
@@ -55,7 +62,12 @@ async fn main() -> anyhow::Result<()> {
                 }))
                 .expect("lock");
                 let locks = locks.clone();
-                async move { locks.create(&PostParams::default(), &lock).await.map(|_| (format!("lock-{i:04}"), Instant::now())) }
+                async move {
+                    locks
+                        .create(&PostParams::default(), &lock)
+                        .await
+                        .map(|_| (format!("lock-{i:04}"), Instant::now()))
+                }
             });
             created.extend(futures::future::try_join_all(futures).await?);
         }
@@ -66,7 +78,8 @@ async fn main() -> anyhow::Result<()> {
     let mut active = std::collections::HashSet::new();
     let deadline = Instant::now() + Duration::from_secs(300);
     while active.len() < LOCKS && Instant::now() < deadline {
-        let Some(event) = tokio::time::timeout(Duration::from_secs(60), watch.try_next()).await?? else {
+        let Some(event) = tokio::time::timeout(Duration::from_secs(60), watch.try_next()).await??
+        else {
             break;
         };
         if let WatchEvent::Added(lock) | WatchEvent::Modified(lock) = event {
@@ -77,7 +90,8 @@ async fn main() -> anyhow::Result<()> {
         }
     }
     latencies.sort();
-    let percentile = |p: f64| latencies[((latencies.len() as f64 * p) as usize).min(latencies.len() - 1)];
+    let percentile =
+        |p: f64| latencies[((latencies.len() as f64 * p) as usize).min(latencies.len() - 1)];
     println!(
         "activation of {} Locks: p50 {:.2?}, p99 {:.2?}, max {:.2?}",
         latencies.len(),
@@ -85,12 +99,18 @@ async fn main() -> anyhow::Result<()> {
         percentile(0.99),
         latencies.last().copied().unwrap_or_default()
     );
-    let metrics = navique_e2e::http_get(env.controller_admin, "/metrics").await.map_err(anyhow::Error::msg)?;
+    let metrics = navique_e2e::http_get(env.controller_admin, "/metrics")
+        .await
+        .map_err(anyhow::Error::msg)?;
     for line in metrics.body.lines().filter(|l| l.contains("memory_bytes ")) {
         let (name, value) = line.rsplit_once(' ').unwrap_or_default();
         let mib = value.parse::<f64>().unwrap_or_default() / (1024.0 * 1024.0);
         println!("{name}: {mib:.1} MiB");
     }
-    anyhow::ensure!(latencies.len() == LOCKS, "only {} of {LOCKS} Locks turned active", latencies.len());
+    anyhow::ensure!(
+        latencies.len() == LOCKS,
+        "only {} of {LOCKS} Locks turned active",
+        latencies.len()
+    );
     Ok(())
 }

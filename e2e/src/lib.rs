@@ -112,7 +112,11 @@ kill -TERM $child 2>/dev/null; wait $child"#,
             parent = std::process::id()
         );
         let binary = binary(name);
-        let mut all = vec!["-c", watchdog.as_str(), binary.to_str().expect("utf-8 path")];
+        let mut all = vec![
+            "-c",
+            watchdog.as_str(),
+            binary.to_str().expect("utf-8 path"),
+        ];
         all.extend_from_slice(args);
         Self::spawn_command("/bin/sh", name, &all)
     }

@@ -6,8 +6,7 @@ use crate::eventually;
 use crate::locks::{LOCK_CONTROLLER_USER, LockEnv, lock, names, seed_manifest, stack};
 
 const WAIT: Duration = Duration::from_secs(20);
-const SEED_DENIAL: &str =
-    "resource is protected by Lock(s) [protect-forge-stack]; delete the Lock(s) before deleting this resource";
+const SEED_DENIAL: &str = "resource is protected by Lock(s) [protect-forge-stack]; delete the Lock(s) before deleting this resource";
 
 /// The seed verbatim: `kubectl delete stack forge -n forge` is refused with
 /// the seed's message and the Lock's reason; after the Lock is deleted the
@@ -16,9 +15,16 @@ pub async fn the_seed_example(env: &LockEnv) {
     env.ready().await;
     let k = &env.cluster;
     k.kubectl_ok(&["create", "namespace", "forge"]);
-    k.kubectl_in(&["apply", "-f", "-"], Some(&seed_manifest("forge-stack.yaml", "forge")));
-    k.kubectl_in(&["apply", "-f", "-"], Some(&seed_manifest("lock.yaml", "forge")));
-    env.until_lock("forge", "protect-forge-stack", true, "Protecting").await;
+    k.kubectl_in(
+        &["apply", "-f", "-"],
+        Some(&seed_manifest("forge-stack.yaml", "forge")),
+    );
+    k.kubectl_in(
+        &["apply", "-f", "-"],
+        Some(&seed_manifest("lock.yaml", "forge")),
+    );
+    env.until_lock("forge", "protect-forge-stack", true, "Protecting")
+        .await;
     assert_eq!(
         env.lock_field("forge", "protect-forge-stack", "{.status.reason}"),
         "Production environment — remove this Lock deliberately before deleting."
@@ -27,7 +33,10 @@ pub async fn the_seed_example(env: &LockEnv) {
     let denied = k.kubectl(&["delete", "stack", "forge", "-n", "forge"], None);
     assert_eq!(denied.status.code(), Some(1));
     let stderr = String::from_utf8_lossy(&denied.stderr);
-    assert!(stderr.starts_with("Error from server (Forbidden): "), "{stderr}");
+    assert!(
+        stderr.starts_with("Error from server (Forbidden): "),
+        "{stderr}"
+    );
     assert!(stderr.contains(SEED_DENIAL), "{stderr}");
     assert!(
         stderr.contains("(reasons: protect-forge-stack: Production environment — remove this Lock deliberately before deleting.)"),
@@ -35,7 +44,10 @@ pub async fn the_seed_example(env: &LockEnv) {
     );
 
     k.kubectl_ok(&["delete", "lock", "protect-forge-stack", "-n", "forge"]);
-    assert_eq!(k.kubectl_ok(&["delete", "stack", "forge", "-n", "forge"]), "stack.core.navique.com \"forge\" deleted\n");
+    assert_eq!(
+        k.kubectl_ok(&["delete", "stack", "forge", "-n", "forge"]),
+        "stack.core.navique.com \"forge\" deleted\n"
+    );
     k.kubectl_ok(&["delete", "namespace", "forge"]);
 }
 
@@ -46,8 +58,28 @@ pub async fn two_locks_stack(env: &LockEnv) {
     let k = &env.cluster;
     let ns = k.namespace("two-locks");
     k.kubectl_in(&["apply", "-f", "-"], Some(&stack(&ns, "app")));
-    k.kubectl_in(&["apply", "-f", "-"], Some(&lock(&ns, "lock-b", "core.navique.com/v1alpha1", "Stack", "app", "")));
-    k.kubectl_in(&["apply", "-f", "-"], Some(&lock(&ns, "lock-a", "core.navique.com/v1alpha1", "Stack", "app", "audit")));
+    k.kubectl_in(
+        &["apply", "-f", "-"],
+        Some(&lock(
+            &ns,
+            "lock-b",
+            "core.navique.com/v1alpha1",
+            "Stack",
+            "app",
+            "",
+        )),
+    );
+    k.kubectl_in(
+        &["apply", "-f", "-"],
+        Some(&lock(
+            &ns,
+            "lock-a",
+            "core.navique.com/v1alpha1",
+            "Stack",
+            "app",
+            "audit",
+        )),
+    );
     env.until_lock(&ns, "lock-a", true, "Protecting").await;
     env.until_lock(&ns, "lock-b", true, "Protecting").await;
     let err = k.kubectl_err(&["delete", "stack", "app", "-n", &ns], None);
@@ -57,7 +89,10 @@ pub async fn two_locks_stack(env: &LockEnv) {
     );
     k.kubectl_ok(&["delete", "lock", "lock-a", "-n", &ns]);
     let err = k.kubectl_err(&["delete", "stack", "app", "-n", &ns], None);
-    assert!(err.contains("resource is protected by Lock(s) [lock-b]; delete"), "{err}");
+    assert!(
+        err.contains("resource is protected by Lock(s) [lock-b]; delete"),
+        "{err}"
+    );
     k.kubectl_ok(&["delete", "lock", "lock-b", "-n", &ns]);
     assert_eq!(env.marker(&["stack", "app", "-n", &ns]), "");
     k.kubectl_ok(&["delete", "stack", "app", "-n", &ns]);
@@ -69,16 +104,50 @@ pub async fn missing_and_invalid_targets(env: &LockEnv) {
     env.ready().await;
     let k = &env.cluster;
     let ns = k.namespace("targets");
-    k.kubectl_in(&["apply", "-f", "-"], Some(&lock(&ns, "early", "core.navique.com/v1alpha1", "Stack", "later", "")));
-    env.until_lock(&ns, "early", false, "MissingReference").await;
+    k.kubectl_in(
+        &["apply", "-f", "-"],
+        Some(&lock(
+            &ns,
+            "early",
+            "core.navique.com/v1alpha1",
+            "Stack",
+            "later",
+            "",
+        )),
+    );
+    env.until_lock(&ns, "early", false, "MissingReference")
+        .await;
     k.kubectl_in(&["apply", "-f", "-"], Some(&stack(&ns, "later")));
     env.until_lock(&ns, "early", true, "Protecting").await;
     assert_eq!(env.marker(&["stack", "later", "-n", &ns]), "early");
 
     k.kubectl_ok(&["create", "configmap", "settings", "-n", &ns]);
-    k.kubectl_in(&["apply", "-f", "-"], Some(&lock(&ns, "on-configmap", "v1", "ConfigMap", "settings", "")));
-    k.kubectl_in(&["apply", "-f", "-"], Some(&lock(&ns, "on-lock", "core.navique.com/v1alpha1", "Lock", "early", "")));
-    k.kubectl_in(&["apply", "-f", "-"], Some(&lock(&ns, "on-apps", "apps/v1", "Deployment", "web", "")));
+    k.kubectl_in(
+        &["apply", "-f", "-"],
+        Some(&lock(
+            &ns,
+            "on-configmap",
+            "v1",
+            "ConfigMap",
+            "settings",
+            "",
+        )),
+    );
+    k.kubectl_in(
+        &["apply", "-f", "-"],
+        Some(&lock(
+            &ns,
+            "on-lock",
+            "core.navique.com/v1alpha1",
+            "Lock",
+            "early",
+            "",
+        )),
+    );
+    k.kubectl_in(
+        &["apply", "-f", "-"],
+        Some(&lock(&ns, "on-apps", "apps/v1", "Deployment", "web", "")),
+    );
     for name in ["on-configmap", "on-lock", "on-apps"] {
         env.until_lock(&ns, name, false, "InvalidTarget").await;
     }
@@ -93,22 +162,59 @@ pub async fn tampering_is_refused_or_undone(env: &LockEnv) {
     let k = &env.cluster;
     let ns = k.namespace("tamper");
     k.kubectl_in(&["apply", "-f", "-"], Some(&stack(&ns, "app")));
-    k.kubectl_in(&["apply", "-f", "-"], Some(&lock(&ns, "keep", "core.navique.com/v1alpha1", "Stack", "app", "")));
+    k.kubectl_in(
+        &["apply", "-f", "-"],
+        Some(&lock(
+            &ns,
+            "keep",
+            "core.navique.com/v1alpha1",
+            "Stack",
+            "app",
+            "",
+        )),
+    );
     env.until_lock(&ns, "keep", true, "Protecting").await;
 
-    let err = k.kubectl_err(&["annotate", "stack", "app", "-n", &ns, "core.navique.com/locked-"], None);
-    assert!(err.contains("are managed by the lock-controller; create or delete Locks instead"), "{err}");
+    let err = k.kubectl_err(
+        &[
+            "annotate",
+            "stack",
+            "app",
+            "-n",
+            &ns,
+            "core.navique.com/locked-",
+        ],
+        None,
+    );
+    assert!(
+        err.contains("are managed by the lock-controller; create or delete Locks instead"),
+        "{err}"
+    );
     assert_eq!(env.marker(&["stack", "app", "-n", &ns]), "keep");
 
     // Someone able to bypass the guard removes the marker: restored fast,
     // from the watch event (the controller resyncs nothing periodically).
-    k.kubectl_ok(&["annotate", "stack", "app", "-n", &ns, "core.navique.com/locked-", "--as", LOCK_CONTROLLER_USER]);
-    eventually(Duration::from_secs(5), "the marker to be restored", || async {
-        (env.marker(&["stack", "app", "-n", &ns]) == "keep").then_some(())
-    })
+    k.kubectl_ok(&[
+        "annotate",
+        "stack",
+        "app",
+        "-n",
+        &ns,
+        "core.navique.com/locked-",
+        "--as",
+        LOCK_CONTROLLER_USER,
+    ]);
+    eventually(
+        Duration::from_secs(5),
+        "the marker to be restored",
+        || async { (env.marker(&["stack", "app", "-n", &ns]) == "keep").then_some(()) },
+    )
     .await;
     let err = k.kubectl_err(&["delete", "stack", "app", "-n", &ns], None);
-    assert!(err.contains("resource is protected by Lock(s) [keep]"), "{err}");
+    assert!(
+        err.contains("resource is protected by Lock(s) [keep]"),
+        "{err}"
+    );
 }
 
 /// Updates of a locked object work; its cascade-deleted owner goes, the
@@ -118,21 +224,54 @@ pub async fn updates_pass_and_cascades_stop_at_the_lock(env: &LockEnv) {
     let k = &env.cluster;
     let ns = k.namespace("cascade");
     k.kubectl_in(&["apply", "-f", "-"], Some(&stack(&ns, "parent")));
-    let uid = k.kubectl_ok(&["get", "stack", "parent", "-n", &ns, "-o", "jsonpath={.metadata.uid}"]);
+    let uid = k.kubectl_ok(&[
+        "get",
+        "stack",
+        "parent",
+        "-n",
+        &ns,
+        "-o",
+        "jsonpath={.metadata.uid}",
+    ]);
     let child = format!(
         "{}  ownerReferences:\n  - apiVersion: core.navique.com/v1alpha1\n    kind: Stack\n    name: parent\n    uid: {uid}\n",
         stack(&ns, "child").replace("spec:\n  resources: []\n", "")
     ) + "spec:\n  resources: []\n";
     k.kubectl_in(&["apply", "-f", "-"], Some(&child));
-    k.kubectl_in(&["apply", "-f", "-"], Some(&lock(&ns, "child-lock", "core.navique.com/v1alpha1", "Stack", "child", "")));
+    k.kubectl_in(
+        &["apply", "-f", "-"],
+        Some(&lock(
+            &ns,
+            "child-lock",
+            "core.navique.com/v1alpha1",
+            "Stack",
+            "child",
+            "",
+        )),
+    );
     env.until_lock(&ns, "child-lock", true, "Protecting").await;
 
     k.kubectl_ok(&["label", "stack", "child", "-n", &ns, "tier=gold"]);
-    k.kubectl_ok(&["patch", "stack", "child", "-n", &ns, "--type", "merge", "-p", r#"{"spec":{"resources":[]}}"#]);
+    k.kubectl_ok(&[
+        "patch",
+        "stack",
+        "child",
+        "-n",
+        &ns,
+        "--type",
+        "merge",
+        "-p",
+        r#"{"spec":{"resources":[]}}"#,
+    ]);
 
     k.kubectl_ok(&["delete", "stack", "parent", "-n", &ns]);
     tokio::time::sleep(Duration::from_secs(2)).await;
-    assert!(k.kubectl(&["get", "stack", "child", "-n", &ns], None).status.success(), "the locked child survives");
+    assert!(
+        k.kubectl(&["get", "stack", "child", "-n", &ns], None)
+            .status
+            .success(),
+        "the locked child survives"
+    );
     assert_eq!(env.marker(&["stack", "child", "-n", &ns]), "child-lock");
 }
 
@@ -144,11 +283,32 @@ pub async fn namespaces_crds_and_the_label(env: &LockEnv) {
     let ns = k.namespace("guarded");
     k.kubectl_in(&["apply", "-f", "-"], Some(&stack(&ns, "locked")));
     k.kubectl_in(&["apply", "-f", "-"], Some(&stack(&ns, "free")));
-    k.kubectl_in(&["apply", "-f", "-"], Some(&lock(&ns, "ns-lock", "core.navique.com/v1alpha1", "Stack", "locked", "")));
+    k.kubectl_in(
+        &["apply", "-f", "-"],
+        Some(&lock(
+            &ns,
+            "ns-lock",
+            "core.navique.com/v1alpha1",
+            "Stack",
+            "locked",
+            "",
+        )),
+    );
     env.until_lock(&ns, "ns-lock", true, "Protecting").await;
 
-    let listed = k.kubectl_ok(&["get", "stacks", "-A", "-l", "core.navique.com/locked=true", "-o", "json"]);
-    let mine: Vec<String> = names(&listed).into_iter().filter(|n| n.starts_with(&format!("{ns}/"))).collect();
+    let listed = k.kubectl_ok(&[
+        "get",
+        "stacks",
+        "-A",
+        "-l",
+        "core.navique.com/locked=true",
+        "-o",
+        "json",
+    ]);
+    let mine: Vec<String> = names(&listed)
+        .into_iter()
+        .filter(|n| n.starts_with(&format!("{ns}/")))
+        .collect();
     assert_eq!(mine, [format!("{ns}/locked")]);
 
     eventually(WAIT, "the namespace marker", || async {
@@ -161,11 +321,24 @@ pub async fn namespaces_crds_and_the_label(env: &LockEnv) {
         "{err}"
     );
     eventually(WAIT, "the CRD marker", || async {
-        env.marker(&["crd", "stacks.core.navique.com"]).contains(&format!("{ns}/ns-lock")).then_some(())
+        env.marker(&["crd", "stacks.core.navique.com"])
+            .contains(&format!("{ns}/ns-lock"))
+            .then_some(())
     })
     .await;
-    let err = k.kubectl_err(&["delete", "crd", "stacks.core.navique.com", "--dry-run=server"], None);
-    assert!(err.contains("stacks.core.navique.com has locked objects (Lock(s) ["), "{err}");
+    let err = k.kubectl_err(
+        &[
+            "delete",
+            "crd",
+            "stacks.core.navique.com",
+            "--dry-run=server",
+        ],
+        None,
+    );
+    assert!(
+        err.contains("stacks.core.navique.com has locked objects (Lock(s) ["),
+        "{err}"
+    );
 
     k.kubectl_ok(&["delete", "lock", "ns-lock", "-n", &ns]);
     eventually(WAIT, "the namespace marker to clear", || async {

@@ -40,13 +40,28 @@ impl LockEnv {
     pub fn start(mode: GuardMode) -> Self {
         let dir = tempfile::tempdir().expect("temp dir");
         let webhook_port = free_port();
-        let service = format!("--webhook-service=navique-system/navique-webhook=127.0.0.1:{webhook_port}");
+        let service =
+            format!("--webhook-service=navique-system/navique-webhook=127.0.0.1:{webhook_port}");
         let cluster = Cluster::dev(&[service.as_str()]);
         let crds = repo_root().join("deploy/crds");
         cluster.kubectl_ok(&["apply", "-f", crds.to_str().unwrap()]);
-        cluster.kubectl_ok(&["wait", "--for", "condition=established", "crd", "--all", "--timeout", "20s"]);
+        cluster.kubectl_ok(&[
+            "wait",
+            "--for",
+            "condition=established",
+            "crd",
+            "--all",
+            "--timeout",
+            "20s",
+        ]);
         cluster.kubectl_ok(&["create", "namespace", "navique-system"]);
-        cluster.add_user(LOCK_CONTROLLER_USER, &["system:serviceaccounts", "system:serviceaccounts:navique-system"]);
+        cluster.add_user(
+            LOCK_CONTROLLER_USER,
+            &[
+                "system:serviceaccounts",
+                "system:serviceaccounts:navique-system",
+            ],
+        );
 
         let webhook = match mode {
             GuardMode::Policy => {
@@ -57,7 +72,8 @@ impl LockEnv {
             GuardMode::Webhook => Some(start_webhook(&cluster, &dir, webhook_port)),
         };
 
-        let kubeconfig = cluster.kubeconfig_for(&format!("{LOCK_CONTROLLER_USER}-token"), dir.path());
+        let kubeconfig =
+            cluster.kubeconfig_for(&format!("{LOCK_CONTROLLER_USER}-token"), dir.path());
         let admin = SocketAddr::from(([127, 0, 0, 1], free_port()));
         let controller = Process::spawn_tied(
             "lock-controller",
@@ -93,24 +109,45 @@ impl LockEnv {
     pub async fn ready(&self) {
         wait_for_status(self.controller_admin, "/readyz", 200, WAIT).await;
         eventually(WAIT, "the lock-controller to lead", || async {
-            let metrics = crate::http_get(self.controller_admin, "/metrics").await.ok()?;
-            metrics.body.contains("navique_lock_controller_leader 1\n").then_some(())
+            let metrics = crate::http_get(self.controller_admin, "/metrics")
+                .await
+                .ok()?;
+            metrics
+                .body
+                .contains("navique_lock_controller_leader 1\n")
+                .then_some(())
         })
         .await;
     }
 
     /// A Lock's status field by JSONPath, e.g. `{.status.active}`.
     pub fn lock_field(&self, ns: &str, lock: &str, path: &str) -> String {
-        self.cluster.kubectl_ok(&["get", "lock", lock, "-n", ns, "-o", &format!("jsonpath={path}")])
+        self.cluster.kubectl_ok(&[
+            "get",
+            "lock",
+            lock,
+            "-n",
+            ns,
+            "-o",
+            &format!("jsonpath={path}"),
+        ])
     }
 
     /// Waits until the Lock reports `active` with the Ready `reason`.
     pub async fn until_lock(&self, ns: &str, lock: &str, active: bool, reason: &str) {
-        eventually(WAIT, &format!("Lock {ns}/{lock} to be active={active} reason={reason}"), || async {
-            let got_active = self.lock_field(ns, lock, "{.status.active}");
-            let got_reason = self.lock_field(ns, lock, r#"{.status.conditions[?(@.type=="Ready")].reason}"#);
-            (got_active == active.to_string() && got_reason == reason).then_some(())
-        })
+        eventually(
+            WAIT,
+            &format!("Lock {ns}/{lock} to be active={active} reason={reason}"),
+            || async {
+                let got_active = self.lock_field(ns, lock, "{.status.active}");
+                let got_reason = self.lock_field(
+                    ns,
+                    lock,
+                    r#"{.status.conditions[?(@.type=="Ready")].reason}"#,
+                );
+                (got_active == active.to_string() && got_reason == reason).then_some(())
+            },
+        )
         .await;
     }
 
@@ -118,7 +155,10 @@ impl LockEnv {
     pub fn marker(&self, args: &[&str]) -> String {
         let mut all = vec!["get"];
         all.extend_from_slice(args);
-        all.extend(["-o", r#"jsonpath={.metadata.annotations.core\.navique\.com/locked}"#]);
+        all.extend([
+            "-o",
+            r#"jsonpath={.metadata.annotations.core\.navique\.com/locked}"#,
+        ]);
         self.cluster.kubectl_ok(&all)
     }
 }
@@ -132,8 +172,14 @@ fn start_webhook(cluster: &Cluster, dir: &tempfile::TempDir, port: u16) -> Proce
     let ca = ca_params.self_signed(&ca_key).expect("CA");
     let issuer = rcgen::Issuer::new(ca_params, ca_key);
     let key = rcgen::KeyPair::generate().expect("key");
-    let names = vec!["navique-webhook.navique-system.svc".to_owned(), "127.0.0.1".to_owned()];
-    let cert = rcgen::CertificateParams::new(names).expect("params").signed_by(&key, &issuer).expect("cert");
+    let names = vec![
+        "navique-webhook.navique-system.svc".to_owned(),
+        "127.0.0.1".to_owned(),
+    ];
+    let cert = rcgen::CertificateParams::new(names)
+        .expect("params")
+        .signed_by(&key, &issuer)
+        .expect("cert");
     let cert_file = dir.path().join("tls.crt");
     let key_file = dir.path().join("tls.key");
     std::fs::write(&cert_file, cert.pem()).unwrap();
@@ -167,7 +213,11 @@ fn start_webhook(cluster: &Cluster, dir: &tempfile::TempDir, port: u16) -> Proce
     // Calls fail until the webhook listens: wait before installing it.
     let deadline = std::time::Instant::now() + WAIT;
     while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(std::time::Instant::now() < deadline, "webhook did not listen:\n{}", webhook.stderr());
+        assert!(
+            std::time::Instant::now() < deadline,
+            "webhook did not listen:\n{}",
+            webhook.stderr()
+        );
         std::thread::sleep(Duration::from_millis(50));
     }
     cluster.kubectl_in(&["apply", "-f", "-"], Some(&rendered));
@@ -178,12 +228,22 @@ fn start_webhook(cluster: &Cluster, dir: &tempfile::TempDir, port: u16) -> Proce
 pub fn helm_template(args: &[&str]) -> String {
     let helm: PathBuf = repo_root().join(".tools/bin/helm");
     let output = Command::new(helm)
-        .args(["template", "navique", "charts/navique", "--namespace", "navique-system"])
+        .args([
+            "template",
+            "navique",
+            "charts/navique",
+            "--namespace",
+            "navique-system",
+        ])
         .args(args)
         .current_dir(repo_root())
         .output()
         .expect("run helm");
-    assert!(output.status.success(), "helm template: {}", String::from_utf8_lossy(&output.stderr));
+    assert!(
+        output.status.success(),
+        "helm template: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
     String::from_utf8(output.stdout).expect("utf-8")
 }
 
@@ -196,11 +256,20 @@ pub fn seed_manifest(file: &str, ns: &str) -> String {
 
 /// A Stack named `name` with no resources.
 pub fn stack(ns: &str, name: &str) -> String {
-    format!("apiVersion: core.navique.com/v1alpha1\nkind: Stack\nmetadata:\n  name: {name}\n  namespace: {ns}\nspec:\n  resources: []\n")
+    format!(
+        "apiVersion: core.navique.com/v1alpha1\nkind: Stack\nmetadata:\n  name: {name}\n  namespace: {ns}\nspec:\n  resources: []\n"
+    )
 }
 
 /// A Lock on `kind`/`name` of `api_version`.
-pub fn lock(ns: &str, name: &str, api_version: &str, kind: &str, target: &str, reason: &str) -> String {
+pub fn lock(
+    ns: &str,
+    name: &str,
+    api_version: &str,
+    kind: &str,
+    target: &str,
+    reason: &str,
+) -> String {
     format!(
         "apiVersion: core.navique.com/v1alpha1\nkind: Lock\nmetadata:\n  name: {name}\n  namespace: {ns}\nspec:\n  targetRef:\n    apiVersion: {api_version}\n    kind: {kind}\n    name: {target}\n  reason: \"{reason}\"\n"
     )
@@ -213,6 +282,12 @@ pub fn names(list: &str) -> Vec<String> {
         .as_array()
         .into_iter()
         .flatten()
-        .map(|i| format!("{}/{}", i["metadata"]["namespace"].as_str().unwrap_or_default(), i["metadata"]["name"].as_str().unwrap_or_default()))
+        .map(|i| {
+            format!(
+                "{}/{}",
+                i["metadata"]["namespace"].as_str().unwrap_or_default(),
+                i["metadata"]["name"].as_str().unwrap_or_default()
+            )
+        })
         .collect()
 }

@@ -32,9 +32,24 @@ pub fn merge_patch(target: &mut Value, patch: &Value) -> Result<(), PatchError> 
 }
 
 /// RFC 6902 JSON patch, atomic: on error the target is unchanged.
+///
+/// As kube-apiserver's patch library does, a `test` of a missing path
+/// against `null` passes: kube-rs's finalizer helper adds the first
+/// finalizer that way.
 pub fn json_patch(target: &mut Value, patch: &Value) -> Result<(), PatchError> {
+    let mut patch = patch.clone();
+    if let Some(operations) = patch.as_array_mut() {
+        operations.retain(|op| {
+            let missing_null_test = op["op"] == "test"
+                && op["value"].is_null()
+                && op["path"]
+                    .as_str()
+                    .is_some_and(|path| target.pointer(path).is_none());
+            !missing_null_test
+        });
+    }
     let operations: json_patch::Patch =
-        serde_json::from_value(patch.clone()).map_err(|e| PatchError::Malformed(e.to_string()))?;
+        serde_json::from_value(patch).map_err(|e| PatchError::Malformed(e.to_string()))?;
     json_patch::patch(target, &operations).map_err(|e| PatchError::Json(e.to_string()))
 }
 
@@ -243,6 +258,20 @@ mod tests {
             error.to_string(),
             "operation '/1' failed at path '/metadata/resourceVersion': value did not match"
         );
+    }
+
+    #[test]
+    fn a_null_test_of_a_missing_path_passes_as_in_kube_apiserver() {
+        let mut target = json!({"metadata": {"name": "x"}});
+        json_patch(
+            &mut target,
+            &json!([
+                {"op": "test", "path": "/metadata/finalizers", "value": null},
+                {"op": "add", "path": "/metadata/finalizers", "value": ["a"]},
+            ]),
+        )
+        .unwrap();
+        assert_eq!(target["metadata"]["finalizers"], json!(["a"]));
     }
 
     #[test]

@@ -27,11 +27,20 @@ impl Collector for ProcessCollector {
             return Ok(());
         };
         for (name, help, value) in [
-            ("process_resident_memory", "Resident memory of the process", resident),
-            ("process_peak_resident_memory", "Highest resident memory of the process so far", peak),
+            (
+                "process_resident_memory",
+                "Resident memory of the process",
+                resident,
+            ),
+            (
+                "process_peak_resident_memory",
+                "Highest resident memory of the process so far",
+                peak,
+            ),
         ] {
             let gauge = ConstGauge::new(value);
-            let metric = encoder.encode_descriptor(name, help, Some(&Unit::Bytes), gauge.metric_type())?;
+            let metric =
+                encoder.encode_descriptor(name, help, Some(&Unit::Bytes), gauge.metric_type())?;
             gauge.encode(metric)?;
         }
         Ok(())

@@ -1,0 +1,1352 @@
+//! What the lock-controller decides, as pure functions of what it observed:
+//! whether a Lock's target can be locked, the markers every object should
+//! carry, a Lock's status, and which Locks an event must wake. No I/O here,
+//! so that every rule is unit-tested.
+//!
+//! Every marker is a function of the whole state (all Locks), never an edit
+//! of what an object carries: any reconcile can recompute it, so a crash,
+//! a lost race or a tampered object is repaired by the next one.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::jiff::Timestamp;
+use kube::core::ApiResource;
+use navique_api::conditions;
+use navique_api::constants::{CORE_GROUP, annotations, condition_types, labels, reasons};
+use navique_api::core::{Lock, LockStatus, TargetRef};
+use navique_api::messages;
+use serde_json::{Map, Value, json};
+
+/// The kind of a Lock, which no Lock may protect.
+const LOCK_KIND: &str = "Lock";
+
+/// `InvalidTarget` message of a Lock protecting a Lock.
+pub const LOCK_ON_LOCK: &str = "a Lock cannot protect another Lock";
+
+/// `InvalidTarget` message of a target outside the enforceable groups.
+pub fn not_enforceable(api_version: &str, groups: &[String]) -> String {
+    format!(
+        "targetRef.apiVersion {api_version} is not enforceable: only objects of {} can be locked",
+        groups.join(", ")
+    )
+}
+
+/// `InvalidTarget` message of a kind discovery does not list.
+pub fn kind_not_served(kind: &str, api_version: &str) -> String {
+    format!("kind {kind} is not served by {api_version}")
+}
+
+/// `InvalidTarget` message of a cluster-scoped kind: a Lock protects objects
+/// of its own namespace only.
+pub fn kind_cluster_scoped(kind: &str, api_version: &str) -> String {
+    format!(
+        "kind {kind} of {api_version} is cluster-scoped: a Lock protects objects in its own namespace"
+    )
+}
+
+/// A kind, across its versions: what a watch, a CRD and a stamp are about.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct GroupKind {
+    pub group: String,
+    pub kind: String,
+}
+
+impl GroupKind {
+    /// Whether `target` names an object of this kind, in any version.
+    pub fn is_kind_of(&self, target: &TargetRef) -> bool {
+        target.kind == self.kind && target.group() == self.group
+    }
+}
+
+/// One version of a kind served in an enforceable group, as discovery
+/// reports it.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct ServedKind {
+    pub group: String,
+    pub version: String,
+    pub kind: String,
+    pub plural: String,
+    pub namespaced: bool,
+}
+
+impl ServedKind {
+    pub fn api_version(&self) -> String {
+        if self.group.is_empty() {
+            self.version.clone()
+        } else {
+            format!("{}/{}", self.group, self.version)
+        }
+    }
+
+    pub fn group_kind(&self) -> GroupKind {
+        GroupKind {
+            group: self.group.clone(),
+            kind: self.kind.clone(),
+        }
+    }
+
+    /// The name the kind's CustomResourceDefinition has, if it has one.
+    pub fn crd_name(&self) -> String {
+        format!("{}.{}", self.plural, self.group)
+    }
+
+    pub fn api_resource(&self) -> ApiResource {
+        ApiResource {
+            group: self.group.clone(),
+            version: self.version.clone(),
+            api_version: self.api_version(),
+            kind: self.kind.clone(),
+            plural: self.plural.clone(),
+        }
+    }
+}
+
+/// What may be locked: the enforceable groups and the kinds they serve.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Catalog {
+    groups: Vec<String>,
+    /// By `(apiVersion, kind)`.
+    served: BTreeMap<(String, String), ServedKind>,
+    /// One version per namespaced kind, preferably the group's preferred one.
+    watched: BTreeMap<GroupKind, ServedKind>,
+}
+
+impl Catalog {
+    pub fn new(groups: Vec<String>) -> Self {
+        Self {
+            groups,
+            ..Self::default()
+        }
+    }
+
+    pub fn groups(&self) -> &[String] {
+        &self.groups
+    }
+
+    /// Records a served kind; `preferred` when `kind.version` is its group's
+    /// preferred version.
+    pub fn add(&mut self, kind: ServedKind, preferred: bool) {
+        // A Lock is never a valid target, and Locks are watched anyway.
+        let is_lock = kind.group == CORE_GROUP && kind.kind == LOCK_KIND;
+        if kind.namespaced && !is_lock {
+            let group_kind = kind.group_kind();
+            if preferred || !self.watched.contains_key(&group_kind) {
+                self.watched.insert(group_kind, kind.clone());
+            }
+        }
+        self.served
+            .insert((kind.api_version(), kind.kind.clone()), kind);
+    }
+
+    pub fn served(&self, api_version: &str, kind: &str) -> Option<&ServedKind> {
+        self.served.get(&(api_version.to_owned(), kind.to_owned()))
+    }
+
+    /// The kinds whose objects are watched, one version each: a watch of
+    /// one version sees the objects of all.
+    pub fn watched_kinds(&self) -> impl Iterator<Item = &ServedKind> {
+        self.watched.values()
+    }
+
+    /// The kinds served differently by `self` and `other` (added, removed,
+    /// a version or the scope changed).
+    pub fn changed_kinds(&self, other: &Catalog) -> BTreeSet<GroupKind> {
+        let keys: BTreeSet<_> = self.served.keys().chain(other.served.keys()).collect();
+        keys.into_iter()
+            .filter(|key| self.served.get(key) != other.served.get(key))
+            .filter_map(|key| self.served.get(key).or_else(|| other.served.get(key)))
+            .map(ServedKind::group_kind)
+            .collect()
+    }
+
+    /// The kind the CustomResourceDefinition `name` defines, if served.
+    pub fn kind_of_crd(&self, name: &str) -> Option<GroupKind> {
+        self.served
+            .values()
+            .find(|kind| kind.crd_name() == name)
+            .map(ServedKind::group_kind)
+    }
+
+    /// Whether a CustomResourceDefinition of `name` could define a kind of
+    /// an enforceable group (its name is `<plural>.<group>`).
+    pub fn may_define_kinds(&self, crd_name: &str) -> bool {
+        self.groups.iter().any(|group| {
+            crd_name
+                .strip_suffix(group.as_str())
+                .is_some_and(|plural| plural.ends_with('.'))
+        })
+    }
+}
+
+/// Whether a Lock's target can be locked.
+#[derive(Debug, PartialEq)]
+pub enum Classification<'a> {
+    Valid(&'a ServedKind),
+    /// The `InvalidTarget` message.
+    Invalid(String),
+}
+
+pub fn classify<'a>(target: &TargetRef, catalog: &'a Catalog) -> Classification<'a> {
+    let group = target.group();
+    if !catalog.groups.iter().any(|g| g == group) {
+        return Classification::Invalid(not_enforceable(&target.api_version, &catalog.groups));
+    }
+    if group == CORE_GROUP && target.kind == LOCK_KIND {
+        return Classification::Invalid(LOCK_ON_LOCK.to_owned());
+    }
+    match catalog.served(&target.api_version, &target.kind) {
+        None => Classification::Invalid(kind_not_served(&target.kind, &target.api_version)),
+        Some(kind) if !kind.namespaced => {
+            Classification::Invalid(kind_cluster_scoped(&target.kind, &target.api_version))
+        }
+        Some(kind) => Classification::Valid(kind),
+    }
+}
+
+/// The served kind of a Lock's target, if the Lock is valid.
+pub fn valid_kind<'a>(lock: &Lock, catalog: &'a Catalog) -> Option<&'a ServedKind> {
+    match classify(&lock.spec.target_ref, catalog) {
+        Classification::Valid(kind) => Some(kind),
+        Classification::Invalid(_) => None,
+    }
+}
+
+pub fn is_deleting(lock: &Lock) -> bool {
+    lock.metadata.deletion_timestamp.is_some()
+}
+
+/// Whether a Lock counts in the namespace and CRD markers: it reports
+/// protecting its target and is not going away.
+pub fn is_active(lock: &Lock) -> bool {
+    !is_deleting(lock) && lock.status.as_ref().is_some_and(|s| s.active)
+}
+
+fn all(locks: &[Arc<Lock>]) -> impl Iterator<Item = &Lock> {
+    locks.iter().map(|lock| &**lock)
+}
+
+fn name(lock: &Lock) -> &str {
+    lock.metadata.name.as_deref().unwrap_or_default()
+}
+
+fn namespace(lock: &Lock) -> &str {
+    lock.metadata.namespace.as_deref().unwrap_or_default()
+}
+
+/// An object a Lock may protect.
+#[derive(Clone, Copy, Debug)]
+pub struct Target<'a> {
+    pub kind: &'a GroupKind,
+    pub namespace: &'a str,
+    pub name: &'a str,
+}
+
+/// Whether `lock` names `target`, whether or not it is valid.
+fn points_at(lock: &Lock, target: Target<'_>) -> bool {
+    namespace(lock) == target.namespace
+        && lock.spec.target_ref.name == target.name
+        && target.kind.is_kind_of(&lock.spec.target_ref)
+}
+
+/// Whether `lock` validly targets `target`, deleting or not.
+fn validly_targets(lock: &Lock, target: Target<'_>, catalog: &Catalog) -> bool {
+    points_at(lock, target) && valid_kind(lock, catalog).is_some()
+}
+
+/// The markers a protected object carries.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TargetStamp {
+    /// Names of the protecting Locks, sorted, joined by `,`.
+    pub locked: String,
+    /// [`messages::lock_reasons`] of those Locks, in the same order.
+    pub reasons: Option<String>,
+}
+
+/// The stamp `target` should carry: every Lock that validly targets it and
+/// is not being deleted. `None` when no Lock protects it.
+pub fn target_stamp(
+    target: Target<'_>,
+    locks: &[Arc<Lock>],
+    catalog: &Catalog,
+) -> Option<TargetStamp> {
+    let mut protecting: Vec<&Lock> = all(locks)
+        .filter(|lock| !is_deleting(lock) && validly_targets(lock, target, catalog))
+        .collect();
+    if protecting.is_empty() {
+        return None;
+    }
+    protecting.sort_by_key(|lock| name(lock));
+    let names: Vec<&str> = protecting.iter().map(|lock| name(lock)).collect();
+    Some(TargetStamp {
+        locked: names.join(","),
+        reasons: messages::lock_reasons(
+            protecting
+                .iter()
+                .map(|lock| (name(lock), lock.spec.reason.as_deref().unwrap_or_default())),
+        ),
+    })
+}
+
+/// The lock markers an object carries or should carry.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Markers {
+    pub locked: Option<String>,
+    pub reasons: Option<String>,
+    pub label: Option<String>,
+}
+
+impl Markers {
+    pub fn of(meta: &ObjectMeta) -> Self {
+        let annotation = |key: &str| meta.annotations.as_ref()?.get(key).cloned();
+        Self {
+            locked: annotation(annotations::LOCKED),
+            reasons: annotation(annotations::LOCK_REASONS),
+            label: meta
+                .labels
+                .as_ref()
+                .and_then(|l| l.get(labels::LOCKED).cloned()),
+        }
+    }
+
+    pub fn wanted(stamp: Option<&TargetStamp>) -> Self {
+        stamp.map_or_else(Self::default, |stamp| Self {
+            locked: Some(stamp.locked.clone()),
+            reasons: stamp.reasons.clone(),
+            label: Some("true".to_owned()),
+        })
+    }
+
+    pub fn is_empty(&self) -> bool {
+        *self == Self::default()
+    }
+}
+
+/// The server-side apply body stamping a target: its identity and, when
+/// locked, the markers. Applied without them, SSA removes the markers this
+/// field manager set.
+pub fn target_patch(
+    kind: &ServedKind,
+    namespace: &str,
+    name: &str,
+    stamp: Option<&TargetStamp>,
+) -> Value {
+    let mut metadata = Map::new();
+    metadata.insert("name".into(), name.into());
+    metadata.insert("namespace".into(), namespace.into());
+    if let Some(stamp) = stamp {
+        let mut stamped = Map::new();
+        stamped.insert(annotations::LOCKED.into(), stamp.locked.clone().into());
+        if let Some(reasons) = &stamp.reasons {
+            stamped.insert(annotations::LOCK_REASONS.into(), reasons.clone().into());
+        }
+        metadata.insert("annotations".into(), stamped.into());
+        metadata.insert("labels".into(), json!({ labels::LOCKED: "true" }));
+    }
+    json!({"apiVersion": kind.api_version(), "kind": kind.kind, "metadata": metadata})
+}
+
+/// A JSON merge patch removing every marker. Server-side apply leaves a
+/// field another manager also owns (one that set the same value), so
+/// clearing falls back to this.
+pub fn remove_markers() -> Value {
+    json!({"metadata": {
+        "annotations": {annotations::LOCKED: null, annotations::LOCK_REASONS: null},
+        "labels": {labels::LOCKED: null},
+    }})
+}
+
+fn locked_annotation(locked: Option<&str>) -> Map<String, Value> {
+    let mut metadata = Map::new();
+    if let Some(locked) = locked {
+        metadata.insert("annotations".into(), json!({ annotations::LOCKED: locked }));
+    }
+    metadata
+}
+
+/// The server-side apply body stamping a Namespace.
+pub fn namespace_patch(name: &str, locked: Option<&str>) -> Value {
+    let mut metadata = locked_annotation(locked);
+    metadata.insert("name".into(), name.into());
+    json!({"apiVersion": "v1", "kind": "Namespace", "metadata": metadata})
+}
+
+/// The server-side apply body stamping a CustomResourceDefinition.
+pub fn crd_patch(name: &str, locked: Option<&str>) -> Value {
+    let mut metadata = locked_annotation(locked);
+    metadata.insert("name".into(), name.into());
+    json!({
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": metadata,
+    })
+}
+
+fn joined(mut names: Vec<String>) -> Option<String> {
+    names.sort();
+    (!names.is_empty()).then(|| names.join(","))
+}
+
+/// The Namespace's `core.navique.com/locked`: its active Locks.
+pub fn namespace_stamp(ns: &str, locks: &[Arc<Lock>]) -> Option<String> {
+    joined(
+        all(locks)
+            .filter(|lock| namespace(lock) == ns && is_active(lock))
+            .map(|lock| name(lock).to_owned())
+            .collect(),
+    )
+}
+
+/// A CRD's `core.navique.com/locked`: `<namespace>/<lock>` of every active
+/// Lock protecting an object of its kind, cluster-wide.
+pub fn crd_stamp(kind: &GroupKind, locks: &[Arc<Lock>]) -> Option<String> {
+    joined(
+        all(locks)
+            .filter(|lock| is_active(lock) && kind.is_kind_of(&lock.spec.target_ref))
+            .map(|lock| format!("{}/{}", namespace(lock), name(lock)))
+            .collect(),
+    )
+}
+
+/// The `core.navique.com/locked` annotation of a Namespace or CRD.
+pub fn locked_of(meta: &ObjectMeta) -> Option<&str> {
+    meta.annotations
+        .as_ref()?
+        .get(annotations::LOCKED)
+        .map(String::as_str)
+}
+
+/// What a Lock's reconcile found.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// The target carries the Lock's name.
+    Protecting,
+    /// The target does not exist (yet).
+    MissingReference,
+    /// The `InvalidTarget` message.
+    InvalidTarget(String),
+}
+
+/// The status `lock` should have after `outcome`, or `None` when it has it
+/// already. The Ready condition keeps its transition time while its status
+/// holds.
+pub fn lock_status(lock: &Lock, outcome: &Outcome, now: Timestamp) -> Option<LockStatus> {
+    let target = &lock.spec.target_ref;
+    let (active, reason, message) = match outcome {
+        Outcome::Protecting => (
+            true,
+            reasons::PROTECTING,
+            format!("protecting {} {}", target.kind, target.name),
+        ),
+        Outcome::MissingReference => (
+            false,
+            reasons::MISSING_REFERENCE,
+            format!(
+                "{} {} not found in namespace {}",
+                target.kind,
+                target.name,
+                namespace(lock)
+            ),
+        ),
+        Outcome::InvalidTarget(message) => (false, reasons::INVALID_TARGET, message.clone()),
+    };
+    let current = lock.status.clone().unwrap_or_default();
+    let generation = lock.metadata.generation;
+    let mut next = LockStatus {
+        active,
+        reason: lock.spec.reason.clone(),
+        observed_generation: generation,
+        conditions: current.conditions.clone(),
+    };
+    conditions::upsert(
+        &mut next.conditions,
+        conditions::ready(active, reason, message, generation, now),
+    );
+    (next != current).then_some(next)
+}
+
+/// The Locks an event on `target` wakes; `meta` is `None` when it was
+/// deleted. When the object is gone, or carries other markers than it
+/// should, every Lock protecting it: any of them restamps it, and each must
+/// report the change. Otherwise only the Locks that reported it missing (it
+/// reappeared already stamped, from a backup say): waking the others on the
+/// echo of their own stamp would only race their status write.
+pub fn locks_woken_by_target<'a>(
+    target: Target<'_>,
+    meta: Option<&ObjectMeta>,
+    locks: &'a [Arc<Lock>],
+    catalog: &Catalog,
+) -> Vec<&'a Lock> {
+    let protecting =
+        all(locks).filter(|lock| !is_deleting(lock) && validly_targets(lock, target, catalog));
+    let Some(meta) = meta else {
+        return protecting.collect();
+    };
+    let stamp = target_stamp(target, locks, catalog);
+    if Markers::of(meta) != Markers::wanted(stamp.as_ref()) {
+        return protecting.collect();
+    }
+    protecting.filter(|lock| reports_missing(lock)).collect()
+}
+
+fn reports_missing(lock: &Lock) -> bool {
+    lock.status.as_ref().is_some_and(|status| {
+        conditions::find(&status.conditions, condition_types::READY)
+            .is_some_and(|ready| ready.reason == reasons::MISSING_REFERENCE)
+    })
+}
+
+/// The Locks a relist of `kind` wakes: the active ones, whose target may
+/// have been deleted while the watch was down (a relist reports no
+/// deletions).
+pub fn locks_woken_by_relist<'a>(kind: &GroupKind, locks: &'a [Arc<Lock>]) -> Vec<&'a Lock> {
+    all(locks)
+        .filter(|lock| is_active(lock) && kind.is_kind_of(&lock.spec.target_ref))
+        .collect()
+}
+
+/// The Lock a Namespace event wakes: one Lock of the namespace when its
+/// marker is not what it should be, since any Lock's reconcile restamps it;
+/// none otherwise, so that a stamp does not wake every Lock around.
+pub fn lock_woken_by_namespace<'a>(meta: &ObjectMeta, locks: &'a [Arc<Lock>]) -> Option<&'a Lock> {
+    let ns = meta.name.as_deref()?;
+    let wanted = namespace_stamp(ns, locks);
+    if locked_of(meta) == wanted.as_deref() {
+        return None;
+    }
+    all(locks)
+        .filter(|lock| namespace(lock) == ns)
+        .min_by_key(|lock| name(lock))
+}
+
+/// The Lock a CustomResourceDefinition event wakes: like
+/// [`lock_woken_by_namespace`], one valid Lock on an object of its kind when
+/// its marker is not what it should be.
+pub fn lock_woken_by_crd<'a>(
+    meta: &ObjectMeta,
+    locks: &'a [Arc<Lock>],
+    catalog: &Catalog,
+) -> Option<&'a Lock> {
+    let kind = catalog.kind_of_crd(meta.name.as_deref()?)?;
+    let wanted = crd_stamp(&kind, locks);
+    if locked_of(meta) == wanted.as_deref() {
+        return None;
+    }
+    all(locks)
+        .filter(|lock| {
+            kind.is_kind_of(&lock.spec.target_ref) && valid_kind(lock, catalog).is_some()
+        })
+        .min_by_key(|lock| (namespace(lock), name(lock)))
+}
+
+/// The Locks whose target is of one of `kinds`: their validity may have
+/// changed with discovery.
+pub fn locks_of_kinds<'a>(kinds: &BTreeSet<GroupKind>, locks: &'a [Arc<Lock>]) -> Vec<&'a Lock> {
+    all(locks)
+        .filter(|lock| {
+            kinds
+                .iter()
+                .any(|kind| kind.is_kind_of(&lock.spec.target_ref))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+    use navique_api::constants::{DEFAULT_ENFORCEABLE_GROUPS, SERVICES_GROUP};
+    use navique_api::core::LockSpec;
+
+    use super::*;
+
+    fn at(seconds: i64) -> Timestamp {
+        Timestamp::from_second(seconds).unwrap()
+    }
+
+    fn served(group: &str, version: &str, kind: &str, plural: &str) -> ServedKind {
+        ServedKind {
+            group: group.into(),
+            version: version.into(),
+            kind: kind.into(),
+            plural: plural.into(),
+            namespaced: true,
+        }
+    }
+
+    /// What the dev API server serves with the project's CRDs installed.
+    fn catalog() -> Catalog {
+        let mut catalog = Catalog::new(DEFAULT_ENFORCEABLE_GROUPS.map(String::from).to_vec());
+        catalog.add(served(CORE_GROUP, "v1alpha1", "Lock", "locks"), true);
+        catalog.add(served(CORE_GROUP, "v1alpha1", "Stack", "stacks"), true);
+        catalog.add(
+            served(
+                SERVICES_GROUP,
+                "v1alpha1",
+                "ManagedService",
+                "managedservices",
+            ),
+            true,
+        );
+        catalog.add(
+            ServedKind {
+                namespaced: false,
+                ..served(SERVICES_GROUP, "v1alpha1", "ServiceClass", "serviceclasses")
+            },
+            true,
+        );
+        catalog
+    }
+
+    fn stack_kind() -> GroupKind {
+        GroupKind {
+            group: CORE_GROUP.into(),
+            kind: "Stack".into(),
+        }
+    }
+
+    fn target_ref(api_version: &str, kind: &str, name: &str) -> TargetRef {
+        TargetRef {
+            api_version: api_version.into(),
+            kind: kind.into(),
+            name: name.into(),
+        }
+    }
+
+    fn lock_on(ns: &str, name: &str, target: TargetRef, reason: Option<&str>) -> Lock {
+        let mut lock = Lock::new(
+            name,
+            LockSpec {
+                target_ref: target,
+                reason: reason.map(String::from),
+            },
+        );
+        lock.metadata.namespace = Some(ns.into());
+        lock.metadata.generation = Some(1);
+        lock
+    }
+
+    fn lock_on_stack(ns: &str, name: &str, stack: &str) -> Lock {
+        lock_on(
+            ns,
+            name,
+            target_ref("core.navique.com/v1alpha1", "Stack", stack),
+            None,
+        )
+    }
+
+    fn active(mut lock: Lock) -> Lock {
+        lock.status = Some(LockStatus {
+            active: true,
+            ..LockStatus::default()
+        });
+        lock
+    }
+
+    fn deleting(mut lock: Lock) -> Lock {
+        lock.metadata.deletion_timestamp = Some(Time(at(5)));
+        lock
+    }
+
+    fn arcs(locks: Vec<Lock>) -> Vec<Arc<Lock>> {
+        locks.into_iter().map(Arc::new).collect()
+    }
+
+    fn stack<'a>(kind: &'a GroupKind, ns: &'a str, name: &'a str) -> Target<'a> {
+        Target {
+            kind,
+            namespace: ns,
+            name,
+        }
+    }
+
+    fn meta_with(annotations: &[(&str, &str)], labels: &[(&str, &str)]) -> ObjectMeta {
+        let map = |pairs: &[(&str, &str)]| {
+            (!pairs.is_empty()).then(|| {
+                pairs
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect::<BTreeMap<_, _>>()
+            })
+        };
+        ObjectMeta {
+            name: Some("forge".into()),
+            annotations: map(annotations),
+            labels: map(labels),
+            ..ObjectMeta::default()
+        }
+    }
+
+    fn invalid(message: &str) -> Classification<'static> {
+        Classification::Invalid(message.to_owned())
+    }
+
+    #[test]
+    fn a_stack_of_the_core_group_is_a_valid_target() {
+        let catalog = catalog();
+        let target = target_ref("core.navique.com/v1alpha1", "Stack", "forge");
+        assert_eq!(
+            classify(&target, &catalog),
+            Classification::Valid(
+                catalog
+                    .served("core.navique.com/v1alpha1", "Stack")
+                    .unwrap()
+            )
+        );
+    }
+
+    #[test]
+    fn a_target_of_another_group_names_the_enforceable_groups() {
+        let catalog = catalog();
+        assert_eq!(
+            classify(&target_ref("apps/v1", "Deployment", "web"), &catalog),
+            invalid(
+                "targetRef.apiVersion apps/v1 is not enforceable: only objects of core.navique.com, services.kube-dc.com can be locked"
+            )
+        );
+        assert_eq!(
+            classify(&target_ref("v1", "ConfigMap", "settings"), &catalog),
+            invalid(
+                "targetRef.apiVersion v1 is not enforceable: only objects of core.navique.com, services.kube-dc.com can be locked"
+            )
+        );
+    }
+
+    #[test]
+    fn the_message_lists_the_configured_groups() {
+        let catalog = Catalog::new(vec!["core.navique.com".into()]);
+        assert_eq!(
+            classify(
+                &target_ref("services.kube-dc.com/v1alpha1", "ManagedService", "db"),
+                &catalog
+            ),
+            invalid(
+                "targetRef.apiVersion services.kube-dc.com/v1alpha1 is not enforceable: only objects of core.navique.com can be locked"
+            )
+        );
+    }
+
+    #[test]
+    fn a_lock_cannot_protect_a_lock() {
+        assert_eq!(
+            classify(
+                &target_ref("core.navique.com/v1alpha1", "Lock", "other"),
+                &catalog()
+            ),
+            invalid("a Lock cannot protect another Lock")
+        );
+    }
+
+    #[test]
+    fn a_kind_discovery_does_not_list_is_not_served() {
+        assert_eq!(
+            classify(
+                &target_ref("core.navique.com/v1alpha1", "Widget", "w"),
+                &catalog()
+            ),
+            invalid("kind Widget is not served by core.navique.com/v1alpha1")
+        );
+    }
+
+    #[test]
+    fn a_known_kind_in_an_unserved_version_is_not_served() {
+        assert_eq!(
+            classify(
+                &target_ref("core.navique.com/v1beta1", "Stack", "forge"),
+                &catalog()
+            ),
+            invalid("kind Stack is not served by core.navique.com/v1beta1")
+        );
+    }
+
+    #[test]
+    fn a_cluster_scoped_kind_cannot_be_locked_from_a_namespace() {
+        assert_eq!(
+            classify(
+                &target_ref(
+                    "services.kube-dc.com/v1alpha1",
+                    "ServiceClass",
+                    "postgresql"
+                ),
+                &catalog()
+            ),
+            invalid(
+                "kind ServiceClass of services.kube-dc.com/v1alpha1 is cluster-scoped: a Lock protects objects in its own namespace"
+            )
+        );
+    }
+
+    #[test]
+    fn locks_and_cluster_scoped_kinds_are_not_watched() {
+        let watched: Vec<String> = catalog().watched_kinds().map(|k| k.kind.clone()).collect();
+        assert_eq!(watched, ["Stack", "ManagedService"]);
+    }
+
+    #[test]
+    fn the_preferred_version_of_a_kind_is_watched() {
+        let mut catalog = Catalog::new(vec![CORE_GROUP.into()]);
+        catalog.add(served(CORE_GROUP, "v1beta1", "Stack", "stacks"), true);
+        catalog.add(served(CORE_GROUP, "v1alpha1", "Stack", "stacks"), false);
+        let versions: Vec<&str> = catalog
+            .watched_kinds()
+            .map(|k| k.version.as_str())
+            .collect();
+        assert_eq!(versions, ["v1beta1"]);
+    }
+
+    #[test]
+    fn a_kind_installed_later_is_a_changed_kind() {
+        let before = catalog();
+        let mut after = catalog();
+        after.add(served(CORE_GROUP, "v1alpha1", "Widget", "widgets"), true);
+        assert_eq!(
+            before.changed_kinds(&after),
+            BTreeSet::from([GroupKind {
+                group: CORE_GROUP.into(),
+                kind: "Widget".into()
+            }])
+        );
+        assert_eq!(after.changed_kinds(&before).len(), 1);
+        assert!(before.changed_kinds(&catalog()).is_empty());
+    }
+
+    #[test]
+    fn a_crd_is_found_by_plural_and_group() {
+        let catalog = catalog();
+        assert_eq!(
+            catalog.kind_of_crd("stacks.core.navique.com"),
+            Some(stack_kind())
+        );
+        assert_eq!(catalog.kind_of_crd("widgets.core.navique.com"), None);
+        assert!(catalog.may_define_kinds("widgets.core.navique.com"));
+        assert!(catalog.may_define_kinds("managedservices.services.kube-dc.com"));
+        assert!(!catalog.may_define_kinds("certificates.cert-manager.io"));
+        assert!(!catalog.may_define_kinds("xcore.navique.com"));
+    }
+
+    #[test]
+    fn one_lock_stamps_its_name_and_reason() {
+        let lock = lock_on(
+            "forge",
+            "protect-forge-stack",
+            target_ref("core.navique.com/v1alpha1", "Stack", "forge"),
+            Some("Production environment"),
+        );
+        let kind = stack_kind();
+        assert_eq!(
+            target_stamp(
+                stack(&kind, "forge", "forge"),
+                &arcs(vec![lock]),
+                &catalog()
+            ),
+            Some(TargetStamp {
+                locked: "protect-forge-stack".into(),
+                reasons: Some("protect-forge-stack: Production environment".into()),
+            })
+        );
+    }
+
+    #[test]
+    fn several_locks_are_sorted_and_only_reasons_given_are_listed() {
+        let b = lock_on_stack("forge", "lock-b", "forge");
+        let a = lock_on(
+            "forge",
+            "lock-a",
+            target_ref("core.navique.com/v1alpha1", "Stack", "forge"),
+            Some("audit"),
+        );
+        let kind = stack_kind();
+        assert_eq!(
+            target_stamp(
+                stack(&kind, "forge", "forge"),
+                &arcs(vec![b, a]),
+                &catalog()
+            ),
+            Some(TargetStamp {
+                locked: "lock-a,lock-b".into(),
+                reasons: Some("lock-a: audit".into()),
+            })
+        );
+    }
+
+    #[test]
+    fn no_reason_means_no_reasons_annotation() {
+        let lock = lock_on_stack("forge", "keep", "forge");
+        let kind = stack_kind();
+        let stamp = target_stamp(
+            stack(&kind, "forge", "forge"),
+            &arcs(vec![lock]),
+            &catalog(),
+        )
+        .unwrap();
+        assert_eq!(stamp.reasons, None);
+    }
+
+    #[test]
+    fn a_deleted_lock_leaves_the_stamp() {
+        let leaving = deleting(lock_on_stack("forge", "lock-a", "forge"));
+        let staying = lock_on_stack("forge", "lock-b", "forge");
+        let kind = stack_kind();
+        let target = stack(&kind, "forge", "forge");
+        assert_eq!(
+            target_stamp(target, &arcs(vec![leaving.clone(), staying]), &catalog())
+                .unwrap()
+                .locked,
+            "lock-b"
+        );
+        assert_eq!(target_stamp(target, &arcs(vec![leaving]), &catalog()), None);
+    }
+
+    #[test]
+    fn locks_on_other_objects_namespaces_or_kinds_do_not_stamp() {
+        let other_name = lock_on_stack("forge", "a", "other");
+        let other_namespace = lock_on_stack("elsewhere", "b", "forge");
+        let other_kind = lock_on(
+            "forge",
+            "c",
+            target_ref("services.kube-dc.com/v1alpha1", "ManagedService", "forge"),
+            None,
+        );
+        let kind = stack_kind();
+        assert_eq!(
+            target_stamp(
+                stack(&kind, "forge", "forge"),
+                &arcs(vec![other_name, other_namespace, other_kind]),
+                &catalog()
+            ),
+            None
+        );
+    }
+
+    #[test]
+    fn an_invalid_lock_stamps_nothing() {
+        let unserved_version = lock_on(
+            "forge",
+            "v1beta1",
+            target_ref("core.navique.com/v1beta1", "Stack", "forge"),
+            None,
+        );
+        let kind = stack_kind();
+        assert_eq!(
+            target_stamp(
+                stack(&kind, "forge", "forge"),
+                &arcs(vec![unserved_version]),
+                &catalog()
+            ),
+            None
+        );
+    }
+
+    #[test]
+    fn the_patch_carries_both_annotations_and_the_label() {
+        let catalog = catalog();
+        let kind = catalog
+            .served("core.navique.com/v1alpha1", "Stack")
+            .unwrap();
+        let stamp = TargetStamp {
+            locked: "a,b".into(),
+            reasons: Some("a: audit".into()),
+        };
+        assert_eq!(
+            target_patch(kind, "forge", "forge", Some(&stamp)),
+            json!({
+                "apiVersion": "core.navique.com/v1alpha1",
+                "kind": "Stack",
+                "metadata": {
+                    "name": "forge",
+                    "namespace": "forge",
+                    "annotations": {
+                        "core.navique.com/locked": "a,b",
+                        "core.navique.com/lock-reasons": "a: audit",
+                    },
+                    "labels": {"core.navique.com/locked": "true"},
+                },
+            })
+        );
+    }
+
+    #[test]
+    fn the_clearing_patch_names_the_object_only() {
+        let catalog = catalog();
+        let kind = catalog
+            .served("core.navique.com/v1alpha1", "Stack")
+            .unwrap();
+        assert_eq!(
+            target_patch(kind, "forge", "forge", None),
+            json!({
+                "apiVersion": "core.navique.com/v1alpha1",
+                "kind": "Stack",
+                "metadata": {"name": "forge", "namespace": "forge"},
+            })
+        );
+        assert_eq!(
+            namespace_patch("forge", None),
+            json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "forge"}})
+        );
+    }
+
+    #[test]
+    fn namespace_and_crd_patches_carry_the_locked_annotation() {
+        assert_eq!(
+            namespace_patch("forge", Some("a,b")),
+            json!({
+                "apiVersion": "v1",
+                "kind": "Namespace",
+                "metadata": {"name": "forge", "annotations": {"core.navique.com/locked": "a,b"}},
+            })
+        );
+        assert_eq!(
+            crd_patch("stacks.core.navique.com", Some("forge/a")),
+            json!({
+                "apiVersion": "apiextensions.k8s.io/v1",
+                "kind": "CustomResourceDefinition",
+                "metadata": {
+                    "name": "stacks.core.navique.com",
+                    "annotations": {"core.navique.com/locked": "forge/a"},
+                },
+            })
+        );
+    }
+
+    #[test]
+    fn markers_are_read_from_annotations_and_label() {
+        let meta = meta_with(
+            &[
+                (annotations::LOCKED, "a"),
+                (annotations::LOCK_REASONS, "a: x"),
+            ],
+            &[(labels::LOCKED, "true")],
+        );
+        let stamp = TargetStamp {
+            locked: "a".into(),
+            reasons: Some("a: x".into()),
+        };
+        assert_eq!(Markers::of(&meta), Markers::wanted(Some(&stamp)));
+        assert!(Markers::of(&meta_with(&[], &[])).is_empty());
+        assert_ne!(Markers::of(&meta), Markers::wanted(None));
+    }
+
+    #[test]
+    fn a_removed_label_is_a_marker_difference() {
+        let meta = meta_with(&[(annotations::LOCKED, "a")], &[]);
+        let stamp = TargetStamp {
+            locked: "a".into(),
+            reasons: None,
+        };
+        assert_ne!(Markers::of(&meta), Markers::wanted(Some(&stamp)));
+    }
+
+    #[test]
+    fn the_namespace_lists_its_active_locks_only() {
+        let locks = arcs(vec![
+            active(lock_on_stack("forge", "zeta", "x")),
+            active(lock_on_stack("forge", "alpha", "y")),
+            lock_on_stack("forge", "missing", "z"),
+            deleting(active(lock_on_stack("forge", "leaving", "x"))),
+            active(lock_on_stack("elsewhere", "other", "x")),
+        ]);
+        assert_eq!(
+            namespace_stamp("forge", &locks).as_deref(),
+            Some("alpha,zeta")
+        );
+        assert_eq!(namespace_stamp("empty", &locks), None);
+    }
+
+    #[test]
+    fn the_crd_lists_active_locks_of_its_kind_across_namespaces() {
+        let locks = arcs(vec![
+            active(lock_on_stack("forge", "b", "x")),
+            active(lock_on_stack("apps", "a", "y")),
+            lock_on_stack("forge", "inactive", "z"),
+            active(lock_on(
+                "forge",
+                "db",
+                target_ref("services.kube-dc.com/v1alpha1", "ManagedService", "db"),
+                None,
+            )),
+        ]);
+        assert_eq!(
+            crd_stamp(&stack_kind(), &locks).as_deref(),
+            Some("apps/a,forge/b")
+        );
+    }
+
+    #[test]
+    fn a_protecting_lock_is_active_and_ready() {
+        let lock = lock_on(
+            "forge",
+            "keep",
+            target_ref("core.navique.com/v1alpha1", "Stack", "forge"),
+            Some("production"),
+        );
+        let status = lock_status(&lock, &Outcome::Protecting, at(10)).unwrap();
+        assert!(status.active);
+        assert_eq!(status.reason.as_deref(), Some("production"));
+        assert_eq!(status.observed_generation, Some(1));
+        let ready = conditions::find(&status.conditions, condition_types::READY).unwrap();
+        assert_eq!(
+            (
+                ready.status.as_str(),
+                ready.reason.as_str(),
+                ready.message.as_str()
+            ),
+            ("True", "Protecting", "protecting Stack forge")
+        );
+        assert_eq!(ready.observed_generation, Some(1));
+    }
+
+    #[test]
+    fn a_missing_target_names_kind_name_and_namespace() {
+        let lock = lock_on_stack("forge", "early", "later");
+        let status = lock_status(&lock, &Outcome::MissingReference, at(10)).unwrap();
+        assert!(!status.active);
+        let ready = conditions::find(&status.conditions, condition_types::READY).unwrap();
+        assert_eq!(
+            (
+                ready.status.as_str(),
+                ready.reason.as_str(),
+                ready.message.as_str()
+            ),
+            (
+                "False",
+                "MissingReference",
+                "Stack later not found in namespace forge"
+            )
+        );
+    }
+
+    #[test]
+    fn an_invalid_target_reports_its_message() {
+        let lock = lock_on(
+            "forge",
+            "on-lock",
+            target_ref("core.navique.com/v1alpha1", "Lock", "x"),
+            None,
+        );
+        let outcome = Outcome::InvalidTarget(LOCK_ON_LOCK.into());
+        let status = lock_status(&lock, &outcome, at(10)).unwrap();
+        let ready = conditions::find(&status.conditions, condition_types::READY).unwrap();
+        assert_eq!(
+            (
+                ready.status.as_str(),
+                ready.reason.as_str(),
+                ready.message.as_str()
+            ),
+            (
+                "False",
+                "InvalidTarget",
+                "a Lock cannot protect another Lock"
+            )
+        );
+    }
+
+    #[test]
+    fn an_unchanged_status_is_not_written_again() {
+        let mut lock = lock_on_stack("forge", "keep", "forge");
+        lock.status = lock_status(&lock, &Outcome::Protecting, at(10));
+        assert_eq!(lock_status(&lock, &Outcome::Protecting, at(99)), None);
+    }
+
+    #[test]
+    fn a_new_generation_is_a_status_change() {
+        let mut lock = lock_on_stack("forge", "keep", "forge");
+        lock.status = lock_status(&lock, &Outcome::Protecting, at(10));
+        lock.metadata.generation = Some(2);
+        let status = lock_status(&lock, &Outcome::Protecting, at(20)).unwrap();
+        assert_eq!(status.observed_generation, Some(2));
+        let ready = conditions::find(&status.conditions, condition_types::READY).unwrap();
+        assert_eq!(
+            ready.last_transition_time,
+            Time(at(10)),
+            "still True: time kept"
+        );
+    }
+
+    #[test]
+    fn activation_moves_the_transition_time() {
+        let mut lock = lock_on_stack("forge", "early", "later");
+        lock.status = lock_status(&lock, &Outcome::MissingReference, at(10));
+        let status = lock_status(&lock, &Outcome::Protecting, at(20)).unwrap();
+        let ready = conditions::find(&status.conditions, condition_types::READY).unwrap();
+        assert_eq!(ready.last_transition_time, Time(at(20)));
+    }
+
+    #[test]
+    fn a_changed_reason_is_surfaced() {
+        let mut lock = lock_on_stack("forge", "keep", "forge");
+        lock.status = lock_status(&lock, &Outcome::Protecting, at(10));
+        lock.spec.reason = Some("audit".into());
+        assert_eq!(
+            lock_status(&lock, &Outcome::Protecting, at(20))
+                .unwrap()
+                .reason
+                .as_deref(),
+            Some("audit")
+        );
+    }
+
+    #[test]
+    fn a_new_target_wakes_the_locks_waiting_for_it() {
+        let locks = arcs(vec![
+            lock_on_stack("forge", "early", "later"),
+            lock_on_stack("forge", "other", "else"),
+        ]);
+        let kind = stack_kind();
+        let woken = locks_woken_by_target(
+            stack(&kind, "forge", "later"),
+            Some(&meta_with(&[], &[])),
+            &locks,
+            &catalog(),
+        );
+        assert_eq!(woken.iter().map(|l| name(l)).collect::<Vec<_>>(), ["early"]);
+    }
+
+    #[test]
+    fn a_target_reappearing_stamped_wakes_the_lock_that_reported_it_missing() {
+        let mut waiting = lock_on_stack("forge", "a", "forge");
+        waiting.status = lock_status(&waiting, &Outcome::MissingReference, at(1));
+        let new = lock_on_stack("forge", "b", "forge");
+        let locks = arcs(vec![waiting, new]);
+        let kind = stack_kind();
+        let stamped = meta_with(&[(annotations::LOCKED, "a,b")], &[(labels::LOCKED, "true")]);
+        let woken = locks_woken_by_target(
+            stack(&kind, "forge", "forge"),
+            Some(&stamped),
+            &locks,
+            &catalog(),
+        );
+        assert_eq!(woken.iter().map(|l| name(l)).collect::<Vec<_>>(), ["a"]);
+    }
+
+    #[test]
+    fn a_tampered_target_wakes_every_lock_on_it() {
+        let locks = arcs(vec![
+            active(lock_on_stack("forge", "a", "forge")),
+            active(lock_on_stack("forge", "b", "forge")),
+        ]);
+        let kind = stack_kind();
+        let tampered = meta_with(&[(annotations::LOCKED, "a")], &[(labels::LOCKED, "true")]);
+        let woken = locks_woken_by_target(
+            stack(&kind, "forge", "forge"),
+            Some(&tampered),
+            &locks,
+            &catalog(),
+        );
+        assert_eq!(woken.len(), 2);
+    }
+
+    #[test]
+    fn a_correctly_stamped_target_wakes_no_active_lock() {
+        let locks = arcs(vec![active(lock_on_stack("forge", "a", "forge"))]);
+        let kind = stack_kind();
+        let stamped = meta_with(&[(annotations::LOCKED, "a")], &[(labels::LOCKED, "true")]);
+        assert!(
+            locks_woken_by_target(
+                stack(&kind, "forge", "forge"),
+                Some(&stamped),
+                &locks,
+                &catalog()
+            )
+            .is_empty()
+        );
+    }
+
+    #[test]
+    fn a_deleted_target_wakes_its_locks() {
+        let locks = arcs(vec![active(lock_on_stack("forge", "a", "forge"))]);
+        let kind = stack_kind();
+        assert_eq!(
+            locks_woken_by_target(stack(&kind, "forge", "forge"), None, &locks, &catalog()).len(),
+            1
+        );
+    }
+
+    #[test]
+    fn an_unlocked_object_wakes_nothing() {
+        let locks = arcs(vec![lock_on_stack("forge", "a", "other")]);
+        let kind = stack_kind();
+        assert!(
+            locks_woken_by_target(
+                stack(&kind, "forge", "forge"),
+                Some(&meta_with(&[], &[])),
+                &locks,
+                &catalog()
+            )
+            .is_empty()
+        );
+    }
+
+    #[test]
+    fn a_relist_wakes_the_active_locks_of_the_kind() {
+        let locks = arcs(vec![
+            active(lock_on_stack("forge", "a", "x")),
+            lock_on_stack("forge", "waiting", "y"),
+        ]);
+        let woken = locks_woken_by_relist(&stack_kind(), &locks);
+        assert_eq!(woken.iter().map(|l| name(l)).collect::<Vec<_>>(), ["a"]);
+    }
+
+    #[test]
+    fn a_namespace_with_the_right_marker_wakes_nothing() {
+        let locks = arcs(vec![active(lock_on_stack("forge", "a", "x"))]);
+        assert!(
+            lock_woken_by_namespace(&meta_with(&[(annotations::LOCKED, "a")], &[]), &locks)
+                .is_none()
+        );
+    }
+
+    #[test]
+    fn a_namespace_with_a_wrong_marker_wakes_one_of_its_locks() {
+        let locks = arcs(vec![
+            active(lock_on_stack("forge", "b", "x")),
+            active(lock_on_stack("forge", "a", "y")),
+            active(lock_on_stack("elsewhere", "0", "y")),
+        ]);
+        let woken = lock_woken_by_namespace(&meta_with(&[], &[]), &locks).unwrap();
+        assert_eq!((namespace(woken), name(woken)), ("forge", "a"));
+    }
+
+    #[test]
+    fn a_crd_with_a_wrong_marker_wakes_one_valid_lock_of_its_kind() {
+        let locks = arcs(vec![
+            active(lock_on_stack("forge", "b", "x")),
+            lock_on(
+                "apps",
+                "a",
+                target_ref("core.navique.com/v1beta1", "Stack", "y"),
+                None,
+            ),
+        ]);
+        let mut crd = meta_with(&[], &[]);
+        crd.name = Some("stacks.core.navique.com".into());
+        let woken = lock_woken_by_crd(&crd, &locks, &catalog()).unwrap();
+        assert_eq!(name(woken), "b");
+
+        crd.annotations = Some(BTreeMap::from([(
+            annotations::LOCKED.into(),
+            "forge/b".into(),
+        )]));
+        assert!(lock_woken_by_crd(&crd, &locks, &catalog()).is_none());
+    }
+
+    #[test]
+    fn a_changed_kind_wakes_its_locks() {
+        let locks = arcs(vec![
+            lock_on(
+                "forge",
+                "w",
+                target_ref("core.navique.com/v1alpha1", "Widget", "x"),
+                None,
+            ),
+            lock_on_stack("forge", "s", "x"),
+        ]);
+        let kinds = BTreeSet::from([GroupKind {
+            group: CORE_GROUP.into(),
+            kind: "Widget".into(),
+        }]);
+        let woken = locks_of_kinds(&kinds, &locks);
+        assert_eq!(woken.iter().map(|l| name(l)).collect::<Vec<_>>(), ["w"]);
+    }
+}

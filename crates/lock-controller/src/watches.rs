@@ -1,0 +1,377 @@
+//! What wakes a Lock besides its own changes: the objects Locks target,
+//! their namespaces and the CRDs of their kinds, each watched for metadata
+//! only. Which Locks an event wakes is [`decision`]'s call: only those whose
+//! reconcile would change something, so that stamping one object does not
+//! wake every Lock around it. Also API discovery of what can be locked,
+//! redone when CRDs change so that a kind installed later is watched.
+
+use std::collections::{BTreeMap, HashMap};
+use std::pin::pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::{Stream, StreamExt};
+use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, DynamicObject};
+use kube::core::PartialObjectMeta;
+use kube::discovery::{Discovery, Scope};
+use kube::runtime::WatchStreamExt;
+use kube::runtime::reflector::{self, ObjectRef, Store, store::Writer};
+use kube::runtime::watcher::{self, Event, watcher};
+use kube::{Client, ResourceExt};
+use navique_api::core::Lock;
+use navique_runtime::one_line;
+use tokio::sync::{mpsc, watch};
+use tokio::task::{AbortHandle, JoinSet};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use crate::decision::{self, Catalog, ServedKind, Target};
+
+type Wake = mpsc::Sender<ObjectRef<Lock>>;
+type NamespaceMeta = PartialObjectMeta<Namespace>;
+type CrdMeta = PartialObjectMeta<CustomResourceDefinition>;
+
+const RETRY_FIRST: Duration = Duration::from_secs(1);
+const RETRY_MAX: Duration = Duration::from_secs(30);
+
+/// Lists the kinds the enforceable `groups` serve.
+pub async fn discover(client: &Client, groups: Vec<String>) -> Result<Catalog, kube::Error> {
+    let names: Vec<&str> = groups.iter().map(String::as_str).collect();
+    let discovery = Discovery::new(client.clone()).filter(&names).run().await?;
+    let mut catalog = Catalog::new(groups);
+    for group in discovery.groups() {
+        let preferred = group.preferred_version_or_latest();
+        for version in group.versions() {
+            for (resource, capabilities) in group.versioned_resources(version) {
+                let kind = ServedKind {
+                    group: resource.group,
+                    version: resource.version,
+                    kind: resource.kind,
+                    plural: resource.plural,
+                    namespaced: capabilities.scope == Scope::Namespaced,
+                };
+                catalog.add(kind, version == preferred);
+            }
+        }
+    }
+    Ok(catalog)
+}
+
+/// [`discover`], retried with backoff until it succeeds; `None` if `token`
+/// is cancelled first. Without it every Lock would look invalid.
+pub async fn discover_until_ok(
+    client: &Client,
+    groups: Vec<String>,
+    token: &CancellationToken,
+) -> Option<Catalog> {
+    let mut delay = RETRY_FIRST;
+    loop {
+        match discover(client, groups.clone()).await {
+            Ok(catalog) => return Some(catalog),
+            Err(e) => tracing::warn!(error = %one_line(&e), retry_in = ?delay, "discovery failed"),
+        }
+        tokio::select! {
+            () = tokio::time::sleep(delay) => delay = (delay * 2).min(RETRY_MAX),
+            () = token.cancelled() => return None,
+        }
+    }
+}
+
+/// What the reconciler reads of the watches: the current catalog and the
+/// namespaces' and CRDs' metadata.
+#[derive(Clone)]
+pub struct Views {
+    catalog: watch::Receiver<Arc<Catalog>>,
+    pub namespaces: Store<NamespaceMeta>,
+    pub crds: Store<CrdMeta>,
+}
+
+impl Views {
+    pub fn catalog(&self) -> Arc<Catalog> {
+        self.catalog.borrow().clone()
+    }
+
+    /// Resolves once the namespace and CRD watches have listed once.
+    pub async fn ready(&self) {
+        let _ = tokio::join!(
+            self.namespaces.wait_until_ready(),
+            self.crds.wait_until_ready()
+        );
+    }
+}
+
+/// The watches, not yet running.
+pub struct Triggers {
+    client: Client,
+    locks: Store<Lock>,
+    catalog: watch::Sender<Arc<Catalog>>,
+    namespaces: Writer<NamespaceMeta>,
+    crds: Writer<CrdMeta>,
+}
+
+impl Triggers {
+    pub fn new(client: Client, locks: Store<Lock>, catalog: Catalog) -> (Self, Views) {
+        let (catalog, catalog_view) = watch::channel(Arc::new(catalog));
+        let (namespaces_view, namespaces) = reflector::store();
+        let (crds_view, crds) = reflector::store();
+        let views = Views {
+            catalog: catalog_view,
+            namespaces: namespaces_view,
+            crds: crds_view,
+        };
+        let triggers = Self {
+            client,
+            locks,
+            catalog,
+            namespaces,
+            crds,
+        };
+        (triggers, views)
+    }
+
+    /// Watches and sends the Locks to wake to `wake`, until dropped.
+    pub async fn run(self, wake: Wake) {
+        let namespaces = watcher(
+            Api::<NamespaceMeta>::all(self.client.clone()),
+            watcher::Config::default(),
+        )
+        .default_backoff()
+        .reflect(self.namespaces);
+        let crds = watcher(
+            Api::<CrdMeta>::all(self.client.clone()),
+            watcher::Config::default(),
+        )
+        .default_backoff()
+        .reflect(self.crds);
+        let mut watches = Watches {
+            client: self.client,
+            locks: self.locks,
+            catalog: self.catalog,
+            wake,
+            targets: JoinSet::new(),
+            target_watches: HashMap::new(),
+            crd_generations: HashMap::new(),
+            unsettled: BTreeMap::new(),
+            retry_delay: RETRY_FIRST,
+            retry_at: None,
+        };
+        watches.watch_target_kinds();
+        watches.run(namespaces, crds).await;
+    }
+}
+
+struct Watches {
+    client: Client,
+    locks: Store<Lock>,
+    catalog: watch::Sender<Arc<Catalog>>,
+    wake: Wake,
+    /// One metadata watch per kind of target; dropping the set stops them.
+    targets: JoinSet<()>,
+    target_watches: HashMap<ServedKind, AbortHandle>,
+    /// The generation of each CRD of the enforceable groups, to tell a spec
+    /// change from a stamp.
+    crd_generations: HashMap<String, Option<i64>>,
+    /// CRDs of enforceable groups whose latest event discovery does not
+    /// reflect yet: name → whether it should be served. Discovery may lag
+    /// a CRD's establishment, so it is retried until they agree.
+    unsettled: BTreeMap<String, bool>,
+    retry_delay: Duration,
+    retry_at: Option<Instant>,
+}
+
+impl Watches {
+    async fn run(
+        &mut self,
+        namespaces: impl Stream<Item = Result<Event<NamespaceMeta>, watcher::Error>>,
+        crds: impl Stream<Item = Result<Event<CrdMeta>, watcher::Error>>,
+    ) {
+        let (mut namespaces, mut crds) = (pin!(namespaces), pin!(crds));
+        loop {
+            let retry_at = self.retry_at;
+            tokio::select! {
+                Some(event) = namespaces.next() => self.on_namespace(event).await,
+                Some(event) = crds.next() => self.on_crd(event).await,
+                () = tokio::time::sleep_until(retry_at.unwrap_or_else(Instant::now)), if retry_at.is_some() => {
+                    self.rediscover().await;
+                }
+                else => return,
+            }
+        }
+    }
+
+    async fn on_namespace(&mut self, event: Result<Event<NamespaceMeta>, watcher::Error>) {
+        match event {
+            Ok(Event::Apply(namespace) | Event::InitApply(namespace)) => {
+                let locks = self.locks.state();
+                let woken = decision::lock_woken_by_namespace(&namespace.metadata, &locks);
+                self.send(woken).await;
+            }
+            Ok(_) => {}
+            Err(e) => tracing::warn!(error = %one_line(&e), "namespace watch failed"),
+        }
+    }
+
+    async fn on_crd(&mut self, event: Result<Event<CrdMeta>, watcher::Error>) {
+        let catalog = self.catalog.borrow().clone();
+        match event {
+            Ok(Event::Apply(crd)) if catalog.may_define_kinds(&crd.name_any()) => {
+                let name = crd.name_any();
+                let seen = self
+                    .crd_generations
+                    .insert(name.clone(), crd.metadata.generation);
+                // Its spec changed, or it is not served yet (its status is
+                // about to say Established). Not on a mere stamp.
+                if seen != Some(crd.metadata.generation) || catalog.kind_of_crd(&name).is_none() {
+                    self.unsettled.insert(name, true);
+                    self.rediscover().await;
+                }
+                self.wake_for_crd(&crd).await;
+            }
+            Ok(Event::InitApply(crd)) if catalog.may_define_kinds(&crd.name_any()) => {
+                self.crd_generations
+                    .insert(crd.name_any(), crd.metadata.generation);
+                self.wake_for_crd(&crd).await;
+            }
+            Ok(Event::Delete(crd)) if catalog.may_define_kinds(&crd.name_any()) => {
+                self.crd_generations.remove(&crd.name_any());
+                self.unsettled.insert(crd.name_any(), false);
+                self.rediscover().await;
+            }
+            // Once per (re)list: CRDs may have changed while not watched.
+            Ok(Event::InitDone) => self.rediscover().await,
+            Ok(_) => {}
+            Err(e) => tracing::warn!(error = %one_line(&e), "CRD watch failed"),
+        }
+    }
+
+    async fn wake_for_crd(&self, crd: &CrdMeta) {
+        let catalog = self.catalog.borrow().clone();
+        let locks = self.locks.state();
+        self.send(decision::lock_woken_by_crd(&crd.metadata, &locks, &catalog))
+            .await;
+    }
+
+    /// Rediscovers the served kinds, watches the new ones, stops watching
+    /// the gone ones, and wakes the Locks on kinds whose serving changed.
+    async fn rediscover(&mut self) {
+        self.retry_at = None;
+        let old = self.catalog.borrow().clone();
+        let new = match discover(&self.client, old.groups().to_vec()).await {
+            Ok(new) => new,
+            Err(e) => {
+                tracing::warn!(error = %one_line(&e), "rediscovery failed");
+                self.retry_later();
+                return;
+            }
+        };
+        self.unsettled
+            .retain(|crd, served| new.kind_of_crd(crd).is_some() != *served);
+        let changed = old.changed_kinds(&new);
+        // Published before waking, so that the woken Locks see it.
+        self.catalog.send_replace(Arc::new(new));
+        if !changed.is_empty() {
+            tracing::info!(kinds = ?changed, "served kinds changed");
+            self.watch_target_kinds();
+            let locks = self.locks.state();
+            self.send(decision::locks_of_kinds(&changed, &locks)).await;
+        }
+        if self.unsettled.is_empty() {
+            self.retry_delay = RETRY_FIRST;
+        } else {
+            self.retry_later();
+        }
+    }
+
+    fn retry_later(&mut self) {
+        self.retry_at = Some(Instant::now() + self.retry_delay);
+        self.retry_delay = (self.retry_delay * 2).min(RETRY_MAX);
+    }
+
+    /// Starts a metadata watch for each kind of target the catalog lists and
+    /// stops those it no longer lists.
+    fn watch_target_kinds(&mut self) {
+        while self.targets.try_join_next().is_some() {}
+        let catalog = self.catalog.borrow().clone();
+        let wanted: Vec<&ServedKind> = catalog.watched_kinds().collect();
+        self.target_watches.retain(|kind, watch| {
+            let keep = wanted.contains(&kind);
+            if !keep {
+                watch.abort();
+            }
+            keep
+        });
+        for kind in wanted {
+            if !self.target_watches.contains_key(kind) {
+                let watch = self.targets.spawn(watch_targets(
+                    self.client.clone(),
+                    kind.clone(),
+                    self.locks.clone(),
+                    self.catalog.subscribe(),
+                    self.wake.clone(),
+                ));
+                self.target_watches.insert(kind.clone(), watch);
+            }
+        }
+    }
+
+    async fn send<'a>(&self, locks: impl IntoIterator<Item = &'a Lock>) {
+        let woken: Vec<ObjectRef<Lock>> = locks.into_iter().map(ObjectRef::from_obj).collect();
+        for lock in woken {
+            // Closed only when the controller stops, which ends this task.
+            let _ = self.wake.send(lock).await;
+        }
+    }
+}
+
+/// Watches the metadata of one kind's objects and wakes the Locks whose
+/// target appeared, went, or carries the wrong markers.
+async fn watch_targets(
+    client: Client,
+    kind: ServedKind,
+    locks: Store<Lock>,
+    catalog: watch::Receiver<Arc<Catalog>>,
+    wake: Wake,
+) {
+    let api = Api::<PartialObjectMeta<DynamicObject>>::all_with(client, &kind.api_resource());
+    let group_kind = kind.group_kind();
+    let mut events = pin!(watcher(api, watcher::Config::default()).default_backoff());
+    while let Some(event) = events.next().await {
+        let woken: Vec<ObjectRef<Lock>> = {
+            let locks = locks.state();
+            let catalog = catalog.borrow().clone();
+            let on_target = |object: &PartialObjectMeta<DynamicObject>, gone: bool| {
+                let (namespace, name) = (object.namespace().unwrap_or_default(), object.name_any());
+                let target = Target {
+                    kind: &group_kind,
+                    namespace: &namespace,
+                    name: &name,
+                };
+                let meta = (!gone).then_some(&object.metadata);
+                decision::locks_woken_by_target(target, meta, &locks, &catalog)
+                    .into_iter()
+                    .map(ObjectRef::from_obj)
+                    .collect()
+            };
+            match event {
+                Ok(Event::Apply(object) | Event::InitApply(object)) => on_target(&object, false),
+                Ok(Event::Delete(object)) => on_target(&object, true),
+                Ok(Event::InitDone) => decision::locks_woken_by_relist(&group_kind, &locks)
+                    .into_iter()
+                    .map(ObjectRef::from_obj)
+                    .collect(),
+                Ok(Event::Init) => continue,
+                Err(e) => {
+                    tracing::warn!(kind = %kind.kind, error = %one_line(&e), "target watch failed");
+                    continue;
+                }
+            }
+        };
+        for lock in woken {
+            if wake.send(lock).await.is_err() {
+                return;
+            }
+        }
+    }
+}
