@@ -32,7 +32,7 @@ run kubectl apply -f deploy/examples/lock.yaml
 run kubectl wait --for=jsonpath='{.status.active}'=true lock/protect-forge-stack -n forge --timeout 30s
 run kubectl get locks -n forge
 run kubectl get stacks -A -l core.navique.com/locked=true
-run kubectl get stack forge -n forge -o jsonpath='{.metadata.annotations}{"\n"}'
+run kubectl get stack forge -n forge -o jsonpath='{.metadata.annotations.core\.navique\.com/locked}{"\n"}{.metadata.annotations.core\.navique\.com/lock-reasons}{"\n"}'
 
 step "Deleting the Stack is refused at admission, naming the Lock and its reason"
 run kubectl delete stack forge -n forge
