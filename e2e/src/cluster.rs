@@ -199,6 +199,42 @@ impl Cluster {
         path
     }
 
+    /// A ValidatingAdmissionPolicy and binding, both named `name`, that
+    /// refuse (Forbidden, `message`) deleting ConfigMaps labelled `label` in
+    /// namespace `ns`.
+    pub fn deny_labelled_configmap_deletes(
+        &self,
+        name: &str,
+        ns: &str,
+        label: &str,
+        message: &str,
+    ) {
+        let manifest = format!(
+            r#"apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata: {{name: {name}}}
+spec:
+  matchConstraints:
+    resourceRules:
+    - {{apiGroups: [""], apiVersions: ["v1"], resources: ["configmaps"], operations: ["DELETE"]}}
+  validations:
+  - expression: "!has(oldObject.metadata.labels) || !('{label}' in oldObject.metadata.labels)"
+    message: {message}
+    reason: Forbidden
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata: {{name: {name}}}
+spec:
+  policyName: {name}
+  validationActions: [Deny]
+  matchResources:
+    namespaceSelector: {{matchLabels: {{kubernetes.io/metadata.name: {ns}}}}}
+"#
+        );
+        self.kubectl_in(&["apply", "-f", "-"], Some(&manifest));
+    }
+
     /// A new namespace for one test, named `<prefix>-<random>`.
     pub fn namespace(&self, prefix: &str) -> String {
         let name = format!("{prefix}-{}", &uuid_like()[..8]);

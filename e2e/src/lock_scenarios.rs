@@ -347,3 +347,45 @@ pub async fn namespaces_crds_and_the_label(env: &LockEnv) {
     .await;
     k.kubectl_ok(&["delete", "namespace", &ns, "--timeout", "20s"]);
 }
+
+/// The scenarios as `#[tokio::test]`s on one environment per test binary,
+/// with the guard in the given [`GuardMode`](crate::locks::GuardMode).
+#[macro_export]
+macro_rules! lock_guard_tests {
+    ($mode:expr) => {
+        fn env() -> &'static $crate::locks::LockEnv {
+            static ENV: std::sync::OnceLock<$crate::locks::LockEnv> = std::sync::OnceLock::new();
+            ENV.get_or_init(|| $crate::locks::LockEnv::start($mode))
+        }
+
+        #[tokio::test]
+        async fn the_seed_example_is_refused_until_the_lock_goes() {
+            $crate::lock_scenarios::the_seed_example(env()).await;
+        }
+
+        #[tokio::test]
+        async fn two_locks_both_protect_until_both_go() {
+            $crate::lock_scenarios::two_locks_stack(env()).await;
+        }
+
+        #[tokio::test]
+        async fn missing_targets_activate_later_and_invalid_ones_stamp_nothing() {
+            $crate::lock_scenarios::missing_and_invalid_targets(env()).await;
+        }
+
+        #[tokio::test]
+        async fn tampering_with_the_marker_is_refused_or_undone() {
+            $crate::lock_scenarios::tampering_is_refused_or_undone(env()).await;
+        }
+
+        #[tokio::test]
+        async fn updates_pass_and_cascades_stop_at_the_lock() {
+            $crate::lock_scenarios::updates_pass_and_cascades_stop_at_the_lock(env()).await;
+        }
+
+        #[tokio::test]
+        async fn namespaces_and_crds_with_locks_stay_and_the_label_lists_locked_objects() {
+            $crate::lock_scenarios::namespaces_crds_and_the_label(env()).await;
+        }
+    };
+}

@@ -103,30 +103,7 @@ async fn orphaning_keeps_the_dependents_without_the_owner_reference() {
 #[tokio::test]
 async fn a_dependent_whose_delete_is_denied_stays_and_is_retried() {
     let ns = cluster().namespace("gc-denied");
-    let policy = format!(
-        r#"apiVersion: admissionregistration.k8s.io/v1
-kind: ValidatingAdmissionPolicy
-metadata: {{name: keep-{ns}}}
-spec:
-  matchConstraints:
-    resourceRules:
-    - {{apiGroups: [""], apiVersions: ["v1"], resources: ["configmaps"], operations: ["DELETE"]}}
-  validations:
-  - expression: "!has(oldObject.metadata.labels) || !('keep' in oldObject.metadata.labels)"
-    message: kept
-    reason: Forbidden
----
-apiVersion: admissionregistration.k8s.io/v1
-kind: ValidatingAdmissionPolicyBinding
-metadata: {{name: keep-{ns}}}
-spec:
-  policyName: keep-{ns}
-  validationActions: [Deny]
-  matchResources:
-    namespaceSelector: {{matchLabels: {{kubernetes.io/metadata.name: {ns}}}}}
-"#
-    );
-    cluster().kubectl_in(&["apply", "-f", "-"], Some(&policy));
+    cluster().deny_labelled_configmap_deletes(&format!("keep-{ns}"), &ns, "keep", "kept");
     family(&ns, 2, false);
     cluster().kubectl_ok(&["label", "configmap", "child-1", "-n", &ns, "keep=yes"]);
     cluster().kubectl_ok(&["delete", "configmap", "owner", "-n", &ns]);

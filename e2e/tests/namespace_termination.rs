@@ -63,30 +63,12 @@ async fn a_deleted_namespace_empties_refuses_new_content_and_goes() {
 #[tokio::test]
 async fn an_object_admission_protects_keeps_the_namespace_terminating_and_reported() {
     let ns = cluster().namespace("term-protected");
-    let policy = format!(
-        r#"apiVersion: admissionregistration.k8s.io/v1
-kind: ValidatingAdmissionPolicy
-metadata: {{name: protect-{ns}}}
-spec:
-  matchConstraints:
-    resourceRules:
-    - {{apiGroups: [""], apiVersions: ["v1"], resources: ["configmaps"], operations: ["DELETE"]}}
-  validations:
-  - expression: "!has(oldObject.metadata.labels) || !('protected' in oldObject.metadata.labels)"
-    message: this ConfigMap is protected
-    reason: Forbidden
----
-apiVersion: admissionregistration.k8s.io/v1
-kind: ValidatingAdmissionPolicyBinding
-metadata: {{name: protect-{ns}}}
-spec:
-  policyName: protect-{ns}
-  validationActions: [Deny]
-  matchResources:
-    namespaceSelector: {{matchLabels: {{kubernetes.io/metadata.name: {ns}}}}}
-"#
+    cluster().deny_labelled_configmap_deletes(
+        &format!("protect-{ns}"),
+        &ns,
+        "protected",
+        "this ConfigMap is protected",
     );
-    cluster().kubectl_in(&["apply", "-f", "-"], Some(&policy));
     cluster().kubectl_ok(&["create", "configmap", "guarded", "-n", &ns]);
     cluster().kubectl_ok(&["label", "configmap", "guarded", "-n", &ns, "protected=yes"]);
     cluster().kubectl_ok(&["delete", "namespace", &ns, "--wait=false"]);

@@ -81,3 +81,40 @@ pub struct Attributes {
     /// `meta.k8s.io/v1`).
     pub options: Option<Value>,
 }
+
+/// Builders for tests of the modules that consume attributes.
+#[cfg(test)]
+pub mod testing {
+    use serde_json::{Value, json};
+
+    use super::{Attributes, GroupVersion, Operation, UserInfo};
+
+    /// alice deleting ConfigMap team-a/db, whose stored form is `old`.
+    pub fn configmap_delete(old: Value, dry_run: bool) -> Attributes {
+        Attributes {
+            operation: Operation::Delete,
+            kind: GroupVersion {
+                group: String::new(),
+                version: "v1".into(),
+                name: "ConfigMap".into(),
+            },
+            resource: GroupVersion {
+                group: String::new(),
+                version: "v1".into(),
+                name: "configmaps".into(),
+            },
+            sub_resource: String::new(),
+            name: "db".into(),
+            namespace: "team-a".into(),
+            object: None,
+            old_object: Some(old),
+            user: UserInfo {
+                username: "alice".into(),
+                groups: vec!["system:authenticated".into()],
+                ..UserInfo::default()
+            },
+            dry_run,
+            options: Some(json!({"kind": "DeleteOptions", "apiVersion": "meta.k8s.io/v1"})),
+        }
+    }
+}

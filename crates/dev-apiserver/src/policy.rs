@@ -956,7 +956,6 @@ fn str_at<'v>(value: &'v Value, path: &[&str]) -> &'v str {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::attributes::{GroupVersion, UserInfo};
 
     fn configmap(annotations: Value, labels: Value) -> Value {
         json!({
@@ -968,31 +967,7 @@ mod tests {
     }
 
     fn delete(old: Value) -> Attributes {
-        Attributes {
-            operation: Operation::Delete,
-            kind: GroupVersion {
-                group: String::new(),
-                version: "v1".into(),
-                name: "ConfigMap".into(),
-            },
-            resource: GroupVersion {
-                group: String::new(),
-                version: "v1".into(),
-                name: "configmaps".into(),
-            },
-            sub_resource: String::new(),
-            name: "db".into(),
-            namespace: "team-a".into(),
-            object: None,
-            old_object: Some(old),
-            user: UserInfo {
-                username: "alice".into(),
-                groups: vec!["system:authenticated".into()],
-                ..UserInfo::default()
-            },
-            dry_run: false,
-            options: Some(json!({"kind": "DeleteOptions", "apiVersion": "meta.k8s.io/v1"})),
-        }
+        crate::attributes::testing::configmap_delete(old, false)
     }
 
     fn locked() -> Attributes {

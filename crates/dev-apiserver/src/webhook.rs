@@ -912,7 +912,6 @@ mod tests {
     use rustls::pki_types::{PrivateKeyDer, PrivatePkcs8KeyDer};
 
     use super::*;
-    use crate::attributes::{GroupVersion, Operation, UserInfo};
 
     const HOOK: &str = "locks.navique.com";
     const SERVICE_HOST: &str = "webhook.navique-system.svc";
@@ -1032,31 +1031,7 @@ mod tests {
     }
 
     fn delete() -> Attributes {
-        Attributes {
-            operation: Operation::Delete,
-            kind: GroupVersion {
-                group: String::new(),
-                version: "v1".into(),
-                name: "ConfigMap".into(),
-            },
-            resource: GroupVersion {
-                group: String::new(),
-                version: "v1".into(),
-                name: "configmaps".into(),
-            },
-            sub_resource: String::new(),
-            name: "db".into(),
-            namespace: "team-a".into(),
-            object: None,
-            old_object: Some(old_object()),
-            user: UserInfo {
-                username: "alice".into(),
-                groups: vec!["system:authenticated".into()],
-                ..UserInfo::default()
-            },
-            dry_run: true,
-            options: Some(json!({"kind": "DeleteOptions", "apiVersion": "meta.k8s.io/v1"})),
-        }
+        crate::attributes::testing::configmap_delete(old_object(), true)
     }
 
     /// A configuration with one webhook calling the service with `ca_pem`.
