@@ -102,7 +102,11 @@ async fn main() -> anyhow::Result<()> {
     let metrics = navique_e2e::http_get(env.controller_admin, "/metrics")
         .await
         .map_err(anyhow::Error::msg)?;
-    for line in metrics.body.lines().filter(|l| l.contains("memory_bytes ")) {
+    for line in metrics
+        .body
+        .lines()
+        .filter(|l| !l.starts_with('#') && l.contains("memory_bytes "))
+    {
         let (name, value) = line.rsplit_once(' ').unwrap_or_default();
         let mib = value.parse::<f64>().unwrap_or_default() / (1024.0 * 1024.0);
         println!("{name}: {mib:.1} MiB");

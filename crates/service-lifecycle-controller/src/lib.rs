@@ -8,6 +8,9 @@ use std::convert::Infallible;
 
 use navique_runtime::{CommonArgs, Component, LeaderElectionArgs};
 
+pub mod deletion;
+pub mod postgres;
+
 pub const NAME: &str = "service-lifecycle-controller";
 
 /// Reconciles ManagedServices, bindings, credential policies and Stacks, and

@@ -1,0 +1,746 @@
+//! The PostgreSQL engine against a real server: every test that needs one
+//! starts its own throwaway PostgreSQL with `scripts/postgres.sh` (in a
+//! fresh directory under /tmp, on a free port) and stops it when it ends,
+//! also when it panics. A server that cannot be started fails the test with
+//! the script's output; nothing is skipped.
+//!
+//! The script's server trusts every connection; each test server is switched
+//! to password authentication (`scram-sha-256` over TCP) first, so that the
+//! tests can tell a right password from a wrong one.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::net::TcpListener;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::str::FromStr;
+use std::time::{Duration, Instant};
+
+use service_lifecycle_controller::postgres::{
+    AdminConnection, Database, Engine, Error, NameKind, generate_password,
+};
+use tokio_postgres::error::SqlState;
+use tokio_postgres::{Client, Config, NoTls};
+
+const ADMIN_USER: &str = "postgres";
+const ADMIN_PASSWORD: &str = "admin-pw";
+const PG_HBA: &str = "\
+# Written by tests/postgres.rs: passwords over TCP, trust on the socket only.
+local all all trust
+host all all 127.0.0.1/32 scram-sha-256
+";
+
+fn script() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/postgres.sh")
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("no free port on 127.0.0.1")
+        .port()
+}
+
+fn describe(output: &Output) -> String {
+    format!(
+        "{}\nstdout:\n{}stderr:\n{}",
+        output.status,
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    )
+}
+
+/// A running throwaway server. Dropping it stops the server (then the
+/// temporary directory goes).
+struct Server {
+    dir: tempfile::TempDir,
+    port: u16,
+}
+
+impl Server {
+    async fn start() -> Server {
+        let dir = tempfile::Builder::new()
+            .prefix("navique-pg-")
+            .tempdir_in("/tmp")
+            .expect("cannot create a directory under /tmp");
+        // The script runs the server as an unprivileged user when root.
+        fs::set_permissions(dir.path(), fs::Permissions::from_mode(0o755))
+            .expect("cannot chmod the server directory");
+        // The guard exists before the first start: whatever happens next,
+        // its Drop stops what was started.
+        let mut server = Server { dir, port: 0 };
+        let mut attempts = Vec::new();
+        for _ in 0..3 {
+            server.port = free_port();
+            let output = Command::new(script())
+                .arg("start")
+                .arg(server.dir.path())
+                .arg(server.port.to_string())
+                .output()
+                .expect("cannot run scripts/postgres.sh");
+            if output.status.success() {
+                server.require_passwords().await;
+                return server;
+            }
+            let text = describe(&output);
+            // Another process took the port between our probe and the start.
+            let port_taken = text.contains("Address already in use");
+            attempts.push(text);
+            if !port_taken {
+                break;
+            }
+        }
+        panic!(
+            "PostgreSQL could not be started with scripts/postgres.sh:\n{}",
+            attempts.join("\n---\n")
+        );
+    }
+
+    /// Gives the admin a password, switches TCP connections to
+    /// `scram-sha-256` and turns durability off, waiting until the server
+    /// has reloaded.
+    async fn require_passwords(&self) {
+        let admin = connect(self.config(ADMIN_USER, "", "postgres"))
+            .await
+            .expect("cannot connect to the fresh server as postgres");
+        admin
+            .batch_execute(&format!(
+                "ALTER ROLE {ADMIN_USER} PASSWORD '{ADMIN_PASSWORD}'"
+            ))
+            .await
+            .unwrap();
+        fs::write(self.dir.path().join("data/pg_hba.conf"), PG_HBA).expect("cannot write pg_hba");
+        // A throwaway server needs no durability: without fsync, CREATE and
+        // DROP DATABASE and the shutdown checkpoint are much faster.
+        for setting in [
+            "fsync = off",
+            "synchronous_commit = off",
+            "full_page_writes = off",
+        ] {
+            admin
+                .batch_execute(&format!("ALTER SYSTEM SET {setting}"))
+                .await
+                .unwrap();
+        }
+        admin
+            .batch_execute("SELECT pg_reload_conf()")
+            .await
+            .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            match connect(self.config(ADMIN_USER, "wrong", "postgres")).await {
+                Err(e) if e.code() == Some(&SqlState::INVALID_PASSWORD) => return,
+                _ if Instant::now() > deadline => {
+                    panic!("the server still accepts a wrong password after reloading pg_hba.conf")
+                }
+                _ => tokio::time::sleep(Duration::from_millis(20)).await,
+            }
+        }
+    }
+
+    fn secret(&self, user: &str, password: &str) -> BTreeMap<String, String> {
+        [
+            ("host", "127.0.0.1".to_owned()),
+            ("port", self.port.to_string()),
+            ("user", user.to_owned()),
+            ("password", password.to_owned()),
+            ("sslmode", "disable".to_owned()),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v))
+        .collect()
+    }
+
+    fn engine(&self) -> Engine {
+        Engine::new(AdminConnection::from_secret(&self.secret(ADMIN_USER, ADMIN_PASSWORD)).unwrap())
+    }
+
+    fn config(&self, user: &str, password: &str, database: &str) -> Config {
+        let mut config = Config::new();
+        config
+            .host("127.0.0.1")
+            .port(self.port)
+            .user(user)
+            .password(password)
+            .dbname(database)
+            .connect_timeout(Duration::from_secs(10));
+        config
+    }
+
+    async fn admin(&self) -> Client {
+        connect(self.config(ADMIN_USER, ADMIN_PASSWORD, "postgres"))
+            .await
+            .expect("cannot connect as the admin")
+    }
+
+    async fn login(
+        &self,
+        user: &str,
+        password: &str,
+        database: &str,
+    ) -> Result<Client, tokio_postgres::Error> {
+        connect(self.config(user, password, database)).await
+    }
+
+    /// The owner of a database, as the admin sees it in `pg_database`.
+    async fn database_owner(&self, name: &str) -> Option<String> {
+        self.admin()
+            .await
+            .query_opt(
+                "SELECT pg_get_userbyid(datdba)::text FROM pg_database WHERE datname = $1",
+                &[&name],
+            )
+            .await
+            .unwrap()
+            .map(|row| row.get(0))
+    }
+
+    /// Whether a role exists in `pg_roles`.
+    async fn role_exists(&self, name: &str) -> bool {
+        self.admin()
+            .await
+            .query_opt("SELECT 1 FROM pg_roles WHERE rolname = $1", &[&name])
+            .await
+            .unwrap()
+            .is_some()
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        match Command::new(script())
+            .arg("stop")
+            .arg(self.dir.path())
+            .output()
+        {
+            Ok(output) if output.status.success() => {}
+            Ok(output) => eprintln!("scripts/postgres.sh stop failed: {}", describe(&output)),
+            Err(e) => eprintln!("cannot run scripts/postgres.sh stop: {e}"),
+        }
+    }
+}
+
+async fn connect(config: Config) -> Result<Client, tokio_postgres::Error> {
+    let (client, connection) = config.connect(NoTls).await?;
+    tokio::spawn(async move {
+        let _ = connection.await;
+    });
+    Ok(client)
+}
+
+async fn connect_uri(uri: &str) -> Result<Client, tokio_postgres::Error> {
+    connect(Config::from_str(uri).expect("the URI does not parse")).await
+}
+
+fn sqlstate(e: &tokio_postgres::Error) -> Option<&SqlState> {
+    e.code()
+}
+
+async fn count(client: &Client, table: &str) -> i64 {
+    client
+        .query_one(&format!("SELECT count(*) FROM {table}"), &[])
+        .await
+        .unwrap()
+        .get(0)
+}
+
+#[tokio::test]
+async fn ensure_creates_the_role_and_the_database() {
+    let pg = Server::start().await;
+    let engine = pg.engine();
+    let db = Database::new("shop", "shop_owner");
+    let password = generate_password();
+
+    engine.ensure(&db, &password).await.unwrap();
+
+    let admin = pg.admin().await;
+    assert_eq!(
+        pg.database_owner("shop").await.as_deref(),
+        Some("shop_owner")
+    );
+    let role = admin
+        .query_one(
+            "SELECT rolcanlogin, rolsuper, rolcreatedb, rolcreaterole, rolpassword \
+             FROM pg_authid WHERE rolname = 'shop_owner'",
+            &[],
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        (
+            role.get::<_, bool>(0),
+            role.get::<_, bool>(1),
+            role.get::<_, bool>(2),
+            role.get::<_, bool>(3)
+        ),
+        (true, false, false, false)
+    );
+    // The server got a SCRAM verifier, never the clear password.
+    assert!(role.get::<_, String>(4).starts_with("SCRAM-SHA-256$4096:"));
+
+    // The credentials' URI logs in, and the owner can create tables.
+    let credentials = engine.credentials("shop", "shop_owner", &password);
+    let owner = connect_uri(&credentials.uri()).await.unwrap();
+    owner
+        .batch_execute("CREATE TABLE orders (id int PRIMARY KEY); INSERT INTO orders VALUES (1)")
+        .await
+        .unwrap();
+    assert_eq!(count(&owner, "orders").await, 1);
+}
+
+#[tokio::test]
+async fn ensure_twice_converges_and_the_second_password_wins() {
+    let pg = Server::start().await;
+    let engine = pg.engine();
+    let db = Database::new("shop", "shop_owner");
+    let (first, second) = (generate_password(), generate_password());
+
+    engine.ensure(&db, &first).await.unwrap();
+    pg.login("shop_owner", &first, "shop")
+        .await
+        .unwrap()
+        .batch_execute("CREATE TABLE orders (id int); INSERT INTO orders VALUES (1)")
+        .await
+        .unwrap();
+    engine.ensure(&db, &second).await.unwrap();
+
+    let refused = pg.login("shop_owner", &first, "shop").await.unwrap_err();
+    assert_eq!(sqlstate(&refused), Some(&SqlState::INVALID_PASSWORD));
+    let owner = pg.login("shop_owner", &second, "shop").await.unwrap();
+    // The existing database was kept, data and all.
+    assert_eq!(count(&owner, "orders").await, 1);
+    assert_eq!(
+        pg.database_owner("shop").await.as_deref(),
+        Some("shop_owner")
+    );
+}
+
+#[tokio::test]
+async fn the_readonly_role_can_select_but_not_insert() {
+    let pg = Server::start().await;
+    let engine = pg.engine();
+    let db = Database::new("shop", "shop");
+    let password = generate_password();
+    engine.ensure(&db, &password).await.unwrap();
+    let owner = pg.login("shop", &password, "shop").await.unwrap();
+    owner
+        .batch_execute("CREATE TABLE orders (id int); INSERT INTO orders VALUES (1), (2)")
+        .await
+        .unwrap();
+
+    let readonly_password = generate_password();
+    engine
+        .ensure_readonly(&db, &readonly_password)
+        .await
+        .unwrap();
+    let readonly = pg
+        .login("shop_readonly", &readonly_password, "shop")
+        .await
+        .unwrap();
+
+    assert_eq!(count(&readonly, "orders").await, 2);
+    let insert = readonly
+        .batch_execute("INSERT INTO orders VALUES (3)")
+        .await
+        .unwrap_err();
+    assert_eq!(sqlstate(&insert), Some(&SqlState::INSUFFICIENT_PRIVILEGE));
+    let create = readonly
+        .batch_execute("CREATE TABLE mine (id int)")
+        .await
+        .unwrap_err();
+    assert_eq!(sqlstate(&create), Some(&SqlState::INSUFFICIENT_PRIVILEGE));
+
+    // What the owner creates later is readable too, in new schemas as well.
+    owner
+        .batch_execute(
+            "CREATE TABLE invoices (id int); INSERT INTO invoices VALUES (1); \
+             CREATE SCHEMA reporting; CREATE TABLE reporting.totals (n int); \
+             INSERT INTO reporting.totals VALUES (1)",
+        )
+        .await
+        .unwrap();
+    assert_eq!(count(&readonly, "invoices").await, 1);
+    assert_eq!(count(&readonly, "reporting.totals").await, 1);
+
+    // Idempotent, and the second password wins.
+    let second = generate_password();
+    engine.ensure_readonly(&db, &second).await.unwrap();
+    let refused = pg
+        .login("shop_readonly", &readonly_password, "shop")
+        .await
+        .unwrap_err();
+    assert_eq!(sqlstate(&refused), Some(&SqlState::INVALID_PASSWORD));
+    let readonly = pg.login("shop_readonly", &second, "shop").await.unwrap();
+    assert_eq!(count(&readonly, "orders").await, 2);
+}
+
+#[tokio::test]
+async fn exists_tells_whether_the_database_exists() {
+    let pg = Server::start().await;
+    let engine = pg.engine();
+    let db = Database::new("shop", "shop_owner");
+
+    assert!(!engine.exists(&db).await.unwrap());
+    engine.ensure(&db, &generate_password()).await.unwrap();
+    assert!(engine.exists(&db).await.unwrap());
+    engine.drop(&db).await.unwrap();
+    assert!(!engine.exists(&db).await.unwrap());
+}
+
+#[tokio::test]
+async fn drop_removes_the_database_and_its_roles_and_is_idempotent() {
+    let pg = Server::start().await;
+    let engine = pg.engine();
+    let db = Database::new("shop", "shop_owner");
+    engine.ensure(&db, &generate_password()).await.unwrap();
+    engine
+        .ensure_readonly(&db, &generate_password())
+        .await
+        .unwrap();
+    assert!(pg.role_exists("shop_owner_readonly").await);
+
+    engine.drop(&db).await.unwrap();
+
+    assert_eq!(pg.database_owner("shop").await, None);
+    assert!(!pg.role_exists("shop_owner").await);
+    assert!(!pg.role_exists("shop_owner_readonly").await);
+    engine.drop(&db).await.unwrap();
+    engine
+        .drop(&Database::new("never", "never_owner"))
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn drop_succeeds_while_a_client_is_connected() {
+    let pg = Server::start().await;
+    let engine = pg.engine();
+    let db = Database::new("shop", "shop_owner");
+    let password = generate_password();
+    engine.ensure(&db, &password).await.unwrap();
+    let client = pg.login("shop_owner", &password, "shop").await.unwrap();
+    client
+        .batch_execute("BEGIN; CREATE TABLE orders (id int); LOCK orders")
+        .await
+        .unwrap();
+
+    engine.drop(&db).await.unwrap();
+
+    assert!(!engine.exists(&db).await.unwrap());
+    assert!(!pg.role_exists("shop_owner").await);
+    assert!(client.batch_execute("SELECT 1").await.is_err());
+}
+
+#[tokio::test]
+async fn set_password_rotates_the_password() {
+    let pg = Server::start().await;
+    let engine = pg.engine();
+    let db = Database::new("shop", "shop_owner");
+    let old = generate_password();
+    engine.ensure(&db, &old).await.unwrap();
+    // Quotes, a backslash and URI delimiters: quoted in SQL, encoded in URIs.
+    let new = r#"it's a "new" \ p@ss:w/rd?#% é"#;
+
+    engine.set_password("shop_owner", new).await.unwrap();
+
+    let refused = pg.login("shop_owner", &old, "shop").await.unwrap_err();
+    assert_eq!(sqlstate(&refused), Some(&SqlState::INVALID_PASSWORD));
+    pg.login("shop_owner", new, "shop").await.unwrap();
+    connect_uri(&engine.credentials("shop", "shop_owner", new).uri())
+        .await
+        .unwrap();
+
+    let missing = engine
+        .set_password("ghost", &generate_password())
+        .await
+        .unwrap_err();
+    assert!(matches!(missing, Error::RoleMissing { .. }), "{missing:?}");
+    assert_eq!(
+        missing.to_string(),
+        format!(
+            "role \"ghost\" does not exist on PostgreSQL at 127.0.0.1:{}",
+            pg.port
+        )
+    );
+    assert!(!pg.role_exists("ghost").await);
+}
+
+#[test]
+fn missing_secret_keys_are_named() {
+    let full: BTreeMap<String, String> = [
+        ("host", "db"),
+        ("port", "5432"),
+        ("user", "admin"),
+        ("password", "pw"),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_owned(), v.to_owned()))
+    .collect();
+    for key in ["host", "port", "user", "password"] {
+        let mut data = full.clone();
+        data.remove(key);
+        let err = AdminConnection::from_secret(&data).unwrap_err();
+        assert_eq!(err.to_string(), format!("Secret key \"{key}\" is missing"));
+    }
+    let err = AdminConnection::from_secret(&BTreeMap::new()).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "Secret keys \"host\", \"port\", \"user\" and \"password\" are missing"
+    );
+    // sslmode is optional.
+    AdminConnection::from_secret(&full).unwrap();
+}
+
+#[tokio::test]
+async fn invalid_names_are_refused_without_touching_the_server() {
+    // A listener that records whether anything connected.
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let mut data = BTreeMap::new();
+    for (key, value) in [
+        ("host", "127.0.0.1".to_owned()),
+        ("port", listener.local_addr().unwrap().port().to_string()),
+        ("user", "admin".to_owned()),
+        ("password", "pw".to_owned()),
+    ] {
+        data.insert(key.to_owned(), value);
+    }
+    let engine = Engine::new(AdminConnection::from_secret(&data).unwrap());
+    let pw = "a-password";
+
+    let cases = [
+        (
+            Database::new("Shop", "shop"),
+            "invalid database name \"Shop\": may hold only lowercase letters, digits and \"_\", not 'S'",
+        ),
+        (
+            Database::new("shop\"; DROP DATABASE x; --", "shop"),
+            "invalid database name \"shop\"; DROP DATABASE x; --\": may hold only lowercase \
+             letters, digits and \"_\", not '\"'",
+        ),
+        (
+            Database::new("1shop", "shop"),
+            "invalid database name \"1shop\": must not start with a digit",
+        ),
+        (
+            Database::new("postgres", "shop"),
+            "invalid database name \"postgres\": is one of PostgreSQL's own databases",
+        ),
+        (
+            Database::new("shop", "o".repeat(64)),
+            &format!(
+                "invalid role name \"{}\": is 64 bytes long; PostgreSQL names hold at most 63",
+                "o".repeat(64)
+            ),
+        ),
+        (
+            Database::new("shop", "pg_shop"),
+            "invalid role name \"pg_shop\": the prefix \"pg_\" is reserved for PostgreSQL's own roles",
+        ),
+        (
+            Database::new("shop", "admin"),
+            "invalid role name \"admin\": is the server's admin role",
+        ),
+    ];
+    for (db, message) in &cases {
+        for result in [
+            engine.ensure(db, pw).await,
+            engine.drop(db).await,
+            engine.exists(db).await.map(|_| ()),
+            engine.ensure_readonly(db, pw).await,
+        ] {
+            let err = result.unwrap_err();
+            assert!(matches!(err, Error::InvalidName { .. }), "{err:?}");
+            assert_eq!(&err.to_string(), message);
+        }
+    }
+    for role in ["", "Shop", "public", "admin"] {
+        let err = engine.set_password(role, pw).await.unwrap_err();
+        assert!(
+            matches!(
+                err,
+                Error::InvalidName {
+                    kind: NameKind::Role,
+                    ..
+                }
+            ),
+            "{err:?}"
+        );
+    }
+    // The readonly role's name is checked too: 55 + "_readonly" > 63 bytes.
+    let long_owner = Database::new("shop", "o".repeat(55));
+    let err = engine.ensure_readonly(&long_owner, pw).await.unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "invalid role name \"{}_readonly\": is 64 bytes long; PostgreSQL names hold at most 63",
+            "o".repeat(55)
+        )
+    );
+    let err = engine
+        .ensure(&Database::new("shop", "shop"), "")
+        .await
+        .unwrap_err();
+    assert_eq!(err.to_string(), "invalid password: must not be empty");
+
+    match listener.accept() {
+        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+        other => panic!("something connected to the server: {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn an_unreachable_server_is_reported_with_host_port_and_user() {
+    let port = free_port();
+    let mut data = BTreeMap::new();
+    for (key, value) in [
+        ("host", "127.0.0.1".to_owned()),
+        ("port", port.to_string()),
+        ("user", "admin".to_owned()),
+        ("password", "pw".to_owned()),
+    ] {
+        data.insert(key.to_owned(), value);
+    }
+    let engine = Engine::new(AdminConnection::from_secret(&data).unwrap());
+
+    let err = engine
+        .exists(&Database::new("shop", "shop"))
+        .await
+        .unwrap_err();
+
+    let message = err.to_string();
+    assert!(
+        message.starts_with(&format!(
+            "cannot connect to PostgreSQL at 127.0.0.1:{port} as admin: error connecting to server: "
+        )),
+        "{message}"
+    );
+    assert!(message.contains("Connection refused"), "{message}");
+    assert!(err.is_transient());
+}
+
+#[tokio::test]
+async fn sslmode_require_is_refused_until_tls_is_supported() {
+    let mut data = BTreeMap::new();
+    for (key, value) in [
+        ("host", "127.0.0.1"),
+        ("port", "1"),
+        ("user", "admin"),
+        ("password", "pw"),
+        ("sslmode", "require"),
+    ] {
+        data.insert(key.to_owned(), value.to_owned());
+    }
+    let engine = Engine::new(AdminConnection::from_secret(&data).unwrap());
+    let err = engine
+        .exists(&Database::new("shop", "shop"))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "sslmode=require is not supported yet: connections to the provider's PostgreSQL are made \
+         without TLS; set the Secret's sslmode to \"disable\" or \"prefer\""
+    );
+}
+
+#[tokio::test]
+async fn a_wrong_admin_password_is_reported_with_host_port_and_user() {
+    let pg = Server::start().await;
+    let engine =
+        Engine::new(AdminConnection::from_secret(&pg.secret(ADMIN_USER, "wrong")).unwrap());
+
+    let err = engine
+        .exists(&Database::new("shop", "shop"))
+        .await
+        .unwrap_err();
+
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "cannot connect to PostgreSQL at 127.0.0.1:{} as postgres: FATAL: password \
+             authentication failed for user \"postgres\"",
+            pg.port
+        )
+    );
+}
+
+#[tokio::test]
+async fn another_services_role_cannot_connect_to_the_database() {
+    let pg = Server::start().await;
+    let engine = pg.engine();
+    let (shop, blog) = (Database::new("shop", "shop"), Database::new("blog", "blog"));
+    let blog_password = generate_password();
+    engine.ensure(&shop, &generate_password()).await.unwrap();
+    engine.ensure(&blog, &blog_password).await.unwrap();
+
+    let refused = pg.login("blog", &blog_password, "shop").await.unwrap_err();
+    assert_eq!(sqlstate(&refused), Some(&SqlState::INSUFFICIENT_PRIVILEGE));
+    pg.login("blog", &blog_password, "blog").await.unwrap();
+}
+
+#[tokio::test]
+async fn a_database_owned_by_another_role_is_neither_taken_over_nor_dropped() {
+    let pg = Server::start().await;
+    let admin = pg.admin().await;
+    admin.batch_execute("CREATE ROLE someone").await.unwrap();
+    admin
+        .batch_execute("CREATE DATABASE shop OWNER someone")
+        .await
+        .unwrap();
+    let engine = pg.engine();
+    let db = Database::new("shop", "shop_owner");
+    let message = format!(
+        "database \"shop\" already exists on PostgreSQL at 127.0.0.1:{} and is owned by \
+         \"someone\", not \"shop_owner\": refusing to take it over or drop it; pick another name",
+        pg.port
+    );
+
+    let err = engine.ensure(&db, &generate_password()).await.unwrap_err();
+    assert_eq!(err.to_string(), message);
+    let err = engine.drop(&db).await.unwrap_err();
+    assert_eq!(err.to_string(), message);
+
+    assert_eq!(pg.database_owner("shop").await.as_deref(), Some("someone"));
+    assert!(!pg.role_exists("shop_owner").await);
+}
+
+#[tokio::test]
+async fn a_non_superuser_admin_with_createdb_and_createrole_provisions_and_drops() {
+    let pg = Server::start().await;
+    pg.admin()
+        .await
+        .batch_execute("CREATE ROLE provider LOGIN CREATEDB CREATEROLE PASSWORD 'provider-pw'")
+        .await
+        .unwrap();
+    let engine =
+        Engine::new(AdminConnection::from_secret(&pg.secret("provider", "provider-pw")).unwrap());
+    let db = Database::new("shop", "shop");
+    let password = generate_password();
+
+    engine.ensure(&db, &password).await.unwrap();
+    engine.ensure(&db, &password).await.unwrap();
+    let owner = pg.login("shop", &password, "shop").await.unwrap();
+    owner
+        .batch_execute("CREATE TABLE orders (id int); INSERT INTO orders VALUES (1)")
+        .await
+        .unwrap();
+    let readonly_password = generate_password();
+    engine
+        .ensure_readonly(&db, &readonly_password)
+        .await
+        .unwrap();
+    let readonly = pg
+        .login("shop_readonly", &readonly_password, "shop")
+        .await
+        .unwrap();
+    assert_eq!(count(&readonly, "orders").await, 1);
+
+    engine.drop(&db).await.unwrap();
+
+    assert_eq!(pg.database_owner("shop").await, None);
+    assert!(!pg.role_exists("shop").await);
+    assert!(!pg.role_exists("shop_readonly").await);
+    assert!(owner.batch_execute("SELECT 1").await.is_err());
+    assert!(readonly.batch_execute("SELECT 1").await.is_err());
+}
