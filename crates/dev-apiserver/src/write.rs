@@ -593,29 +593,27 @@ fn plan_delete(
 ) -> Result<Plan, ApiError> {
     let rt = &place.rt;
     let meta = &old["metadata"];
-    if let Some(uid) = &options.uid
-        && Some(uid.as_str()) != meta["uid"].as_str()
-    {
-        return Err(ApiError::conflict(
-            rt,
-            name,
-            &format!(
-                "Precondition failed: UID in precondition: {uid}, UID in object meta: {}",
-                meta["uid"].as_str().unwrap_or_default()
-            ),
-        ));
-    }
-    if let Some(rv) = &options.resource_version
-        && Some(rv.as_str()) != meta["resourceVersion"].as_str()
-    {
-        return Err(ApiError::conflict(
-            rt,
-            name,
-            &format!(
-                "Precondition failed: ResourceVersion in precondition: {rv}, ResourceVersion in object meta: {}",
-                meta["resourceVersion"].as_str().unwrap_or_default()
-            ),
-        ));
+    let preconditions = [
+        ("UID", "uid", &options.uid),
+        (
+            "ResourceVersion",
+            "resourceVersion",
+            &options.resource_version,
+        ),
+    ];
+    for (label, field, wanted) in preconditions {
+        let actual = meta[field].as_str().unwrap_or_default();
+        if let Some(wanted) = wanted
+            && wanted != actual
+        {
+            return Err(ApiError::conflict(
+                rt,
+                name,
+                &format!(
+                    "Precondition failed: {label} in precondition: {wanted}, {label} in object meta: {actual}"
+                ),
+            ));
+        }
     }
     let seen = rv_of(Some(&old));
     let admit = Some(attributes(
