@@ -36,6 +36,40 @@ pub fn lock_reasons<'a>(reasons: impl IntoIterator<Item = (&'a str, &'a str)>) -
     (!parts.is_empty()).then(|| parts.join("; "))
 }
 
+/// A Lock's `Ready` message while it protects its target.
+pub fn lock_protecting(kind: &str, name: &str) -> String {
+    format!("protecting {kind} {name}")
+}
+
+/// A Lock's `MissingReference` message.
+pub fn lock_target_missing(kind: &str, name: &str, namespace: &str) -> String {
+    format!("{kind} {name} not found in namespace {namespace}")
+}
+
+/// `InvalidTarget`: a Lock on a Lock.
+pub const LOCK_ON_LOCK: &str = "a Lock cannot protect another Lock";
+
+/// `InvalidTarget`: a target outside the enforceable groups.
+pub fn lock_target_not_enforceable(api_version: &str, groups: &[String]) -> String {
+    format!(
+        "targetRef.apiVersion {api_version} is not enforceable: only objects of {} can be locked",
+        groups.join(", ")
+    )
+}
+
+/// `InvalidTarget`: a kind API discovery does not list.
+pub fn lock_kind_not_served(kind: &str, api_version: &str) -> String {
+    format!("kind {kind} is not served by {api_version}")
+}
+
+/// `InvalidTarget`: a cluster-scoped kind; a Lock protects objects of its
+/// own namespace only.
+pub fn lock_kind_cluster_scoped(kind: &str, api_version: &str) -> String {
+    format!(
+        "kind {kind} of {api_version} is cluster-scoped: a Lock protects objects in its own namespace"
+    )
+}
+
 /// The denial of deleting a namespace that holds active Locks.
 pub fn namespace_locked(namespace: &str, locked: &str) -> String {
     format!(

@@ -22,30 +22,6 @@ use serde_json::{Map, Value, json};
 /// The kind of a Lock, which no Lock may protect.
 const LOCK_KIND: &str = "Lock";
 
-/// `InvalidTarget` message of a Lock protecting a Lock.
-pub const LOCK_ON_LOCK: &str = "a Lock cannot protect another Lock";
-
-/// `InvalidTarget` message of a target outside the enforceable groups.
-pub fn not_enforceable(api_version: &str, groups: &[String]) -> String {
-    format!(
-        "targetRef.apiVersion {api_version} is not enforceable: only objects of {} can be locked",
-        groups.join(", ")
-    )
-}
-
-/// `InvalidTarget` message of a kind discovery does not list.
-pub fn kind_not_served(kind: &str, api_version: &str) -> String {
-    format!("kind {kind} is not served by {api_version}")
-}
-
-/// `InvalidTarget` message of a cluster-scoped kind: a Lock protects objects
-/// of its own namespace only.
-pub fn kind_cluster_scoped(kind: &str, api_version: &str) -> String {
-    format!(
-        "kind {kind} of {api_version} is cluster-scoped: a Lock protects objects in its own namespace"
-    )
-}
-
 /// A kind, across its versions: what a watch, a CRD and a stamp are about.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct GroupKind {
@@ -191,16 +167,22 @@ pub enum Classification<'a> {
 pub fn classify<'a>(target: &TargetRef, catalog: &'a Catalog) -> Classification<'a> {
     let group = target.group();
     if !catalog.groups.iter().any(|g| g == group) {
-        return Classification::Invalid(not_enforceable(&target.api_version, &catalog.groups));
+        return Classification::Invalid(messages::lock_target_not_enforceable(
+            &target.api_version,
+            &catalog.groups,
+        ));
     }
     if group == CORE_GROUP && target.kind == LOCK_KIND {
-        return Classification::Invalid(LOCK_ON_LOCK.to_owned());
+        return Classification::Invalid(messages::LOCK_ON_LOCK.to_owned());
     }
     match catalog.served(&target.api_version, &target.kind) {
-        None => Classification::Invalid(kind_not_served(&target.kind, &target.api_version)),
-        Some(kind) if !kind.namespaced => {
-            Classification::Invalid(kind_cluster_scoped(&target.kind, &target.api_version))
-        }
+        None => Classification::Invalid(messages::lock_kind_not_served(
+            &target.kind,
+            &target.api_version,
+        )),
+        Some(kind) if !kind.namespaced => Classification::Invalid(
+            messages::lock_kind_cluster_scoped(&target.kind, &target.api_version),
+        ),
         Some(kind) => Classification::Valid(kind),
     }
 }
@@ -437,17 +419,12 @@ pub fn lock_status(lock: &Lock, outcome: &Outcome, now: Timestamp) -> Option<Loc
         Outcome::Protecting => (
             true,
             reasons::PROTECTING,
-            format!("protecting {} {}", target.kind, target.name),
+            messages::lock_protecting(&target.kind, &target.name),
         ),
         Outcome::MissingReference => (
             false,
             reasons::MISSING_REFERENCE,
-            format!(
-                "{} {} not found in namespace {}",
-                target.kind,
-                target.name,
-                namespace(lock)
-            ),
+            messages::lock_target_missing(&target.kind, &target.name, namespace(lock)),
         ),
         Outcome::InvalidTarget(message) => (false, reasons::INVALID_TARGET, message.clone()),
     };
@@ -1125,7 +1102,7 @@ mod tests {
             target_ref("core.navique.com/v1alpha1", "Lock", "x"),
             None,
         );
-        let outcome = Outcome::InvalidTarget(LOCK_ON_LOCK.into());
+        let outcome = Outcome::InvalidTarget(messages::LOCK_ON_LOCK.into());
         let status = lock_status(&lock, &outcome, at(10)).unwrap();
         let ready = conditions::find(&status.conditions, condition_types::READY).unwrap();
         assert_eq!(
