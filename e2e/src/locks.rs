@@ -69,7 +69,19 @@ impl LockEnv {
                 cluster.kubectl_ok(&["apply", "-f", guard.to_str().unwrap()]);
                 None
             }
-            GuardMode::Webhook => Some(start_webhook(&cluster, &dir, webhook_port)),
+            GuardMode::Webhook => {
+                let (webhook, ca_bundle) = start_webhook(&cluster, &dir, webhook_port);
+                let guard = helm_template(&[
+                    "--set",
+                    "lockGuard.mode=webhook",
+                    "--set",
+                    &format!("webhook.caBundle={ca_bundle}"),
+                    "--show-only",
+                    "templates/lock-guard-webhook.yaml",
+                ]);
+                cluster.kubectl_in(&["apply", "-f", "-"], Some(&guard));
+                Some(webhook)
+            }
         };
 
         let kubeconfig =
@@ -163,9 +175,10 @@ impl LockEnv {
     }
 }
 
-/// Starts the webhook with a certificate for its Service name, and applies
-/// the chart's webhook-mode guard trusting that certificate's CA.
-fn start_webhook(cluster: &Cluster, dir: &tempfile::TempDir, port: u16) -> Process {
+/// Starts the webhook on `port` with a certificate for its Service name
+/// (`navique-webhook.navique-system.svc`); returns it, once it listens, and
+/// the base64 CA bundle that trusts it.
+pub fn start_webhook(cluster: &Cluster, dir: &tempfile::TempDir, port: u16) -> (Process, String) {
     let ca_key = rcgen::KeyPair::generate().expect("key");
     let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).expect("params");
     ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
@@ -202,15 +215,7 @@ fn start_webhook(cluster: &Cluster, dir: &tempfile::TempDir, port: u16) -> Proce
         ],
     );
     let ca_bundle = base64::engine::general_purpose::STANDARD.encode(ca.pem());
-    let rendered = helm_template(&[
-        "--set",
-        "lockGuard.mode=webhook",
-        "--set",
-        &format!("webhook.caBundle={ca_bundle}"),
-        "--show-only",
-        "templates/lock-guard-webhook.yaml",
-    ]);
-    // Calls fail until the webhook listens: wait before installing it.
+    // Calls fail until the webhook listens: wait before it is installed.
     let deadline = std::time::Instant::now() + WAIT;
     while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
         assert!(
@@ -220,8 +225,7 @@ fn start_webhook(cluster: &Cluster, dir: &tempfile::TempDir, port: u16) -> Proce
         );
         std::thread::sleep(Duration::from_millis(50));
     }
-    cluster.kubectl_in(&["apply", "-f", "-"], Some(&rendered));
-    webhook
+    (webhook, ca_bundle)
 }
 
 /// `helm template` of the project's chart with `args`.
