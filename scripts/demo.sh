@@ -76,6 +76,20 @@ run kubectl get managedservices -n my-project \
 step "deletionPolicy must be one of Retain, SnapshotAndDelete, Delete"
 run kubectl patch managedservice orders-db -n my-project --type merge -p '{"spec":{"deletionPolicy":"Destroy"}}'
 
+step "deletionProtection: the delete is refused while the stored object has it on"
+run kubectl patch managedservice orders-db -n my-project --type merge -p '{"spec":{"deletionProtection":true}}'
+run kubectl delete managedservice orders-db -n my-project
+run kubectl patch managedservice orders-db -n my-project --type merge -p '{"spec":{"deletionProtection":false}}'
+echo "(carrying out the deletion policy arrives with the service-lifecycle-controller; the service stays for now)"
+
+step "A Project user cannot delete the platform's backup records"
+apply "apiVersion: services.kube-dc.com/v1alpha1
+kind: ServiceBackup
+metadata: {name: orders-db-before-migration, namespace: my-project}
+spec:
+  serviceRef: {name: orders-db}"
+run kubectl delete servicebackup orders-db-before-migration -n my-project --as alice
+
 step "A plan may allow SnapshotAndDelete only with backups enabled (a CEL rule on the CRD)"
 apply "apiVersion: services.kube-dc.com/v1alpha1
 kind: ServicePlan

@@ -105,6 +105,14 @@ for component in "${components[@]}"; do
   port=$((port + 1))
 done
 
+# The managed-services admission rules go through the webhook: install its
+# configuration, trusting the dev CA, once the webhook answers.
+for _ in $(seq 100); do curl -sk "https://127.0.0.1:$webhook_port/" >/dev/null 2>&1 && break; sleep 0.1; done
+.tools/bin/helm template navique charts/navique --namespace navique-system \
+  --set "webhook.caBundle=$(base64 -w0 "$tls/ca.crt")" --show-only templates/services-webhook.yaml |
+  kubectl apply -f - >/dev/null
+echo "services admission: ValidatingWebhookConfiguration navique-services -> webhook on 127.0.0.1:$webhook_port"
+
 cat >"$dev/env" <<ENV
 export KUBECONFIG=$dev/kubeconfig
 export DATABASE_URL=$database_url

@@ -138,6 +138,34 @@ pub fn deletion_policy_not_allowed(
     format!("spec.deletionPolicy: {requested} is not allowed by plan {plan}; allowed: {allowed}")
 }
 
+/// A create or update names a ServicePlan that does not exist.
+pub fn service_plan_not_found(plan: &str) -> String {
+    format!("spec.planRef.name: ServicePlan {plan:?} not found")
+}
+
+/// A create or update names a deletion policy this version does not know
+/// (the CRD schema rejects it first; this is the webhook's fallback).
+pub fn deletion_policy_unknown(value: &str) -> String {
+    format!(
+        "spec.deletionPolicy: unknown policy {value}; allowed: Retain, SnapshotAndDelete, Delete"
+    )
+}
+
+/// The denial of a Project identity changing or deleting an object a
+/// `Retain` deletion left behind.
+pub const RETAINED_OBJECT_PROTECTED: &str = "this object was retained when its ManagedService was deleted; only the provider can change or remove it";
+
+/// The denial of a Project identity deleting a ServiceBackup record.
+pub const BACKUP_RECORD_PROTECTED: &str = "ServiceBackup records are kept by the platform and removed with their Project; they cannot be deleted";
+
+/// The denial of a Project identity changing a ServiceBackup record.
+pub const BACKUP_RECORD_READ_ONLY: &str =
+    "ServiceBackup records can only be changed by the platform";
+
+/// The denial of a Project identity creating a `Scheduled` or `Final`
+/// ServiceBackup.
+pub const BACKUP_ORIGIN_RESERVED: &str = "only the platform records Scheduled and Final backups";
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -250,6 +278,42 @@ mod tests {
                 &[DeletionPolicy::Retain, DeletionPolicy::SnapshotAndDelete]
             ),
             "spec.deletionPolicy: Delete is not allowed by plan postgresql-platform-ha; allowed: Retain, SnapshotAndDelete"
+        );
+    }
+
+    #[test]
+    fn plan_not_found_names_the_field_and_the_plan() {
+        assert_eq!(
+            service_plan_not_found("postgresql-gone"),
+            "spec.planRef.name: ServicePlan \"postgresql-gone\" not found"
+        );
+    }
+
+    #[test]
+    fn unknown_policy_lists_the_known_ones() {
+        assert_eq!(
+            deletion_policy_unknown("\"Shred\""),
+            "spec.deletionPolicy: unknown policy \"Shred\"; allowed: Retain, SnapshotAndDelete, Delete"
+        );
+    }
+
+    #[test]
+    fn retained_and_backup_record_messages() {
+        assert_eq!(
+            RETAINED_OBJECT_PROTECTED,
+            "this object was retained when its ManagedService was deleted; only the provider can change or remove it"
+        );
+        assert_eq!(
+            BACKUP_RECORD_PROTECTED,
+            "ServiceBackup records are kept by the platform and removed with their Project; they cannot be deleted"
+        );
+        assert_eq!(
+            BACKUP_RECORD_READ_ONLY,
+            "ServiceBackup records can only be changed by the platform"
+        );
+        assert_eq!(
+            BACKUP_ORIGIN_RESERVED,
+            "only the platform records Scheduled and Final backups"
         );
     }
 }

@@ -7,7 +7,10 @@ use std::time::Duration;
 use navique_runtime::CommonArgs;
 
 use crate::NAME;
+use std::sync::Arc;
+
 use crate::locks::LockGuard;
+use crate::services::{Cluster, ServiceGuard};
 use crate::tls::CertificateFiles;
 
 /// Validating admission webhook for Navique's deletion-safety rules.
@@ -20,6 +23,8 @@ pub struct Args {
     pub server: ServerArgs,
     #[command(flatten)]
     pub lock_guard: LockGuardArgs,
+    #[command(flatten)]
+    pub service_guard: ServiceGuardArgs,
 }
 
 /// Where and how the admission server listens.
@@ -124,6 +129,40 @@ impl From<&LockGuardArgs> for LockGuard {
     }
 }
 
+/// The managed-service guard (`POST /validate/services`).
+#[derive(clap::Args, Debug, Clone)]
+pub struct ServiceGuardArgs {
+    /// Groups whose members are the provider, comma-separated: they may
+    /// change and delete retained objects and ServiceBackup records, and
+    /// record Scheduled and Final backups. Everyone else is a Project
+    /// identity. Kubernetes' namespace controller and garbage collector are
+    /// kube-system service accounts and must be included, or a Project's
+    /// deletion cannot remove them.
+    #[arg(
+        long,
+        env = "NAVIQUE_WEBHOOK_PROVIDER_GROUPS",
+        value_delimiter = ',',
+        default_value = "system:masters,system:serviceaccounts:navique-system,system:serviceaccounts:kube-system",
+        value_name = "GROUPS"
+    )]
+    pub provider_groups: Vec<String>,
+}
+
+impl ServiceGuardArgs {
+    /// The guard, reading the cluster through `cluster`.
+    pub fn guard(&self, cluster: Arc<dyn Cluster>) -> ServiceGuard {
+        ServiceGuard {
+            provider_groups: self
+                .provider_groups
+                .iter()
+                .map(|g| g.trim().to_owned())
+                .filter(|g| !g.is_empty())
+                .collect(),
+            cluster,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -144,6 +183,28 @@ mod tests {
                     .to_owned(),
             }
         );
+    }
+
+    #[test]
+    fn provider_groups_default_to_admins_the_operator_and_kube_system() {
+        let args = Args::try_parse_from(["webhook"]).unwrap();
+        let guard = args
+            .service_guard
+            .guard(Arc::new(crate::services::NoCluster));
+        assert_eq!(
+            guard.provider_groups,
+            crate::services::DEFAULT_PROVIDER_GROUPS.map(str::to_owned)
+        );
+        let args = Args::try_parse_from([
+            "webhook",
+            "--provider-groups",
+            "platform-ops, system:masters,",
+        ])
+        .unwrap();
+        let guard = args
+            .service_guard
+            .guard(Arc::new(crate::services::NoCluster));
+        assert_eq!(guard.provider_groups, ["platform-ops", "system:masters"]);
     }
 
     #[test]

@@ -10,19 +10,22 @@
 #![forbid(unsafe_code)]
 
 mod args;
+pub mod cluster;
 mod error;
 pub mod locks;
 pub mod metrics;
 pub mod review;
 pub mod server;
+pub mod services;
 pub mod tls;
 
 use std::sync::Arc;
 
-pub use args::{Args, LockGuardArgs, ServerArgs};
+pub use args::{Args, LockGuardArgs, ServerArgs, ServiceGuardArgs};
 pub use error::Error;
 use navique_runtime::Component;
 
+use crate::cluster::{CacheWatches, ClusterCache};
 use crate::locks::LockGuard;
 use crate::metrics::AdmissionMetrics;
 use crate::server::{Route, Server};
@@ -32,6 +35,9 @@ pub const NAME: &str = "webhook";
 
 /// The readiness check that passes once the admission server listens.
 const TLS_CHECK: &str = "tls";
+/// The readiness check that passes once the Namespace and ServicePlan caches
+/// of the managed-service guard have listed.
+const CACHES_CHECK: &str = "caches";
 
 pub async fn run(args: Args) -> Result<(), Error> {
     // Before anything else: a missing certificate is a deployment error that
@@ -45,7 +51,7 @@ pub async fn run(args: Args) -> Result<(), Error> {
         Some(certificate) => serve(&mut component, &args, certificate).await,
         None => {
             tracing::warn!("no --tls-cert-file and --tls-key-file: the admission server is off");
-            connect_and_wait(&mut component).await
+            connect_and_wait(&mut component, None).await
         }
     };
     let outcome = match outcome {
@@ -57,19 +63,29 @@ pub async fn run(args: Args) -> Result<(), Error> {
 }
 
 /// Serves admission requests from now until shutdown, and connects to the
-/// API server meanwhile (the validators to come read the cluster).
+/// API server meanwhile to fill the managed-service guard's caches.
 async fn serve(
     component: &mut Component,
     args: &Args,
     certificate: Arc<ReloadingCertificate>,
 ) -> Result<(), Error> {
     component.readiness().register(TLS_CHECK);
+    component.readiness().register(CACHES_CHECK);
     let metrics = AdmissionMetrics::default();
     component.register_metrics(|registry| metrics.register(registry));
-    let routes = vec![Route {
-        path: locks::PATH,
-        validator: Arc::new(LockGuard::from(&args.lock_guard)),
-    }];
+    // Served at once; until the caches have listed, requests that need a
+    // lookup are refused.
+    let (cache, watches) = ClusterCache::new();
+    let routes = vec![
+        Route {
+            path: locks::PATH,
+            validator: Arc::new(LockGuard::from(&args.lock_guard)),
+        },
+        Route {
+            path: services::PATH,
+            validator: Arc::new(args.service_guard.guard(cache)),
+        },
+    ];
     let server = Server::bind(
         args.server.listen_addr,
         certificate.server_config()?,
@@ -86,7 +102,7 @@ async fn serve(
     );
     component.readiness().set(TLS_CHECK, true);
 
-    let outcome = connect_and_wait(component).await;
+    let outcome = connect_and_wait(component, Some(watches)).await;
     shutdown.cancel();
     component.readiness().set(TLS_CHECK, false);
     if let Err(e) = serving.await {
@@ -95,9 +111,24 @@ async fn serve(
     outcome
 }
 
-async fn connect_and_wait(component: &mut Component) -> Result<(), Error> {
-    if component.connect().await?.is_some() {
-        component.shutdown().cancelled().await;
+/// Connects, starts the caches' watches if any, and waits for shutdown.
+async fn connect_and_wait(
+    component: &mut Component,
+    watches: Option<CacheWatches>,
+) -> Result<(), Error> {
+    let Some(client) = component.connect().await? else {
+        return Ok(());
+    };
+    if let Some(watches) = watches {
+        let readiness = component.readiness().clone();
+        let shutdown = component.shutdown().clone();
+        tokio::spawn(async move {
+            tokio::select! {
+                () = shutdown.cancelled() => {}
+                () = watches.run(client, || readiness.set(CACHES_CHECK, true)) => {}
+            }
+        });
     }
+    component.shutdown().cancelled().await;
     Ok(())
 }

@@ -20,6 +20,10 @@ pub enum Decision {
     /// Refused, with the message kubectl prints after
     /// `admission webhook "..." denied the request: `.
     Deny(String),
+    /// Cannot be decided now (a lookup the rule needs is unavailable):
+    /// refused with code 500 and reason `InternalError`, so that the request
+    /// fails closed whatever the webhook configuration's failurePolicy.
+    Error(String),
 }
 
 impl Decision {
@@ -64,6 +68,13 @@ pub fn answer(request: &Request, decision: &Decision) -> AdmissionReview<Dynamic
             response.result.reason = "Forbidden".to_owned();
             response
         }
+        Decision::Error(message) => {
+            let mut response = response.deny(message);
+            response.result.status = Some(StatusSummary::Failure);
+            response.result.code = 500;
+            response.result.reason = "InternalError".to_owned();
+            response
+        }
     };
     response.into_review()
 }
@@ -106,6 +117,21 @@ mod tests {
                     "allowed": false,
                     "status": {"status": "Failure", "code": 403, "reason": "Forbidden", "message": "no"}
                 }
+            })
+        );
+    }
+
+    #[test]
+    fn an_undecidable_request_is_refused_with_code_500() {
+        let request = parse(&review("admission.k8s.io/v1")).unwrap();
+        let answer =
+            serde_json::to_value(answer(&request, &Decision::Error("later".to_owned()))).unwrap();
+        assert_eq!(
+            answer["response"],
+            json!({
+                "uid": "705ab4f5-6393-11e8-b7cc-42010a800002",
+                "allowed": false,
+                "status": {"status": "Failure", "code": 500, "reason": "InternalError", "message": "later"}
             })
         );
     }

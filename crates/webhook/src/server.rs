@@ -89,6 +89,10 @@ fn handle(
             path, uid = %request.uid, operation, kind = %request.kind.kind, namespace,
             name = %request.name, user, reason = %message, "denied"
         ),
+        Decision::Error(message) => tracing::warn!(
+            path, uid = %request.uid, operation, kind = %request.kind.kind, namespace,
+            name = %request.name, user, error = %message, "refused: cannot decide"
+        ),
     }
     let response = match serde_json::to_vec(&review::answer(&request, &decision)) {
         Ok(json) => ([(header::CONTENT_TYPE, "application/json")], json).into_response(),

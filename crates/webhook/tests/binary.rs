@@ -122,8 +122,10 @@ async fn wait_for(process: &Process, addr: &str, path: &str, status: u16, body: 
     );
 }
 
-/// Answers `GET /version` as an API server does, 404 to anything else.
-async fn serve_version(listener: tokio::net::TcpListener) {
+/// Answers as an API server does: `GET /version`, empty lists of Namespaces
+/// (metadata) and ServicePlans, and watches that never send an event; 404 to
+/// anything else.
+async fn serve_api(listener: tokio::net::TcpListener) {
     loop {
         let Ok((stream, _)) = listener.accept().await else {
             return;
@@ -131,13 +133,31 @@ async fn serve_version(listener: tokio::net::TcpListener) {
         tokio::spawn(async move {
             let service = hyper::service::service_fn(
                 |request: hyper::Request<hyper::body::Incoming>| async move {
-                    let (status, body) = if request.uri().path() == "/version" {
-                        (
+                    let watch = request
+                        .uri()
+                        .query()
+                        .is_some_and(|q| q.split('&').any(|p| p == "watch=true"));
+                    let (status, body) = match request.uri().path() {
+                        "/version" => (
                             200,
                             r#"{"major":"1","minor":"33","gitVersion":"v1.33.0","gitCommit":"","gitTreeState":"","buildDate":"","goVersion":"","compiler":"","platform":"linux/amd64"}"#,
-                        )
-                    } else {
-                        (404, "{}")
+                        ),
+                        "/api/v1/namespaces"
+                        | "/apis/services.kube-dc.com/v1alpha1/serviceplans"
+                            if watch =>
+                        {
+                            tokio::time::sleep(Duration::from_secs(3600)).await;
+                            (200, "")
+                        }
+                        "/api/v1/namespaces" => (
+                            200,
+                            r#"{"apiVersion":"meta.k8s.io/v1","kind":"PartialObjectMetadataList","metadata":{"resourceVersion":"1"},"items":[]}"#,
+                        ),
+                        "/apis/services.kube-dc.com/v1alpha1/serviceplans" => (
+                            200,
+                            r#"{"apiVersion":"services.kube-dc.com/v1alpha1","kind":"ServicePlanList","metadata":{"resourceVersion":"1"},"items":[]}"#,
+                        ),
+                        _ => (404, "{}"),
                     };
                     Ok::<_, Infallible>(
                         hyper::Response::builder()
@@ -234,8 +254,16 @@ async fn admission_is_served_before_the_api_server_answers_and_stops_on_sigterm(
         key.to_str().unwrap(),
     ]);
 
-    // Listening, not connected yet: the tls check passed, kube-api not.
-    wait_for(&process, &admin, "/readyz", 503, "not ready: kube-api\n").await;
+    // Listening, not connected yet: the tls check passed, kube-api and the
+    // caches not.
+    wait_for(
+        &process,
+        &admin,
+        "/readyz",
+        503,
+        "not ready: caches, kube-api\n",
+    )
+    .await;
     let client = client(&pki.ca_pem, Versions::Http1AndHttp2);
     let answer = send(
         &client,
@@ -246,12 +274,57 @@ async fn admission_is_served_before_the_api_server_answers_and_stops_on_sigterm(
     .await
     .unwrap();
     assert_eq!(answer.json(), locked_stack_denial());
+    // A delete of a protected service needs the namespace cache: refused
+    // until it is synced, never allowed.
+    let services = format!("https://{listen}/validate/services");
+    let answer = send(
+        &client,
+        "POST",
+        &services,
+        fixture("delete-protected-service"),
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        answer.json()["response"],
+        serde_json::json!({
+            "uid": "c3b1e5a2-2d2e-4b66-8c1f-7d8e9fa0b101",
+            "allowed": false,
+            "status": {
+                "status": "Failure",
+                "code": 500,
+                "reason": "InternalError",
+                "message": "cannot look up namespace \"shop\": the webhook's caches of Namespaces and ServicePlans are not synced yet; the request is refused until it can be checked"
+            }
+        })
+    );
 
     let api = tokio::net::TcpListener::bind(("127.0.0.1", api_port))
         .await
         .unwrap();
-    tokio::spawn(serve_version(api));
+    tokio::spawn(serve_api(api));
     wait_for(&process, &admin, "/readyz", 200, "ok\n").await;
+    // Synced: namespace shop is not being deleted, so the protection holds;
+    // and no ServicePlan exists.
+    let answer = send(
+        &client,
+        "POST",
+        &services,
+        fixture("delete-protected-service"),
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        answer.json()["response"]["status"]["message"],
+        "deletionProtection is enabled on this ManagedService; set spec.deletionProtection=false first"
+    );
+    let answer = send(&client, "POST", &services, fixture("create-service"))
+        .await
+        .unwrap();
+    assert_eq!(
+        answer.json()["response"]["status"]["message"],
+        "spec.planRef.name: ServicePlan \"postgresql-platform-ha\" not found"
+    );
 
     let (_, metrics) = get(&admin, "/metrics").await.unwrap();
     assert!(

@@ -13,6 +13,7 @@ use tokio_util::sync::CancellationToken;
 use webhook::locks::{self, LockGuard};
 use webhook::metrics::AdmissionMetrics;
 use webhook::server::{Route, Server, router};
+use webhook::services::{self, Cluster, DEFAULT_PROVIDER_GROUPS, ServiceGuard, Unavailable};
 use webhook::tls::{CertificateFiles, ReloadingCertificate};
 
 struct Running {
@@ -30,20 +31,45 @@ impl Running {
     }
 }
 
+/// A cluster where namespace `closing` is being deleted and no plan exists.
+struct FakeCluster;
+
+impl Cluster for FakeCluster {
+    fn namespace_terminating(&self, namespace: &str) -> Result<bool, Unavailable> {
+        Ok(namespace == "closing")
+    }
+
+    fn plan(
+        &self,
+        _: &str,
+    ) -> Result<Option<Arc<navique_api::services::ServicePlan>>, Unavailable> {
+        Ok(None)
+    }
+}
+
 async fn start(pki: &Pki) -> Running {
     let dir = tempfile::tempdir().unwrap();
     let (certificate, key) = pki.write(dir.path());
     let certificate = ReloadingCertificate::load(CertificateFiles { certificate, key }).unwrap();
     let metrics = AdmissionMetrics::default();
-    let routes = vec![Route {
-        path: locks::PATH,
-        validator: Arc::new(LockGuard {
-            protect_namespaces: true,
-            protect_marker: true,
-            lock_controller_username: "system:serviceaccount:navique-system:lock-controller"
-                .to_owned(),
-        }),
-    }];
+    let routes = vec![
+        Route {
+            path: locks::PATH,
+            validator: Arc::new(LockGuard {
+                protect_namespaces: true,
+                protect_marker: true,
+                lock_controller_username: "system:serviceaccount:navique-system:lock-controller"
+                    .to_owned(),
+            }),
+        },
+        Route {
+            path: services::PATH,
+            validator: Arc::new(ServiceGuard {
+                provider_groups: DEFAULT_PROVIDER_GROUPS.map(str::to_owned).to_vec(),
+                cluster: Arc::new(FakeCluster),
+            }),
+        },
+    ];
     let server = Server::bind(
         "127.0.0.1:0".parse().unwrap(),
         certificate.server_config().unwrap(),
@@ -86,6 +112,55 @@ async fn a_locked_delete_is_denied_over_http1_and_http2() {
         assert_eq!(answer.status, 200, "{}", answer.body);
         assert_eq!(answer.content_type, "application/json");
         assert_eq!(answer.json(), locked_stack_denial());
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_protected_service_delete_is_denied_unless_its_project_goes() {
+    let pki = Pki::generate();
+    let server = start(&pki).await;
+    let client = client(&pki.ca_pem, Versions::Http1AndHttp2);
+    let answer = send(
+        &client,
+        "POST",
+        &server.url("/validate/services?timeout=10s"),
+        fixture("delete-protected-service"),
+    )
+    .await
+    .unwrap();
+    assert_eq!(answer.status, 200, "{}", answer.body);
+    assert_eq!(
+        answer.json(),
+        serde_json::json!({
+            "apiVersion": "admission.k8s.io/v1",
+            "kind": "AdmissionReview",
+            "response": {
+                "uid": "c3b1e5a2-2d2e-4b66-8c1f-7d8e9fa0b101",
+                "allowed": false,
+                "status": {
+                    "status": "Failure",
+                    "code": 403,
+                    "reason": "Forbidden",
+                    "message": "deletionProtection is enabled on this ManagedService; set spec.deletionProtection=false first"
+                }
+            }
+        })
+    );
+    let closing = fixture("delete-protected-service").replace("\"shop\"", "\"closing\"");
+    let answer = send(&client, "POST", &server.url(services::PATH), closing)
+        .await
+        .unwrap();
+    assert_eq!(answer.json()["response"]["allowed"], true);
+
+    let mut registry = prometheus_client::registry::Registry::with_prefix("navique_webhook");
+    server.metrics.register(&mut registry);
+    let mut text = String::new();
+    prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+    for line in [
+        r#"navique_webhook_admission_requests_total{path="/validate/services",operation="DELETE",allowed="false"} 1"#,
+        r#"navique_webhook_admission_requests_total{path="/validate/services",operation="DELETE",allowed="true"} 1"#,
+    ] {
+        assert!(text.lines().any(|l| l == line), "{line} not in\n{text}");
     }
 }
 

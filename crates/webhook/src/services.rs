@@ -1,0 +1,832 @@
+//! The managed-service guard (`POST /validate/services`):
+//!
+//! - a delete of a ManagedService whose stored object has
+//!   `spec.deletionProtection: true` is denied, unless its Project (the
+//!   namespace) is being deleted: the protection covers deleting the service,
+//!   not its Project;
+//! - a ManagedService created, or updated with a new `spec.deletionPolicy`
+//!   or `spec.planRef.name`, must name an existing ServicePlan that allows its
+//!   policy (`Retain` when absent). Other updates are not checked, so that
+//!   one a plan no longer allows can still turn protection off (the
+//!   controller downgrades the policy at deletion);
+//! - objects labelled `services.kube-dc.com/retained: "true"` cannot be
+//!   changed or deleted by Project identities;
+//! - ServiceBackup records cannot be deleted or changed by Project
+//!   identities, who may create `Manual` ones only.
+//!
+//! A Project identity is anyone in none of the provider groups; Kubernetes'
+//! namespace controller and garbage collector are kube-system service
+//! accounts, so a Project's deletion still removes its records and retained
+//! objects.
+//!
+//! What the rules need to know of the cluster comes through [`Cluster`]; a
+//! lookup that cannot be answered refuses the request
+//! ([`Decision::Error`]) rather than allowing it.
+
+use std::fmt;
+use std::sync::Arc;
+
+use kube::core::DynamicObject;
+use kube::core::admission::Operation;
+use navique_api::constants::{SERVICES_GROUP, labels};
+use navique_api::messages;
+use navique_api::services::{DeletionPolicy, ServicePlan};
+use serde_json::Value;
+
+use crate::review::{Decision, Request, Validator};
+
+/// The path the managed-service guard is served on.
+pub const PATH: &str = "/validate/services";
+
+/// The provider groups unless configured otherwise: cluster admins, the
+/// operator's service accounts, and kube-system's (the namespace controller
+/// and the garbage collector).
+pub const DEFAULT_PROVIDER_GROUPS: [&str; 3] = [
+    "system:masters",
+    "system:serviceaccounts:navique-system",
+    "system:serviceaccounts:kube-system",
+];
+
+/// Why a lookup cannot be answered now.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unavailable(pub String);
+
+impl fmt::Display for Unavailable {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// What the guard reads of the cluster, from memory: implementations answer
+/// from a cache, never with a request to the API server.
+pub trait Cluster: Send + Sync + 'static {
+    /// Whether the namespace is being deleted (has a deletionTimestamp). A
+    /// namespace not known is not being deleted.
+    fn namespace_terminating(&self, namespace: &str) -> Result<bool, Unavailable>;
+    /// The ServicePlan of that name, if it exists.
+    fn plan(&self, name: &str) -> Result<Option<Arc<ServicePlan>>, Unavailable>;
+}
+
+/// The cluster when the webhook has no connection to the API server: every
+/// lookup fails, so requests that need one are refused.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NoCluster;
+
+impl Cluster for NoCluster {
+    fn namespace_terminating(&self, _: &str) -> Result<bool, Unavailable> {
+        Err(not_connected())
+    }
+
+    fn plan(&self, _: &str) -> Result<Option<Arc<ServicePlan>>, Unavailable> {
+        Err(not_connected())
+    }
+}
+
+fn not_connected() -> Unavailable {
+    Unavailable("the webhook is not connected to the API server".to_owned())
+}
+
+/// The managed-service guard.
+#[derive(Clone)]
+pub struct ServiceGuard {
+    /// Members of any of these groups are the provider; everyone else is a
+    /// Project identity.
+    pub provider_groups: Vec<String>,
+    pub cluster: Arc<dyn Cluster>,
+}
+
+impl fmt::Debug for ServiceGuard {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ServiceGuard")
+            .field("provider_groups", &self.provider_groups)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Validator for ServiceGuard {
+    fn validate(&self, request: &Request) -> Decision {
+        if matches!(request.operation, Operation::Connect) {
+            return Decision::Allow;
+        }
+        if let Some(denial) = self.retained(request) {
+            return denial;
+        }
+        let kind = &request.kind;
+        if kind.group != SERVICES_GROUP {
+            return Decision::Allow;
+        }
+        match kind.kind.as_str() {
+            "ManagedService" => self.managed_service(request),
+            "ServiceBackup" => self.backup(request),
+            _ => Decision::Allow,
+        }
+    }
+}
+
+impl ServiceGuard {
+    /// Whether the request comes from the provider.
+    fn by_provider(&self, request: &Request) -> bool {
+        request
+            .user_info
+            .groups
+            .iter()
+            .flatten()
+            .any(|group| self.provider_groups.contains(group))
+    }
+
+    /// A Project identity changing or deleting a retained object: judged on
+    /// the stored object, so that removing the label is a change too.
+    fn retained(&self, request: &Request) -> Option<Decision> {
+        if !matches!(request.operation, Operation::Delete | Operation::Update) {
+            return None;
+        }
+        let old = request.old_object.as_ref()?;
+        let retained = old
+            .metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get(labels::RETAINED))
+            .is_some_and(|v| v == "true");
+        (retained && !self.by_provider(request))
+            .then(|| Decision::Deny(messages::RETAINED_OBJECT_PROTECTED.to_owned()))
+    }
+
+    fn managed_service(&self, request: &Request) -> Decision {
+        match request.operation {
+            Operation::Delete => self.service_delete(request),
+            Operation::Create => match &request.object {
+                Some(object) => self.plan_allows(object),
+                None => Decision::Allow,
+            },
+            Operation::Update => {
+                let (Some(object), Some(old)) = (&request.object, &request.old_object) else {
+                    return Decision::Allow;
+                };
+                if policy_value(object) == policy_value(old) && plan_name(object) == plan_name(old)
+                {
+                    Decision::Allow
+                } else {
+                    self.plan_allows(object)
+                }
+            }
+            Operation::Connect => Decision::Allow,
+        }
+    }
+
+    /// deletionProtection, read from the stored object (oldObject). Without
+    /// one there is nothing to go by, as for the Lock guard.
+    fn service_delete(&self, request: &Request) -> Decision {
+        let Some(old) = &request.old_object else {
+            return Decision::Allow;
+        };
+        let protected = spec(old)
+            .and_then(|s| s.get("deletionProtection"))
+            .and_then(Value::as_bool)
+            .unwrap_or(false);
+        if !protected {
+            return Decision::Allow;
+        }
+        let namespace = request
+            .namespace
+            .as_deref()
+            .or(old.metadata.namespace.as_deref())
+            .unwrap_or_default();
+        match self.cluster.namespace_terminating(namespace) {
+            // The Project is going: the protection does not cover that.
+            Ok(true) => Decision::Allow,
+            Ok(false) => Decision::Deny(messages::DELETION_PROTECTION_ENABLED.to_owned()),
+            Err(e) => unavailable(&format!("namespace {namespace:?}"), &e),
+        }
+    }
+
+    /// The plan exists and allows the object's deletion policy.
+    fn plan_allows(&self, object: &DynamicObject) -> Decision {
+        let policy = match policy_value(object) {
+            None | Some(Value::Null) => DeletionPolicy::default(),
+            Some(value) => match serde_json::from_value::<DeletionPolicy>(value.clone()) {
+                Ok(policy) => policy,
+                Err(_) => {
+                    return Decision::Deny(messages::deletion_policy_unknown(&value.to_string()));
+                }
+            },
+        };
+        // The CRD schema requires the name; without one there is no plan.
+        let name = plan_name(object).unwrap_or_default();
+        match self.cluster.plan(name) {
+            Ok(Some(plan)) => {
+                let allowed = &plan.spec.allowed_deletion_policies;
+                if allowed.contains(&policy) {
+                    Decision::Allow
+                } else {
+                    Decision::Deny(messages::deletion_policy_not_allowed(policy, name, allowed))
+                }
+            }
+            Ok(None) => Decision::Deny(messages::service_plan_not_found(name)),
+            Err(e) => unavailable(&format!("ServicePlan {name:?}"), &e),
+        }
+    }
+
+    fn backup(&self, request: &Request) -> Decision {
+        if self.by_provider(request) {
+            return Decision::Allow;
+        }
+        match request.operation {
+            Operation::Delete => Decision::Deny(messages::BACKUP_RECORD_PROTECTED.to_owned()),
+            Operation::Update => Decision::Deny(messages::BACKUP_RECORD_READ_ONLY.to_owned()),
+            Operation::Create => {
+                let origin = request
+                    .object
+                    .as_ref()
+                    .and_then(spec)
+                    .and_then(|s| s.get("origin"));
+                match origin {
+                    None | Some(Value::Null) => Decision::Allow,
+                    Some(Value::String(origin)) if origin == "Manual" => Decision::Allow,
+                    Some(_) => Decision::Deny(messages::BACKUP_ORIGIN_RESERVED.to_owned()),
+                }
+            }
+            Operation::Connect => Decision::Allow,
+        }
+    }
+}
+
+fn unavailable(what: &str, reason: &Unavailable) -> Decision {
+    Decision::Error(format!(
+        "cannot look up {what}: {reason}; the request is refused until it can be checked"
+    ))
+}
+
+fn spec(object: &DynamicObject) -> Option<&serde_json::Map<String, Value>> {
+    object.data.get("spec")?.as_object()
+}
+
+fn policy_value(object: &DynamicObject) -> Option<&Value> {
+    spec(object)?.get("deletionPolicy")
+}
+
+fn plan_name(object: &DynamicObject) -> Option<&str> {
+    spec(object)?.get("planRef")?.get("name")?.as_str()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::review;
+    use navique_api::services::{NameRef, PlanBackup, ServicePlanSpec};
+    use serde_json::json;
+    use std::collections::{BTreeMap, BTreeSet};
+
+    /// A cluster from fixtures.
+    #[derive(Default)]
+    struct Fake {
+        terminating: BTreeSet<String>,
+        plans: BTreeMap<String, Arc<ServicePlan>>,
+    }
+
+    impl Cluster for Fake {
+        fn namespace_terminating(&self, namespace: &str) -> Result<bool, Unavailable> {
+            Ok(self.terminating.contains(namespace))
+        }
+
+        fn plan(&self, name: &str) -> Result<Option<Arc<ServicePlan>>, Unavailable> {
+            Ok(self.plans.get(name).cloned())
+        }
+    }
+
+    fn plan(name: &str, allowed: &[DeletionPolicy]) -> (String, Arc<ServicePlan>) {
+        let spec = ServicePlanSpec {
+            class_ref: NameRef {
+                name: "postgresql".to_owned(),
+            },
+            description: None,
+            allowed_deletion_policies: allowed.to_vec(),
+            backup: PlanBackup {
+                enabled: true,
+                schedule: None,
+            },
+            defaults: None,
+        };
+        (name.to_owned(), Arc::new(ServicePlan::new(name, spec)))
+    }
+
+    /// `postgresql-platform-ha` allows Retain and SnapshotAndDelete;
+    /// `postgresql-dev` allows all three.
+    fn cluster() -> Fake {
+        use DeletionPolicy::*;
+        Fake {
+            terminating: BTreeSet::new(),
+            plans: BTreeMap::from([
+                plan("postgresql-platform-ha", &[Retain, SnapshotAndDelete]),
+                plan("postgresql-dev", &[Retain, SnapshotAndDelete, Delete]),
+            ]),
+        }
+    }
+
+    fn guard_with(cluster: impl Cluster) -> ServiceGuard {
+        ServiceGuard {
+            provider_groups: DEFAULT_PROVIDER_GROUPS.map(str::to_owned).to_vec(),
+            cluster: Arc::new(cluster),
+        }
+    }
+
+    fn fixture(name: &str) -> Value {
+        let path = format!("{}/tests/fixtures/{name}.json", env!("CARGO_MANIFEST_DIR"));
+        let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+        serde_json::from_str(&text).unwrap_or_else(|e| panic!("{path}: {e}"))
+    }
+
+    fn decide_with(guard: &ServiceGuard, name: &str, edit: impl FnOnce(&mut Value)) -> Decision {
+        let mut review = fixture(name);
+        edit(&mut review);
+        let request = review::parse(review.to_string().as_bytes()).unwrap();
+        guard.validate(&request)
+    }
+
+    fn decide(name: &str, edit: impl FnOnce(&mut Value)) -> Decision {
+        decide_with(&guard_with(cluster()), name, edit)
+    }
+
+    fn denied(message: &str) -> Decision {
+        Decision::Deny(message.to_owned())
+    }
+
+    fn as_user(user: &str, groups: &[&str]) -> impl FnOnce(&mut Value) {
+        let (user, groups) = (json!(user), json!(groups));
+        move |r| {
+            r["request"]["userInfo"]["username"] = user;
+            r["request"]["userInfo"]["groups"] = groups;
+        }
+    }
+
+    const NAMESPACE_CONTROLLER: &str = "system:serviceaccount:kube-system:namespace-controller";
+    const KUBE_SYSTEM_SAS: [&str; 3] = [
+        "system:serviceaccounts",
+        "system:serviceaccounts:kube-system",
+        "system:authenticated",
+    ];
+
+    // --- deletionProtection ---
+
+    #[test]
+    fn deleting_a_protected_service_is_denied_with_the_seed_message() {
+        assert_eq!(
+            decide("delete-protected-service", |_| {}),
+            denied(messages::DELETION_PROTECTION_ENABLED)
+        );
+        assert_eq!(
+            decide("delete-protected-service", |_| {}),
+            denied(
+                "deletionProtection is enabled on this ManagedService; set spec.deletionProtection=false first"
+            )
+        );
+    }
+
+    #[test]
+    fn the_provider_cannot_delete_a_protected_service_either() {
+        let decision = decide(
+            "delete-protected-service",
+            as_user(
+                "kubernetes-admin",
+                &["system:masters", "system:authenticated"],
+            ),
+        );
+        assert_eq!(decision, denied(messages::DELETION_PROTECTION_ENABLED));
+    }
+
+    #[test]
+    fn deleting_an_unprotected_service_is_allowed_without_a_lookup() {
+        let guard = guard_with(NoCluster);
+        for protection in [json!(false), Value::Null] {
+            let decision = decide_with(&guard, "delete-protected-service", |r| {
+                let spec = r["request"]["oldObject"]["spec"].as_object_mut().unwrap();
+                match protection {
+                    Value::Null => spec.remove("deletionProtection"),
+                    value => spec.insert("deletionProtection".to_owned(), value),
+                };
+            });
+            assert_eq!(decision, Decision::Allow);
+        }
+    }
+
+    #[test]
+    fn a_protected_service_goes_with_its_terminating_project() {
+        let mut cluster = cluster();
+        cluster.terminating.insert("shop".to_owned());
+        let guard = guard_with(cluster);
+        assert_eq!(
+            decide_with(
+                &guard,
+                "delete-protected-service",
+                as_user(NAMESPACE_CONTROLLER, &KUBE_SYSTEM_SAS)
+            ),
+            Decision::Allow
+        );
+        // Whoever deletes it: the Project is going.
+        assert_eq!(
+            decide_with(&guard, "delete-protected-service", |_| {}),
+            Decision::Allow
+        );
+        // Another namespace being deleted does not help.
+        let decision = decide_with(&guard, "delete-protected-service", |r| {
+            r["request"]["namespace"] = json!("orders");
+        });
+        assert_eq!(decision, denied(messages::DELETION_PROTECTION_ENABLED));
+    }
+
+    #[test]
+    fn a_protected_delete_without_a_cluster_fails_closed() {
+        let decision = decide_with(&guard_with(NoCluster), "delete-protected-service", |_| {});
+        assert_eq!(
+            decision,
+            Decision::Error(
+                "cannot look up namespace \"shop\": the webhook is not connected to the API server; the request is refused until it can be checked"
+                    .to_owned()
+            )
+        );
+        assert!(!decision.is_allowed());
+    }
+
+    #[test]
+    fn a_delete_without_the_old_object_is_allowed() {
+        let decision = decide("delete-protected-service", |r| {
+            r["request"]["oldObject"] = Value::Null;
+        });
+        assert_eq!(decision, Decision::Allow);
+    }
+
+    // --- plan-allowed deletion policies ---
+
+    #[test]
+    fn creating_with_a_policy_the_plan_does_not_allow_is_denied() {
+        assert_eq!(
+            decide("create-service", |_| {}),
+            denied(
+                "spec.deletionPolicy: Delete is not allowed by plan postgresql-platform-ha; allowed: Retain, SnapshotAndDelete"
+            )
+        );
+    }
+
+    #[test]
+    fn creating_with_an_allowed_policy_is_allowed() {
+        for policy in ["Retain", "SnapshotAndDelete"] {
+            let decision = decide("create-service", |r| {
+                r["request"]["object"]["spec"]["deletionPolicy"] = json!(policy);
+            });
+            assert_eq!(decision, Decision::Allow, "{policy}");
+        }
+        let decision = decide("create-service", |r| {
+            r["request"]["object"]["spec"]["planRef"]["name"] = json!("postgresql-dev");
+        });
+        assert_eq!(decision, Decision::Allow);
+    }
+
+    #[test]
+    fn an_absent_policy_is_retain() {
+        let (name, retain_less) = plan("snapshots-only", &[DeletionPolicy::SnapshotAndDelete]);
+        let mut cluster = cluster();
+        cluster.plans.insert(name, retain_less);
+        let guard = guard_with(cluster);
+        let without_policy = |plan: &'static str| {
+            move |r: &mut Value| {
+                let spec = r["request"]["object"]["spec"].as_object_mut().unwrap();
+                spec.remove("deletionPolicy");
+                spec.insert("planRef".to_owned(), json!({"name": plan}));
+            }
+        };
+        assert_eq!(
+            decide_with(
+                &guard,
+                "create-service",
+                without_policy("postgresql-platform-ha")
+            ),
+            Decision::Allow
+        );
+        assert_eq!(
+            decide_with(&guard, "create-service", without_policy("snapshots-only")),
+            denied(
+                "spec.deletionPolicy: Retain is not allowed by plan snapshots-only; allowed: SnapshotAndDelete"
+            )
+        );
+    }
+
+    #[test]
+    fn creating_on_a_plan_that_does_not_exist_is_denied() {
+        let decision = decide("create-service", |r| {
+            r["request"]["object"]["spec"]["planRef"]["name"] = json!("postgresql-gone");
+        });
+        assert_eq!(
+            decision,
+            denied("spec.planRef.name: ServicePlan \"postgresql-gone\" not found")
+        );
+    }
+
+    #[test]
+    fn the_provider_is_held_to_the_plan_too() {
+        let decision = decide(
+            "create-service",
+            as_user("kubernetes-admin", &["system:masters"]),
+        );
+        assert!(matches!(decision, Decision::Deny(_)), "{decision:?}");
+    }
+
+    #[test]
+    fn an_unknown_policy_is_denied() {
+        let decision = decide("create-service", |r| {
+            r["request"]["object"]["spec"]["deletionPolicy"] = json!("Shred");
+        });
+        assert_eq!(
+            decision,
+            denied(
+                "spec.deletionPolicy: unknown policy \"Shred\"; allowed: Retain, SnapshotAndDelete, Delete"
+            )
+        );
+    }
+
+    #[test]
+    fn a_create_without_a_cluster_fails_closed() {
+        assert_eq!(
+            decide_with(&guard_with(NoCluster), "create-service", |_| {}),
+            Decision::Error(
+                "cannot look up ServicePlan \"postgresql-platform-ha\": the webhook is not connected to the API server; the request is refused until it can be checked"
+                    .to_owned()
+            )
+        );
+    }
+
+    #[test]
+    fn an_unrelated_update_passes_even_when_the_plan_no_longer_allows_the_policy() {
+        // The fixture's service has deletionPolicy Delete on
+        // postgresql-platform-ha, which does not allow it (any more).
+        assert_eq!(
+            decide("update-service-protection-off", |_| {}),
+            Decision::Allow
+        );
+        // Even with the cluster out of reach: nothing to look up.
+        assert_eq!(
+            decide_with(
+                &guard_with(NoCluster),
+                "update-service-protection-off",
+                |_| {}
+            ),
+            Decision::Allow
+        );
+    }
+
+    #[test]
+    fn changing_the_policy_to_one_the_plan_does_not_allow_is_denied() {
+        let decision = decide("update-service-protection-off", |r| {
+            r["request"]["oldObject"]["spec"]["deletionPolicy"] = json!("Retain");
+        });
+        assert_eq!(
+            decision,
+            denied(
+                "spec.deletionPolicy: Delete is not allowed by plan postgresql-platform-ha; allowed: Retain, SnapshotAndDelete"
+            )
+        );
+        // Spelling out the default is no change.
+        let decision = decide("update-service-protection-off", |r| {
+            for object in ["object", "oldObject"] {
+                r["request"][object]["spec"]["deletionPolicy"] = json!("Retain");
+            }
+            r["request"]["oldObject"]["spec"]
+                .as_object_mut()
+                .unwrap()
+                .remove("deletionPolicy");
+        });
+        assert_eq!(decision, Decision::Allow);
+    }
+
+    #[test]
+    fn changing_the_policy_to_an_allowed_one_is_allowed() {
+        let decision = decide("update-service-protection-off", |r| {
+            r["request"]["object"]["spec"]["deletionPolicy"] = json!("SnapshotAndDelete");
+        });
+        assert_eq!(decision, Decision::Allow);
+    }
+
+    #[test]
+    fn changing_the_plan_checks_the_new_plan() {
+        let to_plan = |plan: &'static str| {
+            move |r: &mut Value| {
+                r["request"]["object"]["spec"]["planRef"]["name"] = json!(plan);
+            }
+        };
+        assert_eq!(
+            decide("update-service-protection-off", to_plan("postgresql-dev")),
+            Decision::Allow
+        );
+        assert_eq!(
+            decide("update-service-protection-off", to_plan("postgresql-gone")),
+            denied("spec.planRef.name: ServicePlan \"postgresql-gone\" not found")
+        );
+        let decision = decide("update-service-protection-off", |r| {
+            r["request"]["oldObject"]["spec"]["planRef"]["name"] = json!("postgresql-dev");
+        });
+        assert_eq!(
+            decision,
+            denied(
+                "spec.deletionPolicy: Delete is not allowed by plan postgresql-platform-ha; allowed: Retain, SnapshotAndDelete"
+            )
+        );
+    }
+
+    // --- retained objects ---
+
+    #[test]
+    fn a_project_identity_cannot_delete_or_change_a_retained_object() {
+        for name in ["delete-retained-statefulset", "update-retained-statefulset"] {
+            assert_eq!(
+                decide(name, |_| {}),
+                denied(messages::RETAINED_OBJECT_PROTECTED),
+                "{name}"
+            );
+        }
+        assert_eq!(
+            messages::RETAINED_OBJECT_PROTECTED,
+            "this object was retained when its ManagedService was deleted; only the provider can change or remove it"
+        );
+        // Removing the label is a change of a retained object.
+        let decision = decide("update-retained-statefulset", |r| {
+            r["request"]["object"]["metadata"]["labels"]
+                .as_object_mut()
+                .unwrap()
+                .remove("services.kube-dc.com/retained");
+        });
+        assert_eq!(decision, denied(messages::RETAINED_OBJECT_PROTECTED));
+    }
+
+    #[test]
+    fn the_provider_and_kube_system_may_delete_or_change_a_retained_object() {
+        for name in ["delete-retained-statefulset", "update-retained-statefulset"] {
+            for (user, groups) in [
+                ("kubernetes-admin", &["system:masters"][..]),
+                (NAMESPACE_CONTROLLER, &KUBE_SYSTEM_SAS[..]),
+                (
+                    "system:serviceaccount:kube-system:generic-garbage-collector",
+                    &KUBE_SYSTEM_SAS[..],
+                ),
+                (
+                    "system:serviceaccount:navique-system:service-lifecycle-controller",
+                    &[
+                        "system:serviceaccounts",
+                        "system:serviceaccounts:navique-system",
+                    ][..],
+                ),
+            ] {
+                assert_eq!(
+                    decide(name, as_user(user, groups)),
+                    Decision::Allow,
+                    "{name} by {user}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn objects_not_retained_are_not_guarded() {
+        for value in [Some("false"), None] {
+            let decision = decide("delete-retained-statefulset", |r| {
+                let labels = r["request"]["oldObject"]["metadata"]["labels"]
+                    .as_object_mut()
+                    .unwrap();
+                match value {
+                    Some(value) => labels.insert(labels::RETAINED.to_owned(), json!(value)),
+                    None => labels.remove(labels::RETAINED),
+                };
+            });
+            assert_eq!(decision, Decision::Allow, "{value:?}");
+        }
+    }
+
+    #[test]
+    fn a_service_account_of_a_project_is_a_project_identity() {
+        let decision = decide(
+            "delete-retained-statefulset",
+            as_user(
+                "system:serviceaccount:shop:deployer",
+                &["system:serviceaccounts", "system:serviceaccounts:shop"],
+            ),
+        );
+        assert_eq!(decision, denied(messages::RETAINED_OBJECT_PROTECTED));
+    }
+
+    #[test]
+    fn configured_provider_groups_replace_the_defaults() {
+        let guard = ServiceGuard {
+            provider_groups: vec!["platform-ops".to_owned()],
+            cluster: Arc::new(cluster()),
+        };
+        assert_eq!(
+            decide_with(
+                &guard,
+                "delete-retained-statefulset",
+                as_user("ops", &["platform-ops"])
+            ),
+            Decision::Allow
+        );
+        assert_eq!(
+            decide_with(
+                &guard,
+                "delete-retained-statefulset",
+                as_user("root", &["system:masters"])
+            ),
+            denied(messages::RETAINED_OBJECT_PROTECTED)
+        );
+    }
+
+    // --- ServiceBackup records ---
+
+    #[test]
+    fn a_project_identity_cannot_delete_a_backup_record() {
+        assert_eq!(
+            decide("delete-service-backup", |_| {}),
+            denied(
+                "ServiceBackup records are kept by the platform and removed with their Project; they cannot be deleted"
+            )
+        );
+    }
+
+    #[test]
+    fn a_project_identity_cannot_change_a_backup_record() {
+        assert_eq!(
+            decide("update-service-backup", |_| {}),
+            denied("ServiceBackup records can only be changed by the platform")
+        );
+    }
+
+    #[test]
+    fn a_project_identity_may_record_manual_backups_only() {
+        assert_eq!(
+            decide("create-service-backup", |_| {}),
+            denied("only the platform records Scheduled and Final backups")
+        );
+        let decision = decide("create-service-backup", |r| {
+            r["request"]["object"]["spec"]["origin"] = json!("Scheduled");
+        });
+        assert_eq!(
+            decision,
+            denied("only the platform records Scheduled and Final backups")
+        );
+        let decision = decide("create-service-backup", |r| {
+            r["request"]["object"]["spec"]["origin"] = json!("Manual");
+        });
+        assert_eq!(decision, Decision::Allow);
+        let decision = decide("create-service-backup", |r| {
+            r["request"]["object"]["spec"]
+                .as_object_mut()
+                .unwrap()
+                .remove("origin");
+        });
+        assert_eq!(decision, Decision::Allow);
+    }
+
+    #[test]
+    fn the_platform_and_kube_system_may_write_and_delete_backup_records() {
+        let runner = as_user(
+            "system:serviceaccount:navique-system:backup-runner",
+            &[
+                "system:serviceaccounts",
+                "system:serviceaccounts:navique-system",
+            ],
+        );
+        assert_eq!(decide("create-service-backup", runner), Decision::Allow);
+        for name in [
+            "delete-service-backup",
+            "update-service-backup",
+            "create-service-backup",
+        ] {
+            assert_eq!(
+                decide(name, as_user(NAMESPACE_CONTROLLER, &KUBE_SYSTEM_SAS)),
+                Decision::Allow,
+                "{name}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_user_without_groups_is_a_project_identity() {
+        let decision = decide("delete-service-backup", |r| {
+            r["request"]["userInfo"]
+                .as_object_mut()
+                .unwrap()
+                .remove("groups");
+        });
+        assert_eq!(decision, denied(messages::BACKUP_RECORD_PROTECTED));
+    }
+
+    #[test]
+    fn other_kinds_and_connect_are_allowed() {
+        let decision = decide("delete-service-backup", |r| {
+            r["request"]["kind"]["kind"] = json!("ServiceBinding");
+        });
+        assert_eq!(decision, Decision::Allow);
+        let decision = decide("delete-protected-service", |r| {
+            r["request"]["kind"]["group"] = json!("example.com");
+        });
+        assert_eq!(decision, Decision::Allow);
+        let decision = decide("delete-retained-statefulset", |r| {
+            r["request"]["operation"] = json!("CONNECT");
+        });
+        assert_eq!(decision, Decision::Allow);
+    }
+}

@@ -1,0 +1,203 @@
+//! The managed-services admission rules end to end: the real webhook behind
+//! the chart's webhook configuration, on the dev API server, driven by
+//! kubectl as a provider admin and as a Project user (alice).
+
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use navique_e2e::locks::{helm_template, start_webhook};
+use navique_e2e::{Cluster, Process, eventually, free_port, repo_root};
+
+struct Env {
+    cluster: Cluster,
+    _webhook: Process,
+    _dir: tempfile::TempDir,
+}
+
+fn env() -> &'static Env {
+    static ENV: OnceLock<Env> = OnceLock::new();
+    ENV.get_or_init(|| {
+        let dir = tempfile::tempdir().unwrap();
+        let port = free_port();
+        let cluster = Cluster::dev(&[&format!("--webhook-service=navique-system/navique-webhook=127.0.0.1:{port}")]);
+        cluster.kubectl_ok(&["apply", "-f", repo_root().join("deploy/crds").to_str().unwrap()]);
+        cluster.kubectl_ok(&["wait", "--for", "condition=established", "crd", "--all", "--timeout", "20s"]);
+        cluster.kubectl_ok(&["create", "namespace", "navique-system"]);
+        cluster.kubectl_ok(&["apply", "-f", repo_root().join("deploy/examples/catalogue.yaml").to_str().unwrap()]);
+        let retain_only = "apiVersion: services.kube-dc.com/v1alpha1\nkind: ServicePlan\nmetadata: {name: retain-only}\nspec:\n  classRef: {name: postgresql}\n  allowedDeletionPolicies: [Retain]\n";
+        cluster.kubectl_in(&["apply", "-f", "-"], Some(retain_only));
+        let (webhook, ca_bundle) = start_webhook(&cluster, &dir, port);
+        let configuration = helm_template(&[
+            "--set",
+            &format!("webhook.caBundle={ca_bundle}"),
+            "--show-only",
+            "templates/services-webhook.yaml",
+        ]);
+        cluster.kubectl_in(&["apply", "-f", "-"], Some(&configuration));
+        Env { cluster, _webhook: webhook, _dir: dir }
+    })
+}
+
+fn orders_db(ns: &str, plan: &str, policy: &str, protected: bool) -> String {
+    std::fs::read_to_string(repo_root().join("deploy/examples/orders-db.yaml"))
+        .unwrap()
+        .replace("namespace: my-project", &format!("namespace: {ns}"))
+        .replace("name: postgresql-platform-ha", &format!("name: {plan}"))
+        .replace(
+            "deletionPolicy: Delete",
+            &format!("deletionPolicy: {policy}"),
+        )
+        .replace(
+            "deletionProtection: false",
+            &format!("deletionProtection: {protected}"),
+        )
+}
+
+/// Retries a kubectl call while the webhook's caches are still syncing.
+async fn apply_when_ready(cluster: &Cluster, manifest: &str) {
+    eventually(
+        Duration::from_secs(20),
+        "the webhook to admit the manifest",
+        || async {
+            cluster
+                .kubectl(&["apply", "-f", "-"], Some(manifest))
+                .status
+                .success()
+                .then_some(())
+        },
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn deletion_protection_refuses_the_delete_until_turned_off_in_its_own_apply() {
+    let k = &env().cluster;
+    let ns = k.namespace("protected");
+    apply_when_ready(k, &orders_db(&ns, "postgresql-platform-ha", "Delete", true)).await;
+    let err = k.kubectl_err(&["delete", "managedservice", "orders-db", "-n", &ns], None);
+    assert_eq!(
+        err,
+        "Error from server (Forbidden): admission webhook \"managedservices.navique.com\" denied the request: deletionProtection is enabled on this ManagedService; set spec.deletionProtection=false first\n"
+    );
+    k.kubectl_in(
+        &["apply", "-f", "-"],
+        Some(&orders_db(&ns, "postgresql-platform-ha", "Delete", false)),
+    );
+    assert_eq!(
+        k.kubectl_ok(&["delete", "managedservice", "orders-db", "-n", &ns]),
+        "managedservice.services.kube-dc.com \"orders-db\" deleted\n"
+    );
+}
+
+#[tokio::test]
+async fn a_deletion_policy_the_plan_does_not_allow_is_refused_naming_the_allowed_ones() {
+    let k = &env().cluster;
+    let ns = k.namespace("plans");
+    apply_when_ready(k, &orders_db(&ns, "retain-only", "Retain", false)).await;
+    let err = k.kubectl_err(
+        &["apply", "-f", "-"],
+        Some(&orders_db(&ns, "retain-only", "Delete", false)),
+    );
+    assert!(
+        err.contains("denied the request: spec.deletionPolicy: Delete is not allowed by plan retain-only; allowed: Retain"),
+        "{err}"
+    );
+    let policy = k.kubectl_ok(&[
+        "get",
+        "managedservice",
+        "orders-db",
+        "-n",
+        &ns,
+        "-o",
+        "jsonpath={.spec.deletionPolicy}",
+    ]);
+    assert_eq!(policy, "Retain");
+}
+
+#[tokio::test]
+async fn backup_records_and_retained_objects_resist_project_users_but_not_the_provider() {
+    let k = &env().cluster;
+    let ns = k.namespace("records");
+    let backup = format!(
+        "apiVersion: services.kube-dc.com/v1alpha1\nkind: ServiceBackup\nmetadata: {{name: final-1, namespace: {ns}}}\nspec:\n  serviceRef: {{name: orders-db}}\n  origin: Final\n"
+    );
+    apply_when_ready(k, &backup).await;
+    let err = k.kubectl_err(
+        &[
+            "delete",
+            "servicebackup",
+            "final-1",
+            "-n",
+            &ns,
+            "--as",
+            "alice",
+        ],
+        None,
+    );
+    assert!(err.contains("ServiceBackup records are kept by the platform and removed with their Project; they cannot be deleted"), "{err}");
+
+    k.kubectl_ok(&[
+        "create",
+        "secret",
+        "generic",
+        "orders-db-credentials",
+        "-n",
+        &ns,
+        "--from-literal",
+        "password=x",
+    ]);
+    k.kubectl_ok(&[
+        "label",
+        "secret",
+        "orders-db-credentials",
+        "-n",
+        &ns,
+        "services.kube-dc.com/retained=true",
+    ]);
+    let err = k.kubectl_err(
+        &[
+            "delete",
+            "secret",
+            "orders-db-credentials",
+            "-n",
+            &ns,
+            "--as",
+            "alice",
+        ],
+        None,
+    );
+    assert!(err.contains("this object was retained when its ManagedService was deleted; only the provider can change or remove it"), "{err}");
+    let err = k.kubectl_err(
+        &[
+            "label",
+            "secret",
+            "orders-db-credentials",
+            "-n",
+            &ns,
+            "team=a",
+            "--as",
+            "alice",
+        ],
+        None,
+    );
+    assert!(
+        err.contains("only the provider can change or remove it"),
+        "{err}"
+    );
+
+    k.kubectl_ok(&["delete", "secret", "orders-db-credentials", "-n", &ns]);
+    k.kubectl_ok(&["delete", "servicebackup", "final-1", "-n", &ns]);
+}
+
+#[tokio::test]
+async fn deleting_the_project_removes_protected_services_and_backup_records() {
+    let k = &env().cluster;
+    let ns = k.namespace("project");
+    apply_when_ready(k, &orders_db(&ns, "postgresql-platform-ha", "Retain", true)).await;
+    let backup = format!(
+        "apiVersion: services.kube-dc.com/v1alpha1\nkind: ServiceBackup\nmetadata: {{name: manual-1, namespace: {ns}}}\nspec:\n  serviceRef: {{name: orders-db}}\n"
+    );
+    k.kubectl_in(&["apply", "-f", "-"], Some(&backup));
+    k.kubectl_ok(&["delete", "namespace", &ns, "--timeout", "30s"]);
+    assert!(!k.kubectl(&["get", "namespace", &ns], None).status.success());
+}
