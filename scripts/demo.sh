@@ -67,11 +67,15 @@ run kubectl delete lock protect-forge-stack on-a-configmap -n forge
 run kubectl delete stack forge -n forge
 run kubectl delete namespace forge
 
-step "The 'Status and Deletion' guide: orders-db in Project 'my-project'"
+step "The 'Status and Deletion' guide: orders-db in Project 'my-project', a database on the provider's PostgreSQL"
 run kubectl create namespace my-project
 run kubectl apply -f deploy/examples/orders-db.yaml
+run kubectl wait --for=jsonpath='{.status.phase}'=Ready managedservice/orders-db -n my-project --timeout 60s
 run kubectl get managedservices -n my-project \
   -o custom-columns='NAME:.metadata.name,INSTANCE_NAMESPACE:.status.instanceNamespace,POLICY:.spec.deletionPolicy,PROTECTED:.spec.deletionProtection'
+run kubectl get managedservice orders-db -n my-project \
+  -o jsonpath='phase={.status.phase}{"\n"}{range .status.conditions[?(@.type=="Ready")]}reason={.reason} {.message}{"\n"}{end}'
+run psql "$DATABASE_URL" -Atc "select datname, pg_get_userbyid(datdba) from pg_database where datname = 'orders'"
 
 step "deletionPolicy must be one of Retain, SnapshotAndDelete, Delete"
 run kubectl patch managedservice orders-db -n my-project --type merge -p '{"spec":{"deletionPolicy":"Destroy"}}'
@@ -80,7 +84,6 @@ step "deletionProtection: the delete is refused while the stored object has it o
 run kubectl patch managedservice orders-db -n my-project --type merge -p '{"spec":{"deletionProtection":true}}'
 run kubectl delete managedservice orders-db -n my-project
 run kubectl patch managedservice orders-db -n my-project --type merge -p '{"spec":{"deletionProtection":false}}'
-echo "(carrying out the deletion policy arrives with the service-lifecycle-controller; the service stays for now)"
 
 step "A Project user cannot delete the platform's backup records"
 apply "apiVersion: services.kube-dc.com/v1alpha1
@@ -89,6 +92,20 @@ metadata: {name: orders-db-before-migration, namespace: my-project}
 spec:
   serviceRef: {name: orders-db}"
 run kubectl delete servicebackup orders-db-before-migration -n my-project --as alice
+
+step "Delete without the typed confirmation: the service waits in Deleting and the database stays"
+run kubectl annotate managedservice orders-db -n my-project services.kube-dc.com/confirm-delete-
+run kubectl delete managedservice orders-db -n my-project --wait=false
+run kubectl wait --for=jsonpath='{.status.conditions[0].reason}'=DeletionConfirmationNeeded managedservice/orders-db -n my-project --timeout 30s
+run kubectl get managedservice orders-db -n my-project \
+  -o jsonpath='phase={.status.phase}{"\n"}{range .status.conditions[?(@.type=="Ready")]}reason={.reason} {.message}{"\n"}{end}'
+run psql "$DATABASE_URL" -Atc "select count(*) from pg_database where datname = 'orders'"
+
+step "Confirm with the service's name: the deletion completes and the database is gone"
+run kubectl annotate managedservice orders-db -n my-project services.kube-dc.com/confirm-delete=orders-db
+run kubectl wait --for=delete managedservice/orders-db -n my-project --timeout 60s
+run psql "$DATABASE_URL" -Atc "select count(*) from pg_database where datname = 'orders'"
+run kubectl get servicebackups -n my-project
 
 step "A plan may allow SnapshotAndDelete only with backups enabled (a CEL rule on the CRD)"
 apply "apiVersion: services.kube-dc.com/v1alpha1

@@ -4,12 +4,12 @@
 //! `ApprovalEvents` gRPC stream.
 #![forbid(unsafe_code)]
 
-use std::convert::Infallible;
-
 use navique_runtime::{CommonArgs, Component, LeaderElectionArgs};
 
 pub mod deletion;
 pub mod postgres;
+pub mod reconcile;
+pub mod service;
 
 pub const NAME: &str = "service-lifecycle-controller";
 
@@ -26,11 +26,11 @@ pub struct Args {
 
 pub async fn run(args: Args) -> anyhow::Result<()> {
     Component::run(NAME, &args.common, async |component, client| {
+        let metrics = reconcile::Metrics::register(component);
         component
-            .run_as_leader(client, &args.leader_election, async |token| {
-                // Reconcilers land with the managed-services and Stacks issues.
-                token.cancelled().await;
-                Ok::<(), Infallible>(())
+            .run_as_leader(client.clone(), &args.leader_election, async move |token| {
+                // Bindings, credential policies and Stacks land with their issues.
+                reconcile::run(client, metrics, token).await
             })
             .await
     })

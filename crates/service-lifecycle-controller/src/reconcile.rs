@@ -1,0 +1,747 @@
+//! The ManagedService reconciler, `ProviderShared` placement: a database and
+//! its owner role on the provider's PostgreSQL (from the ServiceClass's admin
+//! Secret), a credential Secret `<service>-credentials` in the Project, and
+//! the deletion-policy machine ([`deletion::decide`]) behind the finalizer
+//! `services.kube-dc.com/deletion-policy`.
+
+use std::collections::{BTreeMap, HashMap};
+use std::convert::Infallible;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{Namespace, Secret};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, OwnerReference};
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Api, Patch, PatchParams};
+use kube::runtime::controller::{self, Action, Controller};
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::runtime::reflector::ObjectRef;
+use kube::runtime::watcher;
+use kube::{Client, Resource, ResourceExt};
+use navique_api::conditions;
+use navique_api::constants::{annotations, events, finalizers, labels, reasons};
+use navique_api::services::{
+    ManagedService, ManagedServiceStatus, PlacementMode, ServiceClass, ServicePhase, ServicePlan,
+};
+use navique_runtime::{Component, one_line};
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use tokio_util::sync::CancellationToken;
+
+use crate::deletion::{self, Facts, Step};
+use crate::postgres::{self, AdminConnection, Engine, generate_password};
+use crate::service;
+
+/// The field manager of every write.
+const MANAGER: &str = crate::NAME;
+/// Re-checks a Ready service now and then, so that drift is repaired.
+const RESYNC: Duration = Duration::from_secs(3600);
+/// How often a deletion that cannot proceed yet is looked at again.
+const BLOCKED_RETRY: Duration = Duration::from_secs(60);
+const RETRY_FIRST: Duration = Duration::from_millis(500);
+const RETRY_MAX: Duration = Duration::from_secs(300);
+/// The `DeletionBlocked` message of policies whose final backup is not
+/// available in this version.
+pub const FINAL_BACKUPS_UNAVAILABLE: &str =
+    "final backups are not available yet; switch to Retain or Delete";
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("placement {0:?} is not supported yet; use ProviderShared")]
+    UnsupportedPlacement(PlacementMode),
+    #[error("ServiceClass {0} not found")]
+    ClassMissing(String),
+    #[error("ServiceClass {0} has no providerShared.adminSecretRef")]
+    NoProviderShared(String),
+    #[error("admin Secret {namespace}/{name} not found")]
+    AdminSecretMissing { namespace: String, name: String },
+    #[error("admin Secret {namespace}/{name} is not usable")]
+    AdminSecret {
+        namespace: String,
+        name: String,
+        #[source]
+        source: postgres::Error,
+    },
+    #[error("admin Secret {namespace}/{name}: key {key} is not UTF-8")]
+    AdminSecretEncoding {
+        namespace: String,
+        name: String,
+        key: String,
+    },
+    #[error(transparent)]
+    Engine(#[from] postgres::Error),
+    #[error("cannot read {kind} {name}")]
+    Read {
+        kind: &'static str,
+        name: String,
+        #[source]
+        source: kube::Error,
+    },
+    #[error("cannot write Secret {name}")]
+    WriteSecret {
+        name: String,
+        #[source]
+        source: kube::Error,
+    },
+    #[error("cannot write the ManagedService's status")]
+    WriteStatus(#[source] kube::Error),
+    #[error("cannot add or remove the ManagedService's finalizer")]
+    Finalizer(#[source] kube::Error),
+    #[error("the ManagedService has no name, namespace or uid")]
+    Unnamed,
+}
+
+impl Error {
+    /// The `error` label of `reconcile_errors`.
+    pub fn metric_label(&self) -> &'static str {
+        match self {
+            Error::UnsupportedPlacement(_) => "unsupported_placement",
+            Error::ClassMissing(_) | Error::NoProviderShared(_) => "class",
+            Error::AdminSecretMissing { .. }
+            | Error::AdminSecret { .. }
+            | Error::AdminSecretEncoding { .. } => "admin_secret",
+            Error::Engine(_) => "engine",
+            Error::Read { .. } => "read",
+            Error::WriteSecret { .. } => "write_secret",
+            Error::WriteStatus(_) => "write_status",
+            Error::Finalizer(_) => "finalizer",
+            Error::Unnamed => "unnamed",
+        }
+    }
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ErrorLabels {
+    error: &'static str,
+}
+
+/// The reconciler's metrics, under the component's prefix.
+#[derive(Clone, Default)]
+pub struct Metrics {
+    reconciles: Counter,
+    reconcile_errors: Family<ErrorLabels, Counter>,
+}
+
+impl Metrics {
+    pub fn register(component: &Component) -> Self {
+        let metrics = Self::default();
+        component.register_metrics(|registry| {
+            registry.register(
+                "managed_service_reconciles",
+                "ManagedService reconciliations run",
+                metrics.reconciles.clone(),
+            );
+            registry.register(
+                "managed_service_reconcile_errors",
+                "ManagedService reconciliations that failed, by error",
+                metrics.reconcile_errors.clone(),
+            );
+        });
+        metrics
+    }
+}
+
+/// What every reconcile shares.
+pub struct Context {
+    client: Client,
+    recorder: Recorder,
+    metrics: Metrics,
+    /// Consecutive failures per service, for the retry backoff.
+    failures: Mutex<HashMap<ObjectRef<ManagedService>, u32>>,
+}
+
+impl Context {
+    pub fn new(client: Client, metrics: Metrics) -> Self {
+        let recorder = Recorder::new(
+            client.clone(),
+            Reporter {
+                controller: crate::NAME.to_owned(),
+                instance: None,
+            },
+        );
+        Self {
+            client,
+            recorder,
+            metrics,
+            failures: Mutex::default(),
+        }
+    }
+}
+
+/// Runs the ManagedService controller until `token` is cancelled.
+pub async fn run(
+    client: Client,
+    metrics: Metrics,
+    token: CancellationToken,
+) -> Result<(), Infallible> {
+    let context = Arc::new(Context::new(client.clone(), metrics));
+    Controller::new(
+        Api::<ManagedService>::all(client.clone()),
+        watcher::Config::default(),
+    )
+    // A deleted or changed credential Secret is written again.
+    .owns(
+        Api::<Secret>::all(client),
+        watcher::Config::default().labels(labels::SERVICE),
+    )
+    .graceful_shutdown_on(token.cancelled_owned())
+    .run(reconcile, error_policy, context)
+    .for_each(|result| async move {
+        match result {
+            Ok(_) | Err(controller::Error::ReconcilerFailed(..)) => {}
+            Err(controller::Error::ObjectNotFound(service)) => {
+                tracing::debug!(%service, "woken ManagedService no longer exists");
+            }
+            Err(e) => tracing::warn!(error = %one_line(&e), "ManagedService watch failed"),
+        }
+    })
+    .await;
+    Ok(())
+}
+
+/// Reconciles one service (public for tests that drive it in-process).
+pub async fn reconcile(
+    service: Arc<ManagedService>,
+    context: Arc<Context>,
+) -> Result<Action, Error> {
+    context.metrics.reconciles.inc();
+    let started = Instant::now();
+    let result = context.reconcile(&service).await;
+    tracing::debug!(
+        service = %ObjectRef::from_obj(&*service),
+        took = ?started.elapsed(),
+        ok = result.is_ok(),
+        "reconciled"
+    );
+    if result.is_ok() {
+        context
+            .failures
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&ObjectRef::from_obj(&*service));
+    }
+    result
+}
+
+/// Retries a failed service with exponential backoff.
+pub fn error_policy(service: Arc<ManagedService>, error: &Error, context: Arc<Context>) -> Action {
+    context
+        .metrics
+        .reconcile_errors
+        .get_or_create(&ErrorLabels {
+            error: error.metric_label(),
+        })
+        .inc();
+    let failures = {
+        let mut failures = context.failures.lock().unwrap_or_else(|p| p.into_inner());
+        let count = failures.entry(ObjectRef::from_obj(&*service)).or_default();
+        *count = count.saturating_add(1);
+        *count
+    };
+    let delay = RETRY_FIRST
+        .saturating_mul(1 << (failures - 1).min(10))
+        .min(RETRY_MAX);
+    tracing::warn!(
+        service = %ObjectRef::from_obj(&*service),
+        error = %one_line(error),
+        retry_in = ?delay,
+        "reconcile failed"
+    );
+    Action::requeue(delay)
+}
+
+/// The status to write: `previous` with the given phase and Ready
+/// condition, the service's namespace and generation.
+fn next_status(
+    service: &ManagedService,
+    phase: ServicePhase,
+    ready: bool,
+    reason: &str,
+    message: String,
+    applied: Option<navique_api::services::DeletionPolicy>,
+) -> ManagedServiceStatus {
+    let previous = service.status.clone().unwrap_or_default();
+    let generation = service.metadata.generation;
+    let mut conditions: Vec<Condition> = previous.conditions.clone();
+    conditions::upsert(
+        &mut conditions,
+        conditions::ready(ready, reason, message, generation, Timestamp::now()),
+    );
+    ManagedServiceStatus {
+        phase: Some(phase),
+        instance_namespace: service.namespace(),
+        observed_generation: generation,
+        applied_deletion_policy: applied,
+        conditions,
+    }
+}
+
+impl Context {
+    async fn reconcile(&self, service: &ManagedService) -> Result<Action, Error> {
+        let has_finalizer = service
+            .finalizers()
+            .iter()
+            .any(|f| f == finalizers::MANAGED_SERVICE);
+        match (service.metadata.deletion_timestamp.is_some(), has_finalizer) {
+            (true, true) => self.delete(service).await,
+            (true, false) => Ok(Action::await_change()),
+            (false, _) if service.spec.placement.mode != PlacementMode::ProviderShared => {
+                let error = Error::UnsupportedPlacement(service.spec.placement.mode);
+                self.report_failure(service, &error).await;
+                Ok(Action::await_change())
+            }
+            // The update wakes the service again.
+            (false, false) => {
+                let mut list = service.finalizers().to_vec();
+                list.push(finalizers::MANAGED_SERVICE.to_owned());
+                self.set_finalizers(service, service.resource_version(), list)
+                    .await?;
+                Ok(Action::await_change())
+            }
+            (false, true) => match self.provision(service).await {
+                Ok(action) => Ok(action),
+                Err(error) => {
+                    self.report_failure(service, &error).await;
+                    Err(error)
+                }
+            },
+        }
+    }
+
+    /// Provisioning failed: phase Failed, Ready False ProvisioningFailed.
+    /// Best effort: the error is what is returned and retried.
+    async fn report_failure(&self, service: &ManagedService, error: &Error) {
+        let previous = service
+            .status
+            .as_ref()
+            .and_then(|s| s.applied_deletion_policy);
+        let status = next_status(
+            service,
+            ServicePhase::Failed,
+            false,
+            reasons::PROVISIONING_FAILED,
+            one_line(error),
+            previous,
+        );
+        if let Err(e) = self.write_status(service, status).await {
+            tracing::warn!(error = %one_line(&e), "cannot report the failure");
+        }
+    }
+
+    async fn provision(&self, service: &ManagedService) -> Result<Action, Error> {
+        let namespace = service.namespace().ok_or(Error::Unnamed)?;
+        let name = service.name_any();
+        let db = service::database_of_service(service);
+        db.validate()?;
+        let plan = self.plan(service).await?;
+        let previous = service
+            .status
+            .as_ref()
+            .and_then(|s| s.applied_deletion_policy);
+        let applied =
+            service::applied_policy(service.spec.deletion_policy, previous, plan.as_ref());
+        if service.status.as_ref().and_then(|s| s.phase).is_none() {
+            let status = next_status(
+                service,
+                ServicePhase::Provisioning,
+                false,
+                reasons::PROVISIONING,
+                format!("provisioning database {}", db.name),
+                previous,
+            );
+            self.write_status(service, status).await?;
+        }
+        let engine = self.engine(service).await?;
+        let secrets = Api::<Secret>::namespaced(self.client.clone(), &namespace);
+        let secret_name = service::credentials_secret_name(&name);
+        let existing = secrets
+            .get_opt(&secret_name)
+            .await
+            .map_err(|source| Error::Read {
+                kind: "Secret",
+                name: format!("{namespace}/{secret_name}"),
+                source,
+            })?;
+        let password = service::stored_password(existing.as_ref().and_then(|s| s.data.as_ref()))
+            .unwrap_or_else(generate_password);
+        let credentials = engine.credentials(&db.name, &db.owner, &password);
+        // The password is kept before the role gets it, so it is never lost.
+        self.apply_secret(service, &secret_name, service::secret_data(&credentials))
+            .await?;
+        engine.ensure(&db, &password).await?;
+        let status = next_status(
+            service,
+            ServicePhase::Ready,
+            true,
+            reasons::AVAILABLE,
+            format!("database {} on {}", db.name, engine.admin().endpoint()),
+            applied,
+        );
+        if self.write_status(service, status).await?.is_some() {
+            tracing::info!(service = %format!("{namespace}/{name}"), database = db.name, "ready");
+        }
+        Ok(Action::requeue(RESYNC))
+    }
+
+    /// Server-side applies the credential Secret, owned by the service.
+    async fn apply_secret(
+        &self,
+        service: &ManagedService,
+        secret_name: &str,
+        data: BTreeMap<String, k8s_openapi::ByteString>,
+    ) -> Result<(), Error> {
+        let namespace = service.namespace().ok_or(Error::Unnamed)?;
+        let owner = service.controller_owner_ref(&()).ok_or(Error::Unnamed)?;
+        let secret = Secret {
+            metadata: kube::api::ObjectMeta {
+                name: Some(secret_name.to_owned()),
+                namespace: Some(namespace.clone()),
+                labels: Some(BTreeMap::from([
+                    (labels::SERVICE.to_owned(), service.name_any()),
+                    (
+                        labels::MANAGED_BY.to_owned(),
+                        labels::MANAGED_BY_VALUE.to_owned(),
+                    ),
+                ])),
+                owner_references: Some(vec![owner]),
+                ..Default::default()
+            },
+            data: Some(data),
+            type_: Some("Opaque".to_owned()),
+            ..Default::default()
+        };
+        let mut patch = serde_json::to_value(&secret).expect("a Secret serializes");
+        patch["apiVersion"] = "v1".into();
+        patch["kind"] = "Secret".into();
+        Api::<Secret>::namespaced(self.client.clone(), &namespace)
+            .patch(
+                secret_name,
+                &PatchParams::apply(MANAGER).force(),
+                &Patch::Apply(patch),
+            )
+            .await
+            .map_err(|source| Error::WriteSecret {
+                name: format!("{namespace}/{secret_name}"),
+                source,
+            })?;
+        Ok(())
+    }
+
+    async fn plan(&self, service: &ManagedService) -> Result<Option<ServicePlan>, Error> {
+        let name = &service.spec.plan_ref.name;
+        Api::<ServicePlan>::all(self.client.clone())
+            .get_opt(name)
+            .await
+            .map_err(|source| Error::Read {
+                kind: "ServicePlan",
+                name: name.clone(),
+                source,
+            })
+    }
+
+    /// The engine of the service's class: its provider server.
+    async fn engine(&self, service: &ManagedService) -> Result<Engine, Error> {
+        let class_name = &service.spec.class_ref.name;
+        let class = Api::<ServiceClass>::all(self.client.clone())
+            .get_opt(class_name)
+            .await
+            .map_err(|source| Error::Read {
+                kind: "ServiceClass",
+                name: class_name.clone(),
+                source,
+            })?
+            .ok_or_else(|| Error::ClassMissing(class_name.clone()))?;
+        let secret_ref = class
+            .spec
+            .provider_shared
+            .map(|p| p.admin_secret_ref)
+            .ok_or_else(|| Error::NoProviderShared(class_name.clone()))?;
+        let (namespace, name) = (secret_ref.namespace, secret_ref.name);
+        let secret = Api::<Secret>::namespaced(self.client.clone(), &namespace)
+            .get_opt(&name)
+            .await
+            .map_err(|source| Error::Read {
+                kind: "Secret",
+                name: format!("{namespace}/{name}"),
+                source,
+            })?
+            .ok_or_else(|| Error::AdminSecretMissing {
+                namespace: namespace.clone(),
+                name: name.clone(),
+            })?;
+        let mut data = BTreeMap::new();
+        for (key, value) in secret.data.unwrap_or_default() {
+            let value = String::from_utf8(value.0).map_err(|_| Error::AdminSecretEncoding {
+                namespace: namespace.clone(),
+                name: name.clone(),
+                key: key.clone(),
+            })?;
+            data.insert(key, value);
+        }
+        let admin = AdminConnection::from_secret(&data).map_err(|source| Error::AdminSecret {
+            namespace,
+            name,
+            source,
+        })?;
+        Ok(Engine::new(admin))
+    }
+
+    /// Carries out the deletion policy, then removes the finalizer.
+    async fn delete(&self, service: &ManagedService) -> Result<Action, Error> {
+        let namespace = service.namespace().ok_or(Error::Unnamed)?;
+        let name = service.name_any();
+        let db = service::database_of_service(service);
+        let plan = self.plan(service).await?;
+        let project = Api::<Namespace>::all(self.client.clone())
+            .get_opt(&namespace)
+            .await
+            .map_err(|source| Error::Read {
+                kind: "Namespace",
+                name: namespace.clone(),
+                source,
+            })?;
+        let project_deleting = project
+            .as_ref()
+            .is_none_or(|ns| ns.metadata.deletion_timestamp.is_some());
+        let engine = self.engine(service).await;
+        // Unknown (no engine to ask): assume it exists, the side that backs
+        // up rather than keeps.
+        let engine_exists = match &engine {
+            Ok(engine) => match engine.exists(&db).await {
+                Ok(exists) => exists,
+                Err(postgres::Error::InvalidName { .. }) => false,
+                Err(e) => return Err(e.into()),
+            },
+            Err(_) => true,
+        };
+        let applied = service
+            .status
+            .as_ref()
+            .and_then(|s| s.applied_deletion_policy);
+        let decision = deletion::decide(&Facts {
+            name: &name,
+            requested: service.spec.deletion_policy,
+            applied,
+            plan: &service.spec.plan_ref.name,
+            allowed: plan
+                .as_ref()
+                .map(|p| p.spec.allowed_deletion_policies.as_slice()),
+            backup_enabled: plan.as_ref().is_some_and(|p| p.spec.backup.enabled),
+            confirmation: service
+                .annotations()
+                .get(annotations::CONFIRM_DELETE)
+                .map(String::as_str),
+            project_deleting,
+            engine_exists,
+        });
+        let (reason, message) = match decision.step {
+            Step::SnapshotThenRemove | Step::RetainData => (
+                reasons::DELETION_BLOCKED,
+                FINAL_BACKUPS_UNAVAILABLE.to_owned(),
+            ),
+            _ => (decision.reason, decision.message.clone()),
+        };
+        let status = next_status(
+            service,
+            ServicePhase::Deleting,
+            false,
+            reason,
+            message,
+            applied,
+        );
+        let written = self.write_status(service, status).await?;
+        if written.is_some() {
+            self.record_decision(service, project.as_ref(), &decision)
+                .await;
+        }
+        let resource_version = written
+            .as_ref()
+            .map_or(service.resource_version(), |s| s.resource_version());
+        let carried_out = match decision.step {
+            Step::AwaitConfirmation => return Ok(Action::await_change()),
+            Step::SnapshotThenRemove | Step::RetainData => {
+                return Ok(Action::requeue(BLOCKED_RETRY));
+            }
+            Step::Retain => self.retain_secret(service).await,
+            Step::Remove => match engine {
+                Ok(engine) => engine.drop(&db).await.map_err(Error::from),
+                // Nothing was ever created from an invalid name.
+                Err(_) if db.validate().is_err() => Ok(()),
+                Err(e) => Err(e),
+            },
+        };
+        if let Err(error) = carried_out {
+            // Reported on the stored object (the status was just written).
+            let current = written.as_ref().unwrap_or(service);
+            let status = next_status(
+                current,
+                ServicePhase::Deleting,
+                false,
+                reasons::DELETION_BLOCKED,
+                one_line(&error),
+                applied,
+            );
+            if let Err(e) = self.write_status(current, status).await {
+                tracing::warn!(error = %one_line(&e), "cannot report the failure");
+            }
+            return Err(error);
+        }
+        tracing::info!(
+            service = %format!("{namespace}/{name}"),
+            step = ?decision.step,
+            policy = %decision.policy,
+            "deletion policy carried out"
+        );
+        let mut list = service.finalizers().to_vec();
+        list.retain(|f| f != finalizers::MANAGED_SERVICE);
+        self.set_finalizers(service, resource_version, list).await?;
+        Ok(Action::await_change())
+    }
+
+    /// Records the decision's events. `DeletionPolicyDowngraded` regards the
+    /// service; `ProjectDeleted` regards the Project's Namespace (so it lands
+    /// in `default`), because a terminating namespace takes no new objects,
+    /// events included, and names the service as related.
+    async fn record_decision(
+        &self,
+        service: &ManagedService,
+        project: Option<&Namespace>,
+        decision: &deletion::Decision,
+    ) {
+        let reference = service.object_ref(&());
+        let mut events = Vec::new();
+        if let Some(downgraded) = &decision.downgraded {
+            events.push((
+                Event {
+                    type_: EventType::Warning,
+                    reason: events::DELETION_POLICY_DOWNGRADED.to_owned(),
+                    note: Some(downgraded.clone()),
+                    action: "Delete".to_owned(),
+                    secondary: None,
+                },
+                reference.clone(),
+            ));
+        }
+        if decision.project_deleted
+            && let Some(project) = project
+        {
+            events.push((
+                Event {
+                    type_: EventType::Normal,
+                    reason: events::PROJECT_DELETED.to_owned(),
+                    note: Some(service::project_deleted_note(
+                        &service.name_any(),
+                        &decision.message,
+                    )),
+                    action: "Delete".to_owned(),
+                    secondary: Some(reference.clone()),
+                },
+                project.object_ref(&()),
+            ));
+        }
+        for (event, regarding) in events {
+            if let Err(e) = self.recorder.publish(&event, &regarding).await {
+                tracing::warn!(error = %one_line(&e), reason = event.reason, "cannot record the event");
+            }
+        }
+    }
+
+    /// Leaves the credential Secret behind: no longer owned by the service
+    /// (so garbage collection keeps it), labelled retained.
+    async fn retain_secret(&self, service: &ManagedService) -> Result<(), Error> {
+        let namespace = service.namespace().ok_or(Error::Unnamed)?;
+        let uid = service.uid().ok_or(Error::Unnamed)?;
+        let secret_name = service::credentials_secret_name(&service.name_any());
+        let api = Api::<Secret>::namespaced(self.client.clone(), &namespace);
+        let full_name = format!("{namespace}/{secret_name}");
+        let Some(secret) = api
+            .get_opt(&secret_name)
+            .await
+            .map_err(|source| Error::Read {
+                kind: "Secret",
+                name: full_name.clone(),
+                source,
+            })?
+        else {
+            return Ok(());
+        };
+        let owners: Vec<OwnerReference> = secret.owner_references().to_vec();
+        let kept: Vec<OwnerReference> = owners.iter().filter(|o| o.uid != uid).cloned().collect();
+        let labelled = secret.labels().get(labels::RETAINED).map(String::as_str) == Some("true");
+        if labelled && kept.len() == owners.len() {
+            return Ok(());
+        }
+        let patch = serde_json::json!({"metadata": {
+            "ownerReferences": kept,
+            "labels": {labels::RETAINED: "true"},
+            "resourceVersion": secret.resource_version(),
+        }});
+        api.patch(&secret_name, &PatchParams::default(), &Patch::Merge(patch))
+            .await
+            .map_err(|source| Error::WriteSecret {
+                name: full_name,
+                source,
+            })?;
+        Ok(())
+    }
+
+    /// Writes the status with server-side apply when it differs from the
+    /// stored one; returns the updated object when it wrote.
+    async fn write_status(
+        &self,
+        service: &ManagedService,
+        status: ManagedServiceStatus,
+    ) -> Result<Option<ManagedService>, Error> {
+        if service.status.as_ref() == Some(&status) {
+            return Ok(None);
+        }
+        let namespace = service.namespace().ok_or(Error::Unnamed)?;
+        let patch = serde_json::json!({
+            "apiVersion": ManagedService::api_version(&()),
+            "kind": ManagedService::kind(&()),
+            "status": status,
+        });
+        let written = Api::<ManagedService>::namespaced(self.client.clone(), &namespace)
+            .patch_status(
+                &service.name_any(),
+                &PatchParams::apply(MANAGER).force(),
+                &Patch::Apply(patch),
+            )
+            .await
+            .map_err(Error::WriteStatus)?;
+        Ok(Some(written))
+    }
+
+    /// Writes the finalizers as a merge patch carrying the resourceVersion
+    /// they were read at, so that a concurrent change fails (409) instead of
+    /// losing another controller's finalizer.
+    async fn set_finalizers(
+        &self,
+        service: &ManagedService,
+        resource_version: Option<String>,
+        list: Vec<String>,
+    ) -> Result<(), Error> {
+        let namespace = service.namespace().ok_or(Error::Unnamed)?;
+        let patch = serde_json::json!({"metadata": {
+            "finalizers": list,
+            "resourceVersion": resource_version,
+        }});
+        let written = Api::<ManagedService>::namespaced(self.client.clone(), &namespace)
+            .patch(
+                &service.name_any(),
+                &PatchParams::default(),
+                &Patch::Merge(patch),
+            )
+            .await;
+        match written {
+            Ok(_) => Ok(()),
+            // Stale copy: gone, or its newer version is queued already.
+            Err(kube::Error::Api(status)) if status.is_not_found() || status.is_conflict() => {
+                Ok(())
+            }
+            Err(e) => Err(Error::Finalizer(e)),
+        }
+    }
+}

@@ -1,0 +1,662 @@
+//! The ManagedService reconciler end to end, in-process: a dev API server
+//! (the `dev-apiserver` binary, `cargo build -p dev-apiserver` first; `make
+//! test` builds every binary), a throwaway PostgreSQL as the provider's
+//! server, the CRDs and the catalogue from `deploy/`, and
+//! `deploy/examples/orders-db.yaml` provisioned and then deleted under
+//! `deletionPolicy: Delete`.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{ADMIN_PASSWORD, ADMIN_USER, Server, connect_uri};
+use k8s_openapi::ByteString;
+use k8s_openapi::api::core::v1::{Namespace, Secret};
+use k8s_openapi::api::events::v1::Event;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, DeleteParams, ObjectMeta, Patch, PatchParams, PostParams};
+use kube::{Client, ResourceExt};
+use navique_api::services::{ManagedService, ServiceClass, ServicePhase, ServicePlan};
+use service_lifecycle_controller::reconcile::{self, Metrics};
+use tokio_util::sync::CancellationToken;
+
+const TIMEOUT: Duration = Duration::from_secs(60);
+
+fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// The dev API server, stopped when dropped.
+struct ApiServer {
+    child: Child,
+    dir: tempfile::TempDir,
+}
+
+impl ApiServer {
+    fn start() -> ApiServer {
+        let exe = std::env::current_exe().expect("test executable path");
+        let binary = exe
+            .parent()
+            .and_then(Path::parent)
+            .expect("test executable lives in <target>/<profile>/deps")
+            .join("dev-apiserver");
+        assert!(
+            binary.exists(),
+            "{} is missing: run `cargo build -p dev-apiserver` (make test builds it) first",
+            binary.display()
+        );
+        let dir = tempfile::tempdir().expect("temp dir");
+        let stdout = fs::File::create(dir.path().join("stdout")).expect("stdout file");
+        let stderr = fs::File::create(dir.path().join("stderr")).expect("stderr file");
+        let child = Command::new(binary)
+            .arg("--dir")
+            .arg(dir.path())
+            .args(["--addr", "127.0.0.1:0", "--parent-pid"])
+            .arg(std::process::id().to_string())
+            .args(["--bookmark-interval", "2"])
+            .stdin(Stdio::null())
+            .stdout(stdout)
+            .stderr(stderr)
+            .spawn()
+            .expect("cannot start dev-apiserver");
+        let server = ApiServer { child, dir };
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !server.log("stdout").contains("listening on") {
+            assert!(
+                Instant::now() < deadline,
+                "dev-apiserver did not start; stderr:\n{}",
+                server.log("stderr")
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        server
+    }
+
+    fn log(&self, name: &str) -> String {
+        fs::read_to_string(self.dir.path().join(name)).unwrap_or_default()
+    }
+
+    async fn client(&self) -> Client {
+        let kubeconfig = kube::config::Kubeconfig::read_from(self.dir.path().join("kubeconfig"))
+            .expect("read kubeconfig");
+        let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+            .await
+            .expect("kubeconfig");
+        Client::try_from(config).expect("client")
+    }
+}
+
+impl Drop for ApiServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Polls `check` until it returns Some, or fails with `what`.
+async fn eventually<T, F, Fut>(what: &str, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    let deadline = Instant::now() + TIMEOUT;
+    loop {
+        if let Some(value) = check().await {
+            return value;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+fn yaml_documents(path: &Path) -> Vec<serde_yaml::Value> {
+    let text = fs::read_to_string(path).expect("read YAML");
+    serde_yaml::Deserializer::from_str(&text)
+        .map(|document| serde::Deserialize::deserialize(document).expect("YAML"))
+        .filter(|value: &serde_yaml::Value| !value.is_null())
+        .collect()
+}
+
+async fn install_crds(client: &Client) {
+    let api = Api::<CustomResourceDefinition>::all(client.clone());
+    for entry in fs::read_dir(repo_root().join("deploy/crds")).expect("deploy/crds") {
+        let path = entry.expect("entry").path();
+        for document in yaml_documents(&path) {
+            let crd: CustomResourceDefinition = serde_yaml::from_value(document).expect("a CRD");
+            api.create(&PostParams::default(), &crd)
+                .await
+                .expect("create CRD");
+        }
+    }
+    let services = Api::<ManagedService>::all(client.clone());
+    eventually("the ManagedService CRD to be served", || async {
+        services.list(&Default::default()).await.ok()
+    })
+    .await;
+}
+
+async fn create_namespace(client: &Client, name: &str) {
+    let namespace = Namespace {
+        metadata: ObjectMeta {
+            name: Some(name.to_owned()),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    Api::<Namespace>::all(client.clone())
+        .create(&PostParams::default(), &namespace)
+        .await
+        .expect("create namespace");
+}
+
+async fn phase_and_reason(
+    api: &Api<ManagedService>,
+    name: &str,
+) -> Option<(ServicePhase, String, String)> {
+    let service = api.get_opt(name).await.ok()??;
+    let status = service.status?;
+    let ready = status.conditions.iter().find(|c| c.type_ == "Ready")?;
+    Some((status.phase?, ready.reason.clone(), ready.message.clone()))
+}
+
+/// A dev API server with the CRDs, the namespaces, the provider's admin
+/// Secret and the catalogue, a PostgreSQL, and the reconciler running.
+struct Env {
+    pg: Server,
+    client: Client,
+    token: CancellationToken,
+    controller: tokio::task::JoinHandle<Result<(), std::convert::Infallible>>,
+    _apiserver: ApiServer,
+}
+
+impl Env {
+    async fn start() -> Env {
+        let pg = Server::start().await;
+        let apiserver = ApiServer::start();
+        let client = apiserver.client().await;
+        install_crds(&client).await;
+        create_namespace(&client, "navique-system").await;
+        create_namespace(&client, "my-project").await;
+
+        // The provider's admin Secret, named as deploy/examples/catalogue.yaml says.
+        let admin: BTreeMap<String, ByteString> = pg
+            .secret(ADMIN_USER, ADMIN_PASSWORD)
+            .into_iter()
+            .map(|(k, v)| (k, ByteString(v.into_bytes())))
+            .collect();
+        let secret = Secret {
+            metadata: ObjectMeta {
+                name: Some("provider-postgresql-admin".to_owned()),
+                ..Default::default()
+            },
+            data: Some(admin),
+            ..Default::default()
+        };
+        Api::<Secret>::namespaced(client.clone(), "navique-system")
+            .create(&PostParams::default(), &secret)
+            .await
+            .expect("create the admin Secret");
+        for document in yaml_documents(&repo_root().join("deploy/examples/catalogue.yaml")) {
+            match document["kind"].as_str() {
+                Some("ServiceClass") => {
+                    let class: ServiceClass = serde_yaml::from_value(document).unwrap();
+                    Api::<ServiceClass>::all(client.clone())
+                        .create(&PostParams::default(), &class)
+                        .await
+                        .expect("create the ServiceClass");
+                }
+                Some("ServicePlan") => {
+                    let plan: ServicePlan = serde_yaml::from_value(document).unwrap();
+                    Api::<ServicePlan>::all(client.clone())
+                        .create(&PostParams::default(), &plan)
+                        .await
+                        .expect("create the ServicePlan");
+                }
+                other => panic!("unexpected kind {other:?} in catalogue.yaml"),
+            }
+        }
+        let token = CancellationToken::new();
+        let controller = tokio::spawn(reconcile::run(
+            client.clone(),
+            Metrics::default(),
+            token.clone(),
+        ));
+        Env {
+            pg,
+            client,
+            token,
+            controller,
+            _apiserver: apiserver,
+        }
+    }
+
+    async fn stop(self) {
+        self.token.cancel();
+        self.controller.await.unwrap().unwrap();
+    }
+}
+
+/// deploy/examples/orders-db.yaml, without its annotations.
+fn orders_db() -> ManagedService {
+    let mut documents = yaml_documents(&repo_root().join("deploy/examples/orders-db.yaml"));
+    let mut service: ManagedService = serde_yaml::from_value(documents.remove(0)).unwrap();
+    service.annotations_mut().clear();
+    service
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn orders_db_is_provisioned_and_deleted_only_when_confirmed() {
+    let env = Env::start().await;
+    let (pg, client) = (&env.pg, &env.client);
+
+    // orders-db.yaml, without the confirmation at first.
+    let service = orders_db();
+    let services = Api::<ManagedService>::namespaced(client.clone(), "my-project");
+    services
+        .create(&PostParams::default(), &service)
+        .await
+        .expect("create orders-db");
+
+    let (_, _, message) = eventually("orders-db to be Ready", || async {
+        phase_and_reason(&services, "orders-db")
+            .await
+            .filter(|(phase, reason, _)| *phase == ServicePhase::Ready && reason == "Available")
+    })
+    .await;
+    assert_eq!(message, format!("database orders on 127.0.0.1:{}", pg.port));
+    let stored = services.get("orders-db").await.unwrap();
+    let status = stored.status.clone().unwrap();
+    assert_eq!(status.instance_namespace.as_deref(), Some("my-project"));
+    assert_eq!(status.observed_generation, stored.metadata.generation);
+    assert_eq!(
+        status.applied_deletion_policy,
+        Some(navique_api::services::DeletionPolicy::Delete)
+    );
+    assert!(
+        stored
+            .finalizers()
+            .iter()
+            .any(|f| f == "services.kube-dc.com/deletion-policy")
+    );
+    assert_eq!(pg.database_owner("orders").await.as_deref(), Some("orders"));
+    assert!(pg.role_exists("orders").await);
+
+    // The credential Secret works, is labelled and owned by the service.
+    let secrets = Api::<Secret>::namespaced(client.clone(), "my-project");
+    let credentials = secrets.get("orders-db-credentials").await.unwrap();
+    assert_eq!(
+        credentials
+            .labels()
+            .get("services.kube-dc.com/service")
+            .map(String::as_str),
+        Some("orders-db")
+    );
+    assert_eq!(credentials.owner_references()[0].uid, stored.uid().unwrap());
+    let data = credentials.data.clone().unwrap();
+    let value = |key: &str| String::from_utf8(data[key].0.clone()).unwrap();
+    assert_eq!(value("database"), "orders");
+    assert_eq!(value("user"), "orders");
+    assert_eq!(value("port"), pg.port.to_string());
+    let session = connect_uri(&value("uri"))
+        .await
+        .expect("the credential Secret's uri logs in");
+    let row = session
+        .query_one("SELECT current_user::text", &[])
+        .await
+        .unwrap();
+    assert_eq!(row.get::<_, String>(0), "orders");
+    drop(session);
+
+    // The password is kept across reconciles: a change wakes the service
+    // and the Secret still holds the same password.
+    services
+        .patch(
+            "orders-db",
+            &PatchParams::default(),
+            &Patch::Merge(serde_json::json!({"metadata": {"labels": {"touched": "yes"}}})),
+        )
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let again = secrets.get("orders-db-credentials").await.unwrap();
+    assert_eq!(again.data.unwrap()["password"], data["password"]);
+    connect_uri(&value("uri"))
+        .await
+        .expect("the password still works");
+
+    // A deleted credential Secret is written again (it is watched), with a
+    // new password the role gets too.
+    secrets
+        .delete("orders-db-credentials", &DeleteParams::default())
+        .await
+        .unwrap();
+    let recreated = eventually("the credential Secret to be written again", || async {
+        secrets
+            .get_opt("orders-db-credentials")
+            .await
+            .ok()
+            .flatten()
+    })
+    .await;
+    let uri = String::from_utf8(recreated.data.unwrap()["uri"].0.clone()).unwrap();
+    eventually("the new password to work", || async {
+        connect_uri(&uri).await.ok()
+    })
+    .await;
+
+    // Delete without the confirmation: nothing is touched.
+    services
+        .delete("orders-db", &DeleteParams::default())
+        .await
+        .expect("delete orders-db");
+    let (_, _, message) = eventually("DeletionConfirmationNeeded", || async {
+        phase_and_reason(&services, "orders-db")
+            .await
+            .filter(|(phase, reason, _)| {
+                *phase == ServicePhase::Deleting && reason == "DeletionConfirmationNeeded"
+            })
+    })
+    .await;
+    assert_eq!(
+        message,
+        "deletionPolicy Delete destroys data; annotate services.kube-dc.com/confirm-delete=orders-db to confirm, or the instance stays retained"
+    );
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(services.get_opt("orders-db").await.unwrap().is_some());
+    assert_eq!(pg.database_owner("orders").await.as_deref(), Some("orders"));
+
+    // Confirmed: the database and role are dropped and the object goes.
+    services
+        .patch(
+            "orders-db",
+            &PatchParams::default(),
+            &Patch::Merge(serde_json::json!({"metadata": {"annotations": {
+                "services.kube-dc.com/confirm-delete": "orders-db"
+            }}})),
+        )
+        .await
+        .unwrap();
+    eventually("orders-db to be gone", || async {
+        services
+            .get_opt("orders-db")
+            .await
+            .ok()
+            .and_then(|s| s.is_none().then_some(()))
+    })
+    .await;
+    assert_eq!(pg.database_owner("orders").await, None);
+    assert!(!pg.role_exists("orders").await);
+    // The credential Secret goes with its owner (garbage collection).
+    eventually("the credential Secret to be collected", || async {
+        secrets
+            .get_opt("orders-db-credentials")
+            .await
+            .ok()
+            .and_then(|s| s.is_none().then_some(()))
+    })
+    .await;
+
+    env.stop().await;
+}
+
+/// A plan that allows only Retain: a service asking for Delete is deleted
+/// under Retain, with a DeletionPolicyDowngraded Warning; its database stays
+/// and its credential Secret is left unowned and labelled retained.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_policy_the_plan_does_not_allow_is_downgraded_to_retain() {
+    let env = Env::start().await;
+    let (pg, client) = (&env.pg, &env.client);
+    let plan: ServicePlan = serde_yaml::from_str(
+        "apiVersion: services.kube-dc.com/v1alpha1
+kind: ServicePlan
+metadata:
+  name: retain-only
+spec:
+  classRef:
+    name: postgresql
+  allowedDeletionPolicies: [Retain]
+",
+    )
+    .unwrap();
+    Api::<ServicePlan>::all(client.clone())
+        .create(&PostParams::default(), &plan)
+        .await
+        .unwrap();
+    let mut service = orders_db();
+    service.metadata.name = Some("ledger-db".to_owned());
+    service.spec.plan_ref.name = "retain-only".to_owned();
+    service.spec.parameters = None;
+    let services = Api::<ManagedService>::namespaced(client.clone(), "my-project");
+    services
+        .create(&PostParams::default(), &service)
+        .await
+        .unwrap();
+    let (_, _, message) = eventually("ledger-db to be Ready", || async {
+        phase_and_reason(&services, "ledger-db")
+            .await
+            .filter(|(phase, _, _)| *phase == ServicePhase::Ready)
+    })
+    .await;
+    assert_eq!(
+        message,
+        format!("database ledger_db on 127.0.0.1:{}", pg.port)
+    );
+    let stored = services.get("ledger-db").await.unwrap();
+    // Delete is not allowed and nothing was applied before.
+    assert_eq!(stored.status.unwrap().applied_deletion_policy, None);
+    assert_eq!(
+        pg.database_owner("ledger_db").await.as_deref(),
+        Some("ledger_db")
+    );
+
+    services
+        .delete("ledger-db", &DeleteParams::default())
+        .await
+        .unwrap();
+    eventually("ledger-db to be gone", || async {
+        services
+            .get_opt("ledger-db")
+            .await
+            .ok()
+            .and_then(|s| s.is_none().then_some(()))
+    })
+    .await;
+    assert_eq!(
+        pg.database_owner("ledger_db").await.as_deref(),
+        Some("ledger_db")
+    );
+    let secrets = Api::<Secret>::namespaced(client.clone(), "my-project");
+    let retained = secrets.get("ledger-db-credentials").await.unwrap();
+    assert!(retained.owner_references().is_empty());
+    assert_eq!(
+        retained
+            .labels()
+            .get("services.kube-dc.com/retained")
+            .map(String::as_str),
+        Some("true")
+    );
+    let uri = String::from_utf8(retained.data.unwrap()["uri"].0.clone()).unwrap();
+    connect_uri(&uri)
+        .await
+        .expect("the retained credentials work");
+
+    let events = Api::<Event>::namespaced(client.clone(), "my-project");
+    let event = eventually("the DeletionPolicyDowngraded event", || async {
+        events
+            .list(&Default::default())
+            .await
+            .ok()
+            .and_then(|list| {
+                list.items
+                    .into_iter()
+                    .find(|e| e.reason.as_deref() == Some("DeletionPolicyDowngraded"))
+            })
+    })
+    .await;
+    assert_eq!(event.type_.as_deref(), Some("Warning"));
+    assert_eq!(
+        event.note.as_deref(),
+        Some(
+            "deletionPolicy Delete cannot be applied (plan retain-only does not allow Delete); deleting under Retain, the less destructive policy in force; the engine and its volumes are retained and keep consuming capacity"
+        )
+    );
+    assert_eq!(
+        event.reporting_controller.as_deref(),
+        Some("service-lifecycle-controller")
+    );
+    env.stop().await;
+}
+
+/// Deleting the Project removes the service whatever its policy and
+/// confirmation, with a ProjectDeleted event.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deleted_project_removes_the_database() {
+    let env = Env::start().await;
+    let (pg, client) = (&env.pg, &env.client);
+    let mut service = orders_db();
+    service.spec.deletion_policy = navique_api::services::DeletionPolicy::Retain;
+    let services = Api::<ManagedService>::namespaced(client.clone(), "my-project");
+    services
+        .create(&PostParams::default(), &service)
+        .await
+        .unwrap();
+    eventually("orders-db to be Ready", || async {
+        phase_and_reason(&services, "orders-db")
+            .await
+            .filter(|(phase, _, _)| *phase == ServicePhase::Ready)
+    })
+    .await;
+    assert_eq!(pg.database_owner("orders").await.as_deref(), Some("orders"));
+
+    Api::<Namespace>::all(client.clone())
+        .delete("my-project", &DeleteParams::default())
+        .await
+        .unwrap();
+    eventually("my-project to be gone", || async {
+        Api::<Namespace>::all(client.clone())
+            .get_opt("my-project")
+            .await
+            .ok()
+            .and_then(|n| n.is_none().then_some(()))
+    })
+    .await;
+    assert_eq!(pg.database_owner("orders").await, None);
+    assert!(!pg.role_exists("orders").await);
+    // A terminating namespace takes no events: it regards the Namespace,
+    // so it is in `default`.
+    let events = Api::<Event>::namespaced(client.clone(), "default");
+    let event = eventually("the ProjectDeleted event", || async {
+        events
+            .list(&Default::default())
+            .await
+            .ok()
+            .and_then(|list| {
+                list.items
+                    .into_iter()
+                    .find(|e| e.reason.as_deref() == Some("ProjectDeleted"))
+            })
+    })
+    .await;
+    assert_eq!(event.type_.as_deref(), Some("Normal"));
+    let regarding = event.regarding.unwrap();
+    assert_eq!(
+        (regarding.kind.as_deref(), regarding.name.as_deref()),
+        (Some("Namespace"), Some("my-project"))
+    );
+    assert_eq!(
+        event.related.and_then(|r| r.name).as_deref(),
+        Some("orders-db")
+    );
+    assert_eq!(
+        event.note.as_deref(),
+        Some(
+            "ManagedService orders-db: the Project is being deleted: the service and its data are removed"
+        )
+    );
+    env.stop().await;
+}
+
+/// A name PostgreSQL cannot take fails provisioning with the reason and
+/// converges once fixed; SnapshotAndDelete is blocked until final backups
+/// exist, and switching to Retain lets the deletion through.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failures_and_blocked_deletions_are_reported() {
+    let env = Env::start().await;
+    let (pg, client) = (&env.pg, &env.client);
+    let mut service = orders_db();
+    service.spec.deletion_policy = navique_api::services::DeletionPolicy::SnapshotAndDelete;
+    service.spec.parameters = Some(serde_json::json!({"database": "Orders", "owner": "orders"}));
+    let services = Api::<ManagedService>::namespaced(client.clone(), "my-project");
+    services
+        .create(&PostParams::default(), &service)
+        .await
+        .unwrap();
+    let (_, _, message) = eventually("ProvisioningFailed", || async {
+        phase_and_reason(&services, "orders-db")
+            .await
+            .filter(|(phase, reason, _)| {
+                *phase == ServicePhase::Failed && reason == "ProvisioningFailed"
+            })
+    })
+    .await;
+    assert!(
+        message.starts_with("invalid database name \"Orders\""),
+        "{message}"
+    );
+
+    services
+        .patch(
+            "orders-db",
+            &PatchParams::default(),
+            &Patch::Merge(serde_json::json!({"spec": {"parameters": {"database": "orders"}}})),
+        )
+        .await
+        .unwrap();
+    eventually("orders-db to be Ready", || async {
+        phase_and_reason(&services, "orders-db")
+            .await
+            .filter(|(phase, _, _)| *phase == ServicePhase::Ready)
+    })
+    .await;
+
+    services
+        .delete("orders-db", &DeleteParams::default())
+        .await
+        .unwrap();
+    let (_, _, message) = eventually("DeletionBlocked", || async {
+        phase_and_reason(&services, "orders-db")
+            .await
+            .filter(|(phase, reason, _)| {
+                *phase == ServicePhase::Deleting && reason == "DeletionBlocked"
+            })
+    })
+    .await;
+    assert_eq!(
+        message,
+        "final backups are not available yet; switch to Retain or Delete"
+    );
+    assert_eq!(pg.database_owner("orders").await.as_deref(), Some("orders"));
+
+    services
+        .patch(
+            "orders-db",
+            &PatchParams::default(),
+            &Patch::Merge(serde_json::json!({"spec": {"deletionPolicy": "Retain"}})),
+        )
+        .await
+        .unwrap();
+    eventually("orders-db to be gone", || async {
+        services
+            .get_opt("orders-db")
+            .await
+            .ok()
+            .and_then(|s| s.is_none().then_some(()))
+    })
+    .await;
+    assert_eq!(pg.database_owner("orders").await.as_deref(), Some("orders"));
+    env.stop().await;
+}
