@@ -3,10 +3,9 @@
 //! the outcome in the Lock's status. A finalizer clears a deleted Lock's
 //! name from all three before it goes.
 
-use std::collections::HashMap;
 use std::convert::Infallible;
 use std::fmt::Debug;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures::{FutureExt, StreamExt};
@@ -40,8 +39,6 @@ use crate::watches::{self, Triggers, Views};
 const MANAGER: &str = crate::NAME;
 /// A safety net only: every change that matters arrives as a watch event.
 const RESYNC: Duration = Duration::from_secs(3600);
-const RETRY_FIRST: Duration = Duration::from_millis(500);
-const RETRY_MAX: Duration = Duration::from_secs(300);
 /// How long reconciles in flight may take to finish on shutdown.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 /// Wake-ups waiting for the controller; a full queue slows the watches.
@@ -155,7 +152,7 @@ pub struct Context {
     views: Views,
     metrics: Metrics,
     /// Consecutive failures per Lock, for the retry backoff.
-    failures: Mutex<HashMap<ObjectRef<Lock>, u32>>,
+    failures: navique_runtime::FailureBackoff<ObjectRef<Lock>>,
 }
 
 /// Runs the Lock controller until `token` is cancelled.
@@ -177,7 +174,7 @@ pub async fn run(
         locks: locks.clone(),
         views: views.clone(),
         metrics,
-        failures: Mutex::default(),
+        failures: navique_runtime::FailureBackoff::default(),
     });
     let controller = controller
         .reconcile_on(ReceiverStream::new(woken))
@@ -243,11 +240,7 @@ async fn reconcile(lock: Arc<Lock>, context: Arc<Context>) -> Result<Action, Err
         .locks_active
         .set(i64::try_from(active).unwrap_or(i64::MAX));
     if result.is_ok() {
-        context
-            .failures
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(&ObjectRef::from_obj(&*lock));
+        context.failures.succeeded(&ObjectRef::from_obj(&*lock));
     }
     result
 }
@@ -262,15 +255,7 @@ fn error_policy(lock: Arc<Lock>, error: &Error, context: Arc<Context>) -> Action
             error: error.metric_label(),
         })
         .inc();
-    let failures = {
-        let mut failures = context.failures.lock().unwrap_or_else(|p| p.into_inner());
-        let count = failures.entry(ObjectRef::from_obj(&*lock)).or_default();
-        *count = count.saturating_add(1);
-        *count
-    };
-    let delay = RETRY_FIRST
-        .saturating_mul(1 << (failures - 1).min(10))
-        .min(RETRY_MAX);
+    let delay = context.failures.failed(ObjectRef::from_obj(&*lock));
     tracing::warn!(
         lock = %ObjectRef::from_obj(&*lock),
         error = %one_line(error),

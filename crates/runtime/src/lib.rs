@@ -11,6 +11,7 @@ mod args;
 mod cluster;
 mod component;
 mod error;
+mod failures;
 mod leader;
 mod process;
 mod retry;
@@ -20,6 +21,7 @@ pub use admin::Readiness;
 pub use args::{CommonArgs, LeaderElectionArgs, LogFormat};
 pub use component::Component;
 pub use error::Error;
+pub use failures::FailureBackoff;
 
 use std::error::Error as StdError;
 use std::future::Future;

@@ -4,9 +4,9 @@
 //! the deletion-policy machine ([`deletion::decide`]) behind the finalizer
 //! `services.kube-dc.com/deletion-policy`.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::convert::Infallible;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
@@ -40,8 +40,6 @@ const MANAGER: &str = crate::NAME;
 const RESYNC: Duration = Duration::from_secs(3600);
 /// How often a deletion that cannot proceed yet is looked at again.
 const BLOCKED_RETRY: Duration = Duration::from_secs(60);
-const RETRY_FIRST: Duration = Duration::from_millis(500);
-const RETRY_MAX: Duration = Duration::from_secs(300);
 /// The `DeletionBlocked` message of policies whose final backup is not
 /// available in this version.
 pub const FINAL_BACKUPS_UNAVAILABLE: &str =
@@ -149,7 +147,7 @@ pub struct Context {
     recorder: Recorder,
     metrics: Metrics,
     /// Consecutive failures per service, for the retry backoff.
-    failures: Mutex<HashMap<ObjectRef<ManagedService>, u32>>,
+    failures: navique_runtime::FailureBackoff<ObjectRef<ManagedService>>,
 }
 
 impl Context {
@@ -165,7 +163,7 @@ impl Context {
             client,
             recorder,
             metrics,
-            failures: Mutex::default(),
+            failures: navique_runtime::FailureBackoff::default(),
         }
     }
 }
@@ -216,11 +214,7 @@ pub async fn reconcile(
         "reconciled"
     );
     if result.is_ok() {
-        context
-            .failures
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(&ObjectRef::from_obj(&*service));
+        context.failures.succeeded(&ObjectRef::from_obj(&*service));
     }
     result
 }
@@ -234,15 +228,7 @@ pub fn error_policy(service: Arc<ManagedService>, error: &Error, context: Arc<Co
             error: error.metric_label(),
         })
         .inc();
-    let failures = {
-        let mut failures = context.failures.lock().unwrap_or_else(|p| p.into_inner());
-        let count = failures.entry(ObjectRef::from_obj(&*service)).or_default();
-        *count = count.saturating_add(1);
-        *count
-    };
-    let delay = RETRY_FIRST
-        .saturating_mul(1 << (failures - 1).min(10))
-        .min(RETRY_MAX);
+    let delay = context.failures.failed(ObjectRef::from_obj(&*service));
     tracing::warn!(
         service = %ObjectRef::from_obj(&*service),
         error = %one_line(error),
