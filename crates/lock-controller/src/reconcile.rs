@@ -291,34 +291,13 @@ impl Context {
         }
     }
 
-    /// Writes the Lock's finalizers as a merge patch carrying the
-    /// resourceVersion they were read at, so that a concurrent change of
-    /// the list fails (409) instead of losing another controller's
-    /// finalizer. (kube's `finalizer` helper adds the first finalizer with a
-    /// JSON patch `test` of a missing path against null, which the dev API
-    /// server refuses.)
+    /// Writes the Lock's finalizers (see `navique_runtime::set_finalizers`).
     async fn set_finalizers(&self, lock: &Lock, finalizers: Vec<String>) -> Result<(), Error> {
         let namespace = lock.namespace().ok_or(Error::Unnamed)?;
-        let patch = serde_json::json!({"metadata": {
-            "finalizers": finalizers,
-            "resourceVersion": lock.resource_version(),
-        }});
-        let written = Api::<Lock>::namespaced(self.client.clone(), &namespace)
-            .patch(
-                &lock.name_any(),
-                &PatchParams::default(),
-                &Patch::Merge(patch),
-            )
-            .await;
-        match written {
-            Ok(_) => Ok(()),
-            // This copy was stale: the Lock is gone, or its newer version
-            // is queued for a reconcile of its own.
-            Err(kube::Error::Api(status)) if status.is_not_found() || status.is_conflict() => {
-                Ok(())
-            }
-            Err(e) => Err(Error::Finalizer(e)),
-        }
+        let api = Api::<Lock>::namespaced(self.client.clone(), &namespace);
+        navique_runtime::set_finalizers(&api, &lock.name_any(), lock.resource_version(), finalizers)
+            .await
+            .map_err(Error::Finalizer)
     }
 
     async fn apply(&self, lock: &Lock) -> Result<Action, Error> {

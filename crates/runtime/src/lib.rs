@@ -12,6 +12,7 @@ mod cluster;
 mod component;
 mod error;
 mod failures;
+mod finalizers;
 mod leader;
 mod process;
 mod retry;
@@ -22,6 +23,7 @@ pub use args::{CommonArgs, LeaderElectionArgs, LogFormat};
 pub use component::Component;
 pub use error::Error;
 pub use failures::FailureBackoff;
+pub use finalizers::set_finalizers;
 
 use std::error::Error as StdError;
 use std::future::Future;

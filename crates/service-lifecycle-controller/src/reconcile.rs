@@ -700,9 +700,8 @@ impl Context {
         Ok(Some(written))
     }
 
-    /// Writes the finalizers as a merge patch carrying the resourceVersion
-    /// they were read at, so that a concurrent change fails (409) instead of
-    /// losing another controller's finalizer.
+    /// Writes the service's finalizers as read at `resource_version` (see
+    /// `navique_runtime::set_finalizers`).
     async fn set_finalizers(
         &self,
         service: &ManagedService,
@@ -710,24 +709,9 @@ impl Context {
         list: Vec<String>,
     ) -> Result<(), Error> {
         let namespace = service.namespace().ok_or(Error::Unnamed)?;
-        let patch = serde_json::json!({"metadata": {
-            "finalizers": list,
-            "resourceVersion": resource_version,
-        }});
-        let written = Api::<ManagedService>::namespaced(self.client.clone(), &namespace)
-            .patch(
-                &service.name_any(),
-                &PatchParams::default(),
-                &Patch::Merge(patch),
-            )
-            .await;
-        match written {
-            Ok(_) => Ok(()),
-            // Stale copy: gone, or its newer version is queued already.
-            Err(kube::Error::Api(status)) if status.is_not_found() || status.is_conflict() => {
-                Ok(())
-            }
-            Err(e) => Err(Error::Finalizer(e)),
-        }
+        let api = Api::<ManagedService>::namespaced(self.client.clone(), &namespace);
+        navique_runtime::set_finalizers(&api, &service.name_any(), resource_version, list)
+            .await
+            .map_err(Error::Finalizer)
     }
 }
