@@ -7,9 +7,13 @@
 use navique_runtime::{CommonArgs, Component, LeaderElectionArgs};
 
 pub mod deletion;
+pub mod engine;
+mod error;
 pub mod postgres;
 pub mod reconcile;
 pub mod service;
+
+pub use error::Error;
 
 pub const NAME: &str = "service-lifecycle-controller";
 

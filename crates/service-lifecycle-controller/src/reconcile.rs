@@ -21,9 +21,7 @@ use kube::runtime::watcher;
 use kube::{Client, Resource, ResourceExt};
 use navique_api::conditions;
 use navique_api::constants::{annotations, events, finalizers, labels, reasons};
-use navique_api::services::{
-    ManagedService, ManagedServiceStatus, PlacementMode, ServiceClass, ServicePhase, ServicePlan,
-};
+use navique_api::services::{ManagedService, ManagedServiceStatus, PlacementMode, ServicePhase};
 use navique_runtime::{Component, one_line};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -31,8 +29,9 @@ use prometheus_client::metrics::family::Family;
 use tokio_util::sync::CancellationToken;
 
 use crate::deletion::{self, Facts, Step};
-use crate::postgres::{self, AdminConnection, Engine, generate_password};
+use crate::postgres::{self, generate_password};
 use crate::service;
+use crate::{Error, engine};
 
 /// The field manager of every write.
 const MANAGER: &str = crate::NAME;
@@ -44,71 +43,6 @@ const BLOCKED_RETRY: Duration = Duration::from_secs(60);
 /// available in this version.
 pub const FINAL_BACKUPS_UNAVAILABLE: &str =
     "final backups are not available yet; switch to Retain or Delete";
-
-#[derive(Debug, thiserror::Error)]
-pub enum Error {
-    #[error("placement {0:?} is not supported yet; use ProviderShared")]
-    UnsupportedPlacement(PlacementMode),
-    #[error("ServiceClass {0} not found")]
-    ClassMissing(String),
-    #[error("ServiceClass {0} has no providerShared.adminSecretRef")]
-    NoProviderShared(String),
-    #[error("admin Secret {namespace}/{name} not found")]
-    AdminSecretMissing { namespace: String, name: String },
-    #[error("admin Secret {namespace}/{name} is not usable")]
-    AdminSecret {
-        namespace: String,
-        name: String,
-        #[source]
-        source: postgres::Error,
-    },
-    #[error("admin Secret {namespace}/{name}: key {key} is not UTF-8")]
-    AdminSecretEncoding {
-        namespace: String,
-        name: String,
-        key: String,
-    },
-    #[error(transparent)]
-    Engine(#[from] postgres::Error),
-    #[error("cannot read {kind} {name}")]
-    Read {
-        kind: &'static str,
-        name: String,
-        #[source]
-        source: kube::Error,
-    },
-    #[error("cannot write Secret {name}")]
-    WriteSecret {
-        name: String,
-        #[source]
-        source: kube::Error,
-    },
-    #[error("cannot write the ManagedService's status")]
-    WriteStatus(#[source] kube::Error),
-    #[error("cannot add or remove the ManagedService's finalizer")]
-    Finalizer(#[source] kube::Error),
-    #[error("the ManagedService has no name, namespace or uid")]
-    Unnamed,
-}
-
-impl Error {
-    /// The `error` label of `reconcile_errors`.
-    pub fn metric_label(&self) -> &'static str {
-        match self {
-            Error::UnsupportedPlacement(_) => "unsupported_placement",
-            Error::ClassMissing(_) | Error::NoProviderShared(_) => "class",
-            Error::AdminSecretMissing { .. }
-            | Error::AdminSecret { .. }
-            | Error::AdminSecretEncoding { .. } => "admin_secret",
-            Error::Engine(_) => "engine",
-            Error::Read { .. } => "read",
-            Error::WriteSecret { .. } => "write_secret",
-            Error::WriteStatus(_) => "write_status",
-            Error::Finalizer(_) => "finalizer",
-            Error::Unnamed => "unnamed",
-        }
-    }
-}
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ErrorLabels {
@@ -321,7 +255,7 @@ impl Context {
         let name = service.name_any();
         let db = service::database_of_service(service);
         db.validate()?;
-        let plan = self.plan(service).await?;
+        let plan = engine::plan_of(&self.client, service).await?;
         let previous = service
             .status
             .as_ref()
@@ -339,7 +273,7 @@ impl Context {
             );
             self.write_status(service, status).await?;
         }
-        let engine = self.engine(service).await?;
+        let engine = engine::of_service(&self.client, service).await?;
         let secrets = Api::<Secret>::namespaced(self.client.clone(), &namespace);
         let secret_name = service::credentials_secret_name(&name);
         let existing = secrets
@@ -415,71 +349,12 @@ impl Context {
         Ok(())
     }
 
-    async fn plan(&self, service: &ManagedService) -> Result<Option<ServicePlan>, Error> {
-        let name = &service.spec.plan_ref.name;
-        Api::<ServicePlan>::all(self.client.clone())
-            .get_opt(name)
-            .await
-            .map_err(|source| Error::Read {
-                kind: "ServicePlan",
-                name: name.clone(),
-                source,
-            })
-    }
-
-    /// The engine of the service's class: its provider server.
-    async fn engine(&self, service: &ManagedService) -> Result<Engine, Error> {
-        let class_name = &service.spec.class_ref.name;
-        let class = Api::<ServiceClass>::all(self.client.clone())
-            .get_opt(class_name)
-            .await
-            .map_err(|source| Error::Read {
-                kind: "ServiceClass",
-                name: class_name.clone(),
-                source,
-            })?
-            .ok_or_else(|| Error::ClassMissing(class_name.clone()))?;
-        let secret_ref = class
-            .spec
-            .provider_shared
-            .map(|p| p.admin_secret_ref)
-            .ok_or_else(|| Error::NoProviderShared(class_name.clone()))?;
-        let (namespace, name) = (secret_ref.namespace, secret_ref.name);
-        let secret = Api::<Secret>::namespaced(self.client.clone(), &namespace)
-            .get_opt(&name)
-            .await
-            .map_err(|source| Error::Read {
-                kind: "Secret",
-                name: format!("{namespace}/{name}"),
-                source,
-            })?
-            .ok_or_else(|| Error::AdminSecretMissing {
-                namespace: namespace.clone(),
-                name: name.clone(),
-            })?;
-        let mut data = BTreeMap::new();
-        for (key, value) in secret.data.unwrap_or_default() {
-            let value = String::from_utf8(value.0).map_err(|_| Error::AdminSecretEncoding {
-                namespace: namespace.clone(),
-                name: name.clone(),
-                key: key.clone(),
-            })?;
-            data.insert(key, value);
-        }
-        let admin = AdminConnection::from_secret(&data).map_err(|source| Error::AdminSecret {
-            namespace,
-            name,
-            source,
-        })?;
-        Ok(Engine::new(admin))
-    }
-
     /// Carries out the deletion policy, then removes the finalizer.
     async fn delete(&self, service: &ManagedService) -> Result<Action, Error> {
         let namespace = service.namespace().ok_or(Error::Unnamed)?;
         let name = service.name_any();
         let db = service::database_of_service(service);
-        let plan = self.plan(service).await?;
+        let plan = engine::plan_of(&self.client, service).await?;
         let project = Api::<Namespace>::all(self.client.clone())
             .get_opt(&namespace)
             .await
@@ -491,7 +366,7 @@ impl Context {
         let project_deleting = project
             .as_ref()
             .is_none_or(|ns| ns.metadata.deletion_timestamp.is_some());
-        let engine = self.engine(service).await;
+        let engine = engine::of_service(&self.client, service).await;
         // Unknown (no engine to ask): assume it exists, the side that backs
         // up rather than keeps.
         let engine_exists = match &engine {
