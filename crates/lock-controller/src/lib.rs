@@ -57,9 +57,13 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     Component::run(NAME, &args.common, async |component, client| {
         let metrics = reconcile::Metrics::register(component);
         component
-            .run_as_leader(client.clone(), &args.leader_election, async move |token| {
-                reconcile::run(client, groups, metrics, token).await
-            })
+            .run_as_leader(
+                client.clone(),
+                &args.leader_election,
+                async move |leadership| {
+                    reconcile::run(client, groups, metrics, leadership.token().clone()).await
+                },
+            )
             .await
     })
     .await?;

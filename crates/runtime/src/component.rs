@@ -12,7 +12,7 @@ use prometheus_client::registry::Registry;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use crate::leader::Election;
+use crate::leader::{Election, Leadership};
 use crate::telemetry::TelemetryGuard;
 use crate::{CommonArgs, Error, LeaderElectionArgs, Readiness, admin, cluster};
 
@@ -141,8 +141,8 @@ impl Component {
     }
 
     /// Runs `work` while this replica leads (or at once when leader election
-    /// is off). `work` gets a token cancelled on shutdown or lost leadership
-    /// and must return soon after it fires.
+    /// is off). `work` gets the [`Leadership`], whose token is cancelled on
+    /// shutdown or lost leadership; it must return soon after it fires.
     pub async fn run_as_leader<F, Fut, E>(
         &self,
         client: Client,
@@ -150,7 +150,7 @@ impl Component {
         work: F,
     ) -> Result<(), Error>
     where
-        F: FnOnce(CancellationToken) -> Fut,
+        F: FnOnce(Leadership) -> Fut,
         Fut: Future<Output = Result<(), E>>,
         E: Into<Box<dyn std::error::Error + Send + Sync>>,
     {
@@ -163,7 +163,7 @@ impl Component {
         });
         if !args.leader_elect {
             self.leader.set(1);
-            return work(self.shutdown.child_token())
+            return work(Leadership::unelected(self.shutdown.child_token()))
                 .await
                 .map_err(|e| Error::Component(e.into()));
         }

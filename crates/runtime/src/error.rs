@@ -56,6 +56,17 @@ pub enum Error {
     )]
     LeadershipLost { namespace: String, name: String },
 
+    #[error("cannot read Lease {namespace}/{name} to confirm leadership: {source}")]
+    LeaseRead {
+        namespace: String,
+        name: String,
+        #[source]
+        source: kube::Error,
+    },
+
+    #[error("shutting down")]
+    ShuttingDown,
+
     #[error("{0}")]
     Component(#[source] Box<dyn std::error::Error + Send + Sync>),
 }

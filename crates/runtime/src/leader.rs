@@ -3,8 +3,11 @@
 //! it, so two replicas never reconcile at once.
 
 use std::future::Future;
+use std::sync::Arc;
 
-use kube::Client;
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
+use kube::{Api, Client};
 use kube_lease_manager::{LeaseCreateMode, LeaseManager, LeaseParams};
 use prometheus_client::metrics::gauge::Gauge;
 use tokio_util::sync::CancellationToken;
@@ -12,6 +15,83 @@ use tracing::Instrument;
 
 use crate::retry::Backoff;
 use crate::{Error, LeaderElectionArgs};
+
+/// This replica's hold on the leader Lease, handed to the work it guards:
+/// a token cancelled when the hold is lost, and [`Leadership::confirm`] for
+/// the moments a stale leader must not act, such as dropping a database.
+#[derive(Clone)]
+pub struct Leadership {
+    token: CancellationToken,
+    lease: Option<Arc<HeldLease>>,
+}
+
+struct HeldLease {
+    api: Api<Lease>,
+    namespace: String,
+    name: String,
+    identity: String,
+}
+
+impl Leadership {
+    /// Leadership without election (a single replica, or a test): only the
+    /// token can end it.
+    pub fn unelected(token: CancellationToken) -> Self {
+        Self { token, lease: None }
+    }
+
+    /// Cancelled on shutdown or when the Lease is lost.
+    pub fn token(&self) -> &CancellationToken {
+        &self.token
+    }
+
+    /// Confirms, by reading the Lease now, that this replica still holds it
+    /// and that it has not expired. The renewal loop notices a lost Lease
+    /// only at its next renewal; a destructive step calls this right before
+    /// it acts, so that a replica paused past its Lease (a long GC, a
+    /// stopped VM) never acts alongside the new leader.
+    pub async fn confirm(&self) -> Result<(), Error> {
+        let lost = |lease: &HeldLease| Error::LeadershipLost {
+            namespace: lease.namespace.clone(),
+            name: lease.name.clone(),
+        };
+        if self.token.is_cancelled() {
+            return Err(match &self.lease {
+                Some(lease) => lost(lease),
+                None => Error::ShuttingDown,
+            });
+        }
+        let Some(lease) = &self.lease else {
+            return Ok(());
+        };
+        let stored = lease
+            .api
+            .get(&lease.name)
+            .await
+            .map_err(|source| Error::LeaseRead {
+                namespace: lease.namespace.clone(),
+                name: lease.name.clone(),
+                source,
+            })?;
+        if holds(&stored, &lease.identity, Timestamp::now()) {
+            Ok(())
+        } else {
+            Err(lost(lease))
+        }
+    }
+}
+
+/// Whether `identity` holds the Lease at `now`: it is the holder and the
+/// last renewal plus the duration is still ahead.
+fn holds(lease: &Lease, identity: &str, now: Timestamp) -> bool {
+    let Some(spec) = &lease.spec else {
+        return false;
+    };
+    let (Some(renewed), Some(seconds)) = (&spec.renew_time, spec.lease_duration_seconds) else {
+        return false;
+    };
+    spec.holder_identity.as_deref() == Some(identity)
+        && renewed.0 + SignedDuration::from_secs(seconds.into()) > now
+}
 
 pub(crate) struct Election<'a> {
     pub component: &'static str,
@@ -26,7 +106,7 @@ impl Election<'_> {
     /// the Lease is lost (an error: the process should exit and restart).
     pub async fn run<F, Fut, E>(self, work: F) -> Result<(), Error>
     where
-        F: FnOnce(CancellationToken) -> Fut,
+        F: FnOnce(Leadership) -> Fut,
         Fut: Future<Output = Result<(), E>>,
         E: Into<Box<dyn std::error::Error + Send + Sync>>,
     {
@@ -57,7 +137,15 @@ impl Election<'_> {
         self.leader.set(1);
 
         let token = self.shutdown.child_token();
-        let work = work(token.clone());
+        let work = work(Leadership {
+            token: token.clone(),
+            lease: Some(Arc::new(HeldLease {
+                api: Api::namespaced(self.client.clone(), &namespace),
+                namespace: namespace.clone(),
+                name: name.to_owned(),
+                identity: identity.clone(),
+            })),
+        });
         tokio::pin!(work);
         let outcome = loop {
             tokio::select! {
@@ -117,5 +205,35 @@ impl Election<'_> {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::coordination::v1::LeaseSpec;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
+
+    fn lease(holder: &str, renewed: Timestamp, seconds: i32) -> Lease {
+        Lease {
+            spec: Some(LeaseSpec {
+                holder_identity: Some(holder.to_owned()),
+                renew_time: Some(MicroTime(renewed)),
+                lease_duration_seconds: Some(seconds),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn the_holder_holds_a_lease_until_it_expires() {
+        let renewed: Timestamp = "2026-11-30T12:00:00Z".parse().unwrap();
+        let lease = lease("pod-a", renewed, 15);
+        let at = |seconds| renewed + SignedDuration::from_secs(seconds);
+        assert!(holds(&lease, "pod-a", at(14)));
+        assert!(!holds(&lease, "pod-a", at(15)), "expired");
+        assert!(!holds(&lease, "pod-b", at(1)), "another holder");
+        assert!(!holds(&Lease::default(), "pod-a", at(1)), "never held");
     }
 }

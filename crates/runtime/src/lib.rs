@@ -24,6 +24,7 @@ pub use component::Component;
 pub use error::Error;
 pub use failures::FailureBackoff;
 pub use finalizers::set_finalizers;
+pub use leader::Leadership;
 
 use std::error::Error as StdError;
 use std::future::Future;

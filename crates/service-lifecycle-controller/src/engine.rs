@@ -53,7 +53,7 @@ pub async fn of_service(client: &Client, service: &ManagedService) -> Result<Eng
     let admin = AdminConnection::from_secret(&data).map_err(|source| Error::AdminSecret {
         namespace,
         name,
-        source,
+        source: Box::new(source),
     })?;
     Ok(Engine::new(admin))
 }

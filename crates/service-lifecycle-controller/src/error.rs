@@ -1,14 +1,16 @@
 //! The crate's error: what a reconcile could not do, with the object and
 //! the cause a provider can act on.
 
-use navique_api::services::PlacementMode;
-
 use crate::postgres;
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    #[error("placement {0:?} is not supported yet; use ProviderShared")]
-    UnsupportedPlacement(PlacementMode),
+    #[error("{0}")]
+    InvalidParameters(String),
+    #[error(
+        "{kind} {name} is retained from a deleted service of the same name; ask your provider to remove the retained objects, or choose another name"
+    )]
+    RetainedNameInUse { kind: &'static str, name: String },
     #[error("ServiceClass {0} not found")]
     ClassMissing(String),
     #[error("ServiceClass {0} has no providerShared.adminSecretRef")]
@@ -20,7 +22,7 @@ pub enum Error {
         namespace: String,
         name: String,
         #[source]
-        source: postgres::Error,
+        source: Box<postgres::Error>,
     },
     #[error("admin Secret {namespace}/{name}: key {key} is not UTF-8")]
     AdminSecretEncoding {
@@ -29,7 +31,7 @@ pub enum Error {
         key: String,
     },
     #[error(transparent)]
-    Engine(#[from] postgres::Error),
+    Engine(Box<postgres::Error>),
     #[error("cannot read {kind} {name}")]
     Read {
         kind: &'static str,
@@ -37,12 +39,22 @@ pub enum Error {
         #[source]
         source: kube::Error,
     },
-    #[error("cannot write Secret {name}")]
-    WriteSecret {
+    #[error("cannot write {kind} {name}")]
+    Write {
+        kind: &'static str,
         name: String,
         #[source]
         source: kube::Error,
     },
+    #[error("cannot delete {kind} {name}")]
+    Delete {
+        kind: &'static str,
+        name: String,
+        #[source]
+        source: kube::Error,
+    },
+    #[error("not deleting: this replica cannot confirm it still leads")]
+    NotLeader(#[source] navique_runtime::Error),
     #[error("cannot write the ManagedService's status")]
     WriteStatus(#[source] kube::Error),
     #[error("cannot add or remove the ManagedService's finalizer")]
@@ -51,18 +63,27 @@ pub enum Error {
     Unnamed,
 }
 
+impl From<postgres::Error> for Error {
+    fn from(error: postgres::Error) -> Self {
+        Error::Engine(Box::new(error))
+    }
+}
+
 impl Error {
     /// The `error` label of `reconcile_errors`.
     pub fn metric_label(&self) -> &'static str {
         match self {
-            Error::UnsupportedPlacement(_) => "unsupported_placement",
+            Error::InvalidParameters(_) => "invalid_parameters",
+            Error::RetainedNameInUse { .. } => "retained_name_in_use",
             Error::ClassMissing(_) | Error::NoProviderShared(_) => "class",
             Error::AdminSecretMissing { .. }
             | Error::AdminSecret { .. }
             | Error::AdminSecretEncoding { .. } => "admin_secret",
             Error::Engine(_) => "engine",
             Error::Read { .. } => "read",
-            Error::WriteSecret { .. } => "write_secret",
+            Error::Write { .. } => "write",
+            Error::Delete { .. } => "delete",
+            Error::NotLeader(_) => "not_leader",
             Error::WriteStatus(_) => "write_status",
             Error::Finalizer(_) => "finalizer",
             Error::Unnamed => "unnamed",

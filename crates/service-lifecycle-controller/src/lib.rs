@@ -9,6 +9,8 @@ use navique_runtime::{CommonArgs, Component, LeaderElectionArgs};
 pub mod deletion;
 pub mod engine;
 mod error;
+pub mod instance;
+pub mod objects;
 pub mod postgres;
 pub mod reconcile;
 pub mod service;
@@ -26,16 +28,24 @@ pub struct Args {
     pub common: CommonArgs,
     #[command(flatten)]
     pub leader_election: LeaderElectionArgs,
+    /// The container image of `InProject` PostgreSQL engines.
+    #[arg(long, env = "NAVIQUE_POSTGRES_IMAGE", default_value = reconcile::DEFAULT_POSTGRES_IMAGE)]
+    pub postgres_image: String,
 }
 
 pub async fn run(args: Args) -> anyhow::Result<()> {
     Component::run(NAME, &args.common, async |component, client| {
         let metrics = reconcile::Metrics::register(component);
         component
-            .run_as_leader(client.clone(), &args.leader_election, async move |token| {
-                // Bindings, credential policies and Stacks land with their issues.
-                reconcile::run(client, metrics, token).await
-            })
+            .run_as_leader(
+                client.clone(),
+                &args.leader_election,
+                async move |leadership| {
+                    let services = reconcile::Context::new(client, metrics, leadership)
+                        .with_postgres_image(&args.postgres_image);
+                    reconcile::run(services).await
+                },
+            )
             .await
     })
     .await?;

@@ -1,17 +1,19 @@
-//! The ManagedService reconciler, `ProviderShared` placement: a database and
-//! its owner role on the provider's PostgreSQL (from the ServiceClass's admin
-//! Secret), a credential Secret `<service>-credentials` in the Project, and
-//! the deletion-policy machine ([`deletion::decide`]) behind the finalizer
+//! The ManagedService reconciler. `ProviderShared`: a database and its owner
+//! role on the provider's PostgreSQL (from the ServiceClass's admin Secret)
+//! and an ExternalName Service. `InProject`: a PostgreSQL StatefulSet with
+//! its data volume and Services in the Project. Both get a credential Secret
+//! `<service>-credentials`, and the deletion-policy machine
+//! ([`deletion::decide`]) behind the finalizer
 //! `services.kube-dc.com/deletion-policy`.
 
-use std::collections::BTreeMap;
 use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::{Namespace, Secret};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, OwnerReference};
+use k8s_openapi::api::apps::v1::StatefulSet;
+use k8s_openapi::api::core::v1::{Namespace, Secret, Service};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::{self, Action, Controller};
@@ -22,19 +24,18 @@ use kube::{Client, Resource, ResourceExt};
 use navique_api::conditions;
 use navique_api::constants::{annotations, events, finalizers, labels, reasons};
 use navique_api::services::{ManagedService, ManagedServiceStatus, PlacementMode, ServicePhase};
-use navique_runtime::{Component, one_line};
+use navique_runtime::{Component, Leadership, one_line};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
-use tokio_util::sync::CancellationToken;
 
 use crate::deletion::{self, Facts, Step};
-use crate::postgres::{self, generate_password};
+use crate::instance::{self, InProjectShape};
+use crate::objects::{MANAGER, Objects};
+use crate::postgres::{self, Credentials, generate_password};
 use crate::service;
 use crate::{Error, engine};
 
-/// The field manager of every write.
-const MANAGER: &str = crate::NAME;
 /// Re-checks a Ready service now and then, so that drift is repaired.
 const RESYNC: Duration = Duration::from_secs(3600);
 /// How often a deletion that cannot proceed yet is looked at again.
@@ -75,17 +76,22 @@ impl Metrics {
     }
 }
 
+/// The image of `InProject` engines when `--postgres-image` is not given.
+pub const DEFAULT_POSTGRES_IMAGE: &str = "postgres:17";
+
 /// What every reconcile shares.
 pub struct Context {
     client: Client,
     recorder: Recorder,
     metrics: Metrics,
+    leadership: Leadership,
+    postgres_image: String,
     /// Consecutive failures per service, for the retry backoff.
     failures: navique_runtime::FailureBackoff<ObjectRef<ManagedService>>,
 }
 
 impl Context {
-    pub fn new(client: Client, metrics: Metrics) -> Self {
+    pub fn new(client: Client, metrics: Metrics, leadership: Leadership) -> Self {
         let recorder = Recorder::new(
             client.clone(),
             Reporter {
@@ -97,29 +103,35 @@ impl Context {
             client,
             recorder,
             metrics,
+            leadership,
+            postgres_image: DEFAULT_POSTGRES_IMAGE.to_owned(),
             failures: navique_runtime::FailureBackoff::default(),
         }
     }
+
+    /// The image `InProject` engines run.
+    pub fn with_postgres_image(mut self, image: impl Into<String>) -> Self {
+        self.postgres_image = image.into();
+        self
+    }
 }
 
-/// Runs the ManagedService controller until `token` is cancelled.
-pub async fn run(
-    client: Client,
-    metrics: Metrics,
-    token: CancellationToken,
-) -> Result<(), Infallible> {
-    let context = Arc::new(Context::new(client.clone(), metrics));
+/// Runs the ManagedService controller until leadership ends.
+pub async fn run(context: Context) -> Result<(), Infallible> {
+    let client = context.client.clone();
+    let token = context.leadership.token().clone();
+    let engine_objects = || watcher::Config::default().labels(labels::SERVICE);
     Controller::new(
         Api::<ManagedService>::all(client.clone()),
         watcher::Config::default(),
     )
-    // A deleted or changed credential Secret is written again.
-    .owns(
-        Api::<Secret>::all(client),
-        watcher::Config::default().labels(labels::SERVICE),
-    )
+    // A deleted or changed object of the service is written again, and a
+    // StatefulSet becoming ready makes the service Ready.
+    .owns(Api::<Secret>::all(client.clone()), engine_objects())
+    .owns(Api::<Service>::all(client.clone()), engine_objects())
+    .owns(Api::<StatefulSet>::all(client), engine_objects())
     .graceful_shutdown_on(token.cancelled_owned())
-    .run(reconcile, error_policy, context)
+    .run(reconcile, error_policy, Arc::new(context))
     .for_each(|result| async move {
         match result {
             Ok(_) | Err(controller::Error::ReconcilerFailed(..)) => {}
@@ -207,11 +219,6 @@ impl Context {
         match (service.metadata.deletion_timestamp.is_some(), has_finalizer) {
             (true, true) => self.delete(service).await,
             (true, false) => Ok(Action::await_change()),
-            (false, _) if service.spec.placement.mode != PlacementMode::ProviderShared => {
-                let error = Error::UnsupportedPlacement(service.spec.placement.mode);
-                self.report_failure(service, &error).await;
-                Ok(Action::await_change())
-            }
             // The update wakes the service again.
             (false, false) => {
                 let mut list = service.finalizers().to_vec();
@@ -255,6 +262,13 @@ impl Context {
         let name = service.name_any();
         let db = service::database_of_service(service);
         db.validate()?;
+        let shape = match service.spec.placement.mode {
+            PlacementMode::InProject => Some(
+                InProjectShape::from_parameters(service.spec.parameters.as_ref())
+                    .map_err(Error::InvalidParameters)?,
+            ),
+            PlacementMode::ProviderShared => None,
+        };
         let plan = engine::plan_of(&self.client, service).await?;
         let previous = service
             .status
@@ -262,6 +276,16 @@ impl Context {
             .and_then(|s| s.applied_deletion_policy);
         let applied =
             service::applied_policy(service.spec.deletion_policy, previous, plan.as_ref());
+        let objects = Objects::of(&self.client, service)?;
+        let secret_name = service::credentials_secret_name(&name);
+        let existing: Option<Secret> = objects.get(&secret_name).await?;
+        if existing.as_ref().is_none_or(|s| {
+            !s.owner_references()
+                .iter()
+                .any(|o| Some(&o.uid) == service.uid().as_ref())
+        }) {
+            objects.check_no_retained().await?;
+        }
         if service.status.as_ref().and_then(|s| s.phase).is_none() {
             let status = next_status(
                 service,
@@ -273,80 +297,68 @@ impl Context {
             );
             self.write_status(service, status).await?;
         }
-        let engine = engine::of_service(&self.client, service).await?;
-        let secrets = Api::<Secret>::namespaced(self.client.clone(), &namespace);
-        let secret_name = service::credentials_secret_name(&name);
-        let existing = secrets
-            .get_opt(&secret_name)
-            .await
-            .map_err(|source| Error::Read {
-                kind: "Secret",
-                name: format!("{namespace}/{secret_name}"),
-                source,
-            })?;
         let password = service::stored_password(existing.as_ref().and_then(|s| s.data.as_ref()))
             .unwrap_or_else(generate_password);
-        let credentials = engine.credentials(&db.name, &db.owner, &password);
-        // The password is kept before the role gets it, so it is never lost.
-        self.apply_secret(service, &secret_name, service::secret_data(&credentials))
-            .await?;
-        engine.ensure(&db, &password).await?;
-        let status = next_status(
-            service,
-            ServicePhase::Ready,
-            true,
-            reasons::AVAILABLE,
-            format!("database {} on {}", db.name, engine.admin().endpoint()),
-            applied,
-        );
-        if self.write_status(service, status).await?.is_some() {
+        let (ready, message) = match shape {
+            None => {
+                let engine = engine::of_service(&self.client, service).await?;
+                let credentials = engine.credentials(&db.name, &db.owner, &password);
+                // The password is kept before the role gets it, so it is never lost.
+                objects
+                    .apply::<Secret>(service::secret_body(&secret_name, &name, &credentials))
+                    .await?;
+                engine.ensure(&db, &password).await?;
+                let admin = engine.admin();
+                objects
+                    .apply::<Service>(instance::provider_service(&name, &admin.host, admin.port))
+                    .await?;
+                (
+                    Ok(()),
+                    format!("database {} on {}", db.name, admin.endpoint()),
+                )
+            }
+            Some(shape) => {
+                let credentials = Credentials {
+                    host: instance::in_project_host(&name, &namespace),
+                    port: instance::PORT,
+                    database: db.name.clone(),
+                    user: db.owner.clone(),
+                    password,
+                };
+                objects
+                    .apply::<Secret>(service::secret_body(&secret_name, &name, &credentials))
+                    .await?;
+                objects
+                    .apply::<Service>(instance::headless_service(&name))
+                    .await?;
+                objects
+                    .apply::<Service>(instance::client_service(&name))
+                    .await?;
+                let set: StatefulSet = objects
+                    .apply(instance::stateful_set(
+                        service,
+                        &shape,
+                        &self.postgres_image,
+                        &secret_name,
+                    ))
+                    .await?;
+                (
+                    instance::readiness(&set),
+                    format!("database {} in StatefulSet {name}", db.name),
+                )
+            }
+        };
+        let (phase, reason, message) = match ready {
+            Ok(()) => (ServicePhase::Ready, reasons::AVAILABLE, message),
+            Err(waiting) => (ServicePhase::Provisioning, reasons::PROVISIONING, waiting),
+        };
+        let is_ready = phase == ServicePhase::Ready;
+        let status = next_status(service, phase, is_ready, reason, message, applied);
+        if self.write_status(service, status).await?.is_some() && is_ready {
             tracing::info!(service = %format!("{namespace}/{name}"), database = db.name, "ready");
         }
+        // A StatefulSet's readiness arrives through its watch.
         Ok(Action::requeue(RESYNC))
-    }
-
-    /// Server-side applies the credential Secret, owned by the service.
-    async fn apply_secret(
-        &self,
-        service: &ManagedService,
-        secret_name: &str,
-        data: BTreeMap<String, k8s_openapi::ByteString>,
-    ) -> Result<(), Error> {
-        let namespace = service.namespace().ok_or(Error::Unnamed)?;
-        let owner = service.controller_owner_ref(&()).ok_or(Error::Unnamed)?;
-        let secret = Secret {
-            metadata: kube::api::ObjectMeta {
-                name: Some(secret_name.to_owned()),
-                namespace: Some(namespace.clone()),
-                labels: Some(BTreeMap::from([
-                    (labels::SERVICE.to_owned(), service.name_any()),
-                    (
-                        labels::MANAGED_BY.to_owned(),
-                        labels::MANAGED_BY_VALUE.to_owned(),
-                    ),
-                ])),
-                owner_references: Some(vec![owner]),
-                ..Default::default()
-            },
-            data: Some(data),
-            type_: Some("Opaque".to_owned()),
-            ..Default::default()
-        };
-        let mut patch = serde_json::to_value(&secret).expect("a Secret serializes");
-        patch["apiVersion"] = "v1".into();
-        patch["kind"] = "Secret".into();
-        Api::<Secret>::namespaced(self.client.clone(), &namespace)
-            .patch(
-                secret_name,
-                &PatchParams::apply(MANAGER).force(),
-                &Patch::Apply(patch),
-            )
-            .await
-            .map_err(|source| Error::WriteSecret {
-                name: format!("{namespace}/{secret_name}"),
-                source,
-            })?;
-        Ok(())
     }
 
     /// Carries out the deletion policy, then removes the finalizer.
@@ -366,16 +378,21 @@ impl Context {
         let project_deleting = project
             .as_ref()
             .is_none_or(|ns| ns.metadata.deletion_timestamp.is_some());
-        let engine = engine::of_service(&self.client, service).await;
-        // Unknown (no engine to ask): assume it exists, the side that backs
-        // up rather than keeps.
-        let engine_exists = match &engine {
-            Ok(engine) => match engine.exists(&db).await {
+        let objects = Objects::of(&self.client, service)?;
+        let provider = match service.spec.placement.mode {
+            PlacementMode::ProviderShared => Some(engine::of_service(&self.client, service).await),
+            PlacementMode::InProject => None,
+        };
+        let engine_exists = match &provider {
+            Some(Ok(engine)) => match engine.exists(&db).await {
                 Ok(exists) => exists,
                 Err(postgres::Error::InvalidName { .. }) => false,
                 Err(e) => return Err(e.into()),
             },
-            Err(_) => true,
+            // Unknown (no engine to ask): assume it exists, the side that
+            // backs up rather than keeps.
+            Some(Err(_)) => true,
+            None => objects.get::<StatefulSet>(&name).await?.is_some(),
         };
         let applied = service
             .status
@@ -425,12 +442,16 @@ impl Context {
             Step::SnapshotThenRemove | Step::RetainData => {
                 return Ok(Action::requeue(BLOCKED_RETRY));
             }
-            Step::Retain => self.retain_secret(service).await,
-            Step::Remove => match engine {
-                Ok(engine) => engine.drop(&db).await.map_err(Error::from),
+            Step::Retain => objects.retain_all().await,
+            Step::Remove => match provider {
+                Some(Ok(engine)) => match self.leadership.confirm().await {
+                    Ok(()) => engine.drop(&db).await.map_err(Error::from),
+                    Err(e) => Err(Error::NotLeader(e)),
+                },
                 // Nothing was ever created from an invalid name.
-                Err(_) if db.validate().is_err() => Ok(()),
-                Err(e) => Err(e),
+                Some(Err(_)) if db.validate().is_err() => Ok(()),
+                Some(Err(e)) => Err(e),
+                None => objects.remove_engine(&self.leadership).await,
             },
         };
         if let Err(error) = carried_out {
@@ -507,45 +528,6 @@ impl Context {
                 tracing::warn!(error = %one_line(&e), reason = event.reason, "cannot record the event");
             }
         }
-    }
-
-    /// Leaves the credential Secret behind: no longer owned by the service
-    /// (so garbage collection keeps it), labelled retained.
-    async fn retain_secret(&self, service: &ManagedService) -> Result<(), Error> {
-        let namespace = service.namespace().ok_or(Error::Unnamed)?;
-        let uid = service.uid().ok_or(Error::Unnamed)?;
-        let secret_name = service::credentials_secret_name(&service.name_any());
-        let api = Api::<Secret>::namespaced(self.client.clone(), &namespace);
-        let full_name = format!("{namespace}/{secret_name}");
-        let Some(secret) = api
-            .get_opt(&secret_name)
-            .await
-            .map_err(|source| Error::Read {
-                kind: "Secret",
-                name: full_name.clone(),
-                source,
-            })?
-        else {
-            return Ok(());
-        };
-        let owners: Vec<OwnerReference> = secret.owner_references().to_vec();
-        let kept: Vec<OwnerReference> = owners.iter().filter(|o| o.uid != uid).cloned().collect();
-        let labelled = secret.labels().get(labels::RETAINED).map(String::as_str) == Some("true");
-        if labelled && kept.len() == owners.len() {
-            return Ok(());
-        }
-        let patch = serde_json::json!({"metadata": {
-            "ownerReferences": kept,
-            "labels": {labels::RETAINED: "true"},
-            "resourceVersion": secret.resource_version(),
-        }});
-        api.patch(&secret_name, &PatchParams::default(), &Patch::Merge(patch))
-            .await
-            .map_err(|source| Error::WriteSecret {
-                name: full_name,
-                source,
-            })?;
-        Ok(())
     }
 
     /// Writes the status with server-side apply when it differs from the

@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::ByteString;
+use navique_api::constants::labels;
 use navique_api::services::{DeletionPolicy, ManagedService, ServicePlan};
 use serde_json::Value;
 
@@ -60,6 +61,24 @@ pub fn secret_data(credentials: &Credentials) -> BTreeMap<String, ByteString> {
     .into_iter()
     .map(|(k, v)| (k.to_owned(), ByteString(v.into_bytes())))
     .collect()
+}
+
+/// The credential Secret as a server-side apply body.
+pub fn secret_body(secret_name: &str, service: &str, credentials: &Credentials) -> Value {
+    let data: BTreeMap<String, ByteString> = secret_data(credentials);
+    serde_json::json!({
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {
+            "name": secret_name,
+            "labels": {
+                labels::SERVICE: service,
+                labels::MANAGED_BY: labels::MANAGED_BY_VALUE,
+            },
+        },
+        "type": "Opaque",
+        "data": data,
+    })
 }
 
 /// The password kept in an existing credential Secret, if it holds a

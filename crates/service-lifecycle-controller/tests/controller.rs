@@ -21,6 +21,7 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::api::{Api, DeleteParams, ObjectMeta, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
 use navique_api::services::{ManagedService, ServiceClass, ServicePhase, ServicePlan};
+use navique_runtime::Leadership;
 use service_lifecycle_controller::reconcile::{self, Metrics};
 use tokio_util::sync::CancellationToken;
 
@@ -220,11 +221,11 @@ impl Env {
             }
         }
         let token = CancellationToken::new();
-        let controller = tokio::spawn(reconcile::run(
+        let controller = tokio::spawn(reconcile::run(reconcile::Context::new(
             client.clone(),
             Metrics::default(),
-            token.clone(),
-        ));
+            Leadership::unelected(token.clone()),
+        )));
         Env {
             pg,
             client,

@@ -1,0 +1,261 @@
+//! The Kubernetes objects a service has in its Project (credential Secret,
+//! Services, the `InProject` StatefulSet and its data volumes): written
+//! owned by the service, let go of under `Retain`, removed under `Delete`.
+//! Every operation is idempotent, so that a deletion interrupted anywhere
+//! finishes the same way when it runs again.
+
+use std::fmt::Debug;
+
+use k8s_openapi::api::apps::v1::StatefulSet;
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Secret, Service};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use k8s_openapi::{NamespaceResourceScope, Resource as OpenApiResource};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, Preconditions};
+use kube::{Client, Resource, ResourceExt};
+use navique_api::constants::labels;
+use navique_api::services::ManagedService;
+use navique_runtime::Leadership;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use crate::{Error, instance};
+
+/// The field manager of every write.
+pub const MANAGER: &str = crate::NAME;
+
+/// A kind of object a service may have in its Project.
+pub trait ProjectObject:
+    Resource<DynamicType = (), Scope = NamespaceResourceScope>
+    + OpenApiResource
+    + Clone
+    + Debug
+    + DeserializeOwned
+    + Serialize
+{
+}
+
+impl<K> ProjectObject for K where
+    K: Resource<DynamicType = (), Scope = NamespaceResourceScope>
+        + OpenApiResource
+        + Clone
+        + Debug
+        + DeserializeOwned
+        + Serialize
+{
+}
+
+/// One service's objects.
+pub struct Objects<'a> {
+    client: &'a Client,
+    service: &'a ManagedService,
+    namespace: String,
+    name: String,
+    uid: String,
+}
+
+impl<'a> Objects<'a> {
+    pub fn of(client: &'a Client, service: &'a ManagedService) -> Result<Self, Error> {
+        Ok(Self {
+            client,
+            service,
+            namespace: service.namespace().ok_or(Error::Unnamed)?,
+            name: service.name_any(),
+            uid: service.uid().ok_or(Error::Unnamed)?,
+        })
+    }
+
+    fn api<K: ProjectObject>(&self) -> Api<K> {
+        Api::namespaced(self.client.clone(), &self.namespace)
+    }
+
+    fn full_name(&self, name: &str) -> String {
+        format!("{}/{name}", self.namespace)
+    }
+
+    /// Reads one object, `None` when it does not exist.
+    pub async fn get<K: ProjectObject>(&self, name: &str) -> Result<Option<K>, Error> {
+        self.api::<K>()
+            .get_opt(name)
+            .await
+            .map_err(|source| Error::Read {
+                kind: K::KIND,
+                name: self.full_name(name),
+                source,
+            })
+    }
+
+    /// Server-side applies `body` (apiVersion, kind, metadata.name and what
+    /// the service wants of it) owned by the service as its controller.
+    pub async fn apply<K: ProjectObject>(&self, mut body: Value) -> Result<K, Error> {
+        let owner = self
+            .service
+            .controller_owner_ref(&())
+            .ok_or(Error::Unnamed)?;
+        let name = body["metadata"]["name"]
+            .as_str()
+            .ok_or(Error::Unnamed)?
+            .to_owned();
+        body["metadata"]["namespace"] = self.namespace.clone().into();
+        body["metadata"]["ownerReferences"] =
+            serde_json::to_value([owner]).expect("an owner reference serializes");
+        self.api::<K>()
+            .patch(
+                &name,
+                &PatchParams::apply(MANAGER).force(),
+                &Patch::Apply(body),
+            )
+            .await
+            .map_err(|source| Error::Write {
+                kind: K::KIND,
+                name: self.full_name(&name),
+                source,
+            })
+    }
+
+    /// Objects of the kind that carry the service's label.
+    async fn labelled<K: ProjectObject>(&self, extra: &str) -> Result<Vec<K>, Error> {
+        let selector = format!("{}={}{extra}", labels::SERVICE, self.name);
+        Ok(self
+            .api::<K>()
+            .list(&ListParams::default().labels(&selector))
+            .await
+            .map_err(|source| Error::Read {
+                kind: K::KIND,
+                name: format!("{} labelled {selector}", self.namespace),
+                source,
+            })?
+            .items)
+    }
+
+    /// Refuses to provision over objects retained from a deleted service of
+    /// the same name: taking them over would hand its data (the volume, the
+    /// database behind the Secret) to the new service, and a later `Delete`
+    /// of the new one would destroy what `Retain` promised to keep.
+    pub async fn check_no_retained(&self) -> Result<(), Error> {
+        let retained = format!(",{}=true", labels::RETAINED);
+        let found = [
+            first_name(self.labelled::<Secret>(&retained).await?, Secret::KIND),
+            first_name(self.labelled::<Service>(&retained).await?, Service::KIND),
+            first_name(
+                self.labelled::<StatefulSet>(&retained).await?,
+                StatefulSet::KIND,
+            ),
+            first_name(
+                self.labelled::<PersistentVolumeClaim>(&retained).await?,
+                PersistentVolumeClaim::KIND,
+            ),
+        ];
+        match found.into_iter().flatten().next() {
+            Some((kind, name)) => Err(Error::RetainedNameInUse {
+                kind,
+                name: self.full_name(&name),
+            }),
+            None => Ok(()),
+        }
+    }
+
+    /// `Retain`: every object of the service stays, no longer owned by it
+    /// (so garbage collection keeps it) and labelled retained (so the
+    /// webhook keeps Project identities from changing or deleting it).
+    pub async fn retain_all(&self) -> Result<(), Error> {
+        self.retain::<Secret>(|s, _| self.owned(s)).await?;
+        self.retain::<Service>(|s, _| self.owned(s)).await?;
+        self.retain::<StatefulSet>(|s, _| self.owned(s)).await?;
+        self.retain::<PersistentVolumeClaim>(|claim, name| {
+            self.owned(claim) || instance::is_data_claim(&self.name, name)
+        })
+        .await
+    }
+
+    fn owned<K: Resource>(&self, object: &K) -> bool {
+        object.owner_references().iter().any(|o| o.uid == self.uid)
+    }
+
+    async fn retain<K: ProjectObject>(&self, ours: impl Fn(&K, &str) -> bool) -> Result<(), Error> {
+        for object in self.labelled::<K>("").await? {
+            let name = object.name_any();
+            if !ours(&object, &name) {
+                continue;
+            }
+            let owners = object.owner_references();
+            let kept: Vec<OwnerReference> = owners
+                .iter()
+                .filter(|o| o.uid != self.uid)
+                .cloned()
+                .collect();
+            let labelled =
+                object.labels().get(labels::RETAINED).map(String::as_str) == Some("true");
+            if labelled && kept.len() == owners.len() {
+                continue;
+            }
+            let patch = serde_json::json!({"metadata": {
+                "ownerReferences": kept,
+                "labels": {labels::RETAINED: "true"},
+                "resourceVersion": object.resource_version(),
+            }});
+            self.api::<K>()
+                .patch(&name, &PatchParams::default(), &Patch::Merge(patch))
+                .await
+                .map_err(|source| Error::Write {
+                    kind: K::KIND,
+                    name: self.full_name(&name),
+                    source,
+                })?;
+        }
+        Ok(())
+    }
+
+    /// `Delete` of an `InProject` engine: the StatefulSet, then its data
+    /// volumes. Only what the service owns (and its own data claims) goes,
+    /// never a retained object; leadership is confirmed right before each
+    /// delete. The credential Secret and Services go by garbage collection
+    /// once the finalizer is removed.
+    pub async fn remove_engine(&self, leadership: &Leadership) -> Result<(), Error> {
+        if let Some(set) = self.get::<StatefulSet>(&self.name).await?
+            && self.owned(&set)
+        {
+            self.delete(&set, leadership).await?;
+        }
+        for claim in self.labelled::<PersistentVolumeClaim>("").await? {
+            let name = claim.name_any();
+            let retained = claim.labels().get(labels::RETAINED).map(String::as_str) == Some("true");
+            if instance::is_data_claim(&self.name, &name) && !retained {
+                self.delete(&claim, leadership).await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Deletes exactly the object read (uid precondition), so that a new
+    /// object of the same name created meanwhile is never the one deleted.
+    async fn delete<K: ProjectObject>(
+        &self,
+        object: &K,
+        leadership: &Leadership,
+    ) -> Result<(), Error> {
+        let name = object.name_any();
+        leadership.confirm().await.map_err(Error::NotLeader)?;
+        let params = DeleteParams {
+            preconditions: Some(Preconditions {
+                uid: object.uid(),
+                resource_version: None,
+            }),
+            ..DeleteParams::background()
+        };
+        match self.api::<K>().delete(&name, &params).await {
+            Ok(_) => Ok(()),
+            // Already gone, or another object by now: nothing of ours left.
+            Err(kube::Error::Api(e)) if e.code == 404 || e.code == 409 => Ok(()),
+            Err(source) => Err(Error::Delete {
+                kind: K::KIND,
+                name: self.full_name(&name),
+                source,
+            }),
+        }
+    }
+}
+
+fn first_name<K: Resource>(objects: Vec<K>, kind: &'static str) -> Option<(&'static str, String)> {
+    objects.first().map(|o| (kind, o.name_any()))
+}
