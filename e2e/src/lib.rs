@@ -5,6 +5,7 @@
 mod cluster;
 pub mod lock_scenarios;
 pub mod locks;
+pub mod services;
 mod webhook;
 pub use cluster::{Cluster, cluster, repo_root};
 pub use webhook::WebhookServer;
@@ -70,6 +71,8 @@ pub fn write_kubeconfig(dir: &Path, server: &str) -> PathBuf {
 pub struct Process {
     name: String,
     child: Option<Child>,
+    /// Started by [`Process::spawn_tied`]: `child` is the watching shell.
+    tied: bool,
     dir: tempfile::TempDir,
 }
 
@@ -77,6 +80,23 @@ impl Process {
     /// Starts `name` with `args`.
     pub fn spawn(name: &str, args: &[&str]) -> Self {
         Self::spawn_command(binary(name), name, args)
+    }
+
+    /// Kills the binary with SIGKILL (no shutdown of any kind, as when a
+    /// node dies) and reaps it.
+    pub fn kill(&mut self) {
+        let mut child = self.child.take().expect("process already reaped");
+        if self.tied {
+            // The binary is the shell's child; the shell exits once it is gone.
+            let status = Command::new("pkill")
+                .args(["-KILL", "-P", &child.id().to_string()])
+                .status()
+                .expect("run pkill");
+            assert!(status.success(), "{} was not running", self.name);
+        } else {
+            let _ = child.kill();
+        }
+        let _ = child.wait();
     }
 
     fn spawn_command(program: impl AsRef<std::ffi::OsStr>, name: &str, args: &[&str]) -> Self {
@@ -96,6 +116,7 @@ impl Process {
         Self {
             name: name.to_owned(),
             child: Some(child),
+            tied: false,
             dir,
         }
     }
@@ -118,7 +139,9 @@ kill -TERM $child 2>/dev/null; wait $child"#,
             binary.to_str().expect("utf-8 path"),
         ];
         all.extend_from_slice(args);
-        Self::spawn_command("/bin/sh", name, &all)
+        let mut process = Self::spawn_command("/bin/sh", name, &all);
+        process.tied = true;
+        process
     }
 
     /// What the process wrote to stdout so far.

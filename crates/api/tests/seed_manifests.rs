@@ -153,16 +153,19 @@ fn a_service_with_deletion_policy_destroy_is_rejected_naming_the_field() {
 }
 
 #[test]
-fn a_service_without_deletion_policy_defaults_to_retain_unprotected() {
+fn a_service_without_deletion_policy_defaults_to_retain_and_leaves_protection_to_the_plan() {
     let mut service = example("orders-db.yaml").remove(0);
     let spec = service["spec"].as_object_mut().unwrap();
     spec.remove("deletionPolicy");
     spec.remove("deletionProtection");
     let stored = admit::<ManagedService>(service).unwrap();
     assert_eq!(stored["spec"]["deletionPolicy"], "Retain");
-    assert_eq!(stored["spec"]["deletionProtection"], false);
+    // No schema default: the webhook sets the plan's default, so the stored
+    // object must still tell "left out" from "false".
+    assert!(stored["spec"].get("deletionProtection").is_none());
     let typed: ManagedService = serde_json::from_value(stored).unwrap();
     assert_eq!(typed.spec.deletion_policy, DeletionPolicy::Retain);
+    assert_eq!(typed.spec.deletion_protection, None);
 }
 
 #[test]

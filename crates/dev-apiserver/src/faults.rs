@@ -18,7 +18,12 @@ pub struct Fault {
     pub verb: Option<String>,
     pub group: Option<String>,
     pub resource: Option<String>,
+    /// `status`, `scale`, ...; `""` matches the main resource only.
+    pub subresource: Option<String>,
     pub namespace: Option<String>,
+    /// The requesting user's name, so that a test can fail one component's
+    /// requests while its own go through.
+    pub user: Option<String>,
     /// Answer after this delay.
     #[serde(default)]
     pub delay_ms: u64,
@@ -34,21 +39,35 @@ pub struct FaultList {
     pub faults: Vec<Fault>,
 }
 
-/// What the request's verb and resource meet: a delay, then maybe an error.
-pub async fn inject(
-    state: &State,
-    verb: &str,
-    group: &str,
-    resource: &str,
-    namespace: &str,
-) -> Result<(), ApiError> {
+/// The request as fault rules see it.
+pub struct Target<'a> {
+    pub verb: &'a str,
+    pub group: &'a str,
+    pub resource: &'a str,
+    pub subresource: &'a str,
+    pub namespace: &'a str,
+    pub user: &'a str,
+}
+
+/// What the request meets: a delay, then maybe an error.
+pub async fn inject(state: &State, target: Target<'_>) -> Result<(), ApiError> {
+    let Target {
+        verb,
+        group,
+        resource,
+        subresource,
+        namespace,
+        user,
+    } = target;
     let fault = {
         let mut faults = state.faults.lock().unwrap_or_else(|p| p.into_inner());
         let matches = |f: &Fault| {
             f.verb.as_deref().is_none_or(|v| v == verb)
                 && f.group.as_deref().is_none_or(|g| g == group)
                 && f.resource.as_deref().is_none_or(|r| r == resource)
+                && f.subresource.as_deref().is_none_or(|s| s == subresource)
                 && f.namespace.as_deref().is_none_or(|n| n == namespace)
+                && f.user.as_deref().is_none_or(|u| u == user)
         };
         let Some(index) = faults.iter().position(matches) else {
             return Ok(());

@@ -61,10 +61,14 @@ pub async fn handle(
     state.authorize(&request)?;
     faults::inject(
         state,
-        verb,
-        &target.rt.group,
-        &target.rt.plural,
-        target.namespace.as_deref().unwrap_or_default(),
+        faults::Target {
+            verb,
+            group: &target.rt.group,
+            resource: &target.rt.plural,
+            subresource: target.subresource.as_deref().unwrap_or_default(),
+            namespace: target.namespace.as_deref().unwrap_or_default(),
+            user: &request.user.username,
+        },
     )
     .await?;
     if target.rt.review {

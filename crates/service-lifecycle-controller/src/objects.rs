@@ -189,6 +189,12 @@ impl<'a> Objects<'a> {
             if labelled && kept.len() == owners.len() {
                 continue;
             }
+            // null, not [], removes the field (as kube-apiserver stores it).
+            let kept = if kept.is_empty() {
+                Value::Null
+            } else {
+                serde_json::to_value(kept).expect("owner references serialize")
+            };
             let patch = serde_json::json!({"metadata": {
                 "ownerReferences": kept,
                 "labels": {labels::RETAINED: "true"},

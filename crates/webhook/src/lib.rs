@@ -83,7 +83,11 @@ async fn serve(
         },
         Route {
             path: services::PATH,
-            validator: Arc::new(args.service_guard.guard(cache)),
+            validator: Arc::new(args.service_guard.guard(cache.clone())),
+        },
+        Route {
+            path: services::DEFAULTS_PATH,
+            validator: Arc::new(services::ServiceDefaults { cluster: cache }),
         },
     ];
     let server = Server::bind(

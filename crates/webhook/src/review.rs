@@ -2,6 +2,8 @@
 //! validators never see JSON or HTTP: they get the parsed request and return
 //! a [`Decision`], which is what keeps them pure and testable from fixtures.
 
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD as BASE64;
 use kube::core::DynamicObject;
 use kube::core::admission::{
     AdmissionRequest, AdmissionResponse, AdmissionReview, META_API_VERSION_V1, META_KIND,
@@ -24,15 +26,19 @@ pub enum Decision {
     /// refused with code 500 and reason `InternalError`, so that the request
     /// fails closed whatever the webhook configuration's failurePolicy.
     Error(String),
+    /// Allowed once these JSON Patch (RFC 6902) operations are applied to
+    /// the object: a mutating rule's defaults.
+    Patch(Vec<serde_json::Value>),
 }
 
 impl Decision {
     pub fn is_allowed(&self) -> bool {
-        matches!(self, Decision::Allow)
+        matches!(self, Decision::Allow | Decision::Patch(_))
     }
 }
 
-/// One admission rule, served on its own path. Implementations decide from
+/// One admission rule (validating, or mutating with [`Decision::Patch`]),
+/// served on its own path. Implementations decide from
 /// the request alone (plus configuration or a snapshot they hold), never
 /// with I/O, so that a slow dependency cannot stall the API server.
 pub trait Validator: Send + Sync + 'static {
@@ -56,11 +62,12 @@ pub fn parse(body: &[u8]) -> Result<Request, Error> {
 /// The AdmissionReview answering `request` with `decision`: the request's
 /// uid echoed, and for a denial a `Forbidden` status with code 403. kube's
 /// `AdmissionResponse::deny` sets only the message; without the reason and
-/// code, kubectl prints the message without "(Forbidden)".
-pub fn answer(request: &Request, decision: &Decision) -> AdmissionReview<DynamicObject> {
+/// code, kubectl prints the message without "(Forbidden)". A patch is set
+/// on the JSON: kube's own setter takes another json-patch version's type.
+pub fn answer(request: &Request, decision: &Decision) -> serde_json::Value {
     let response = AdmissionResponse::from(request);
     let response = match decision {
-        Decision::Allow => response,
+        Decision::Allow | Decision::Patch(_) => response,
         Decision::Deny(message) => {
             let mut response = response.deny(message);
             response.result.status = Some(StatusSummary::Failure);
@@ -76,7 +83,14 @@ pub fn answer(request: &Request, decision: &Decision) -> AdmissionReview<Dynamic
             response
         }
     };
-    response.into_review()
+    let mut review =
+        serde_json::to_value(response.into_review()).expect("an AdmissionReview serializes");
+    if let Decision::Patch(operations) = decision {
+        let patch = serde_json::to_vec(operations).expect("JSON serializes");
+        review["response"]["patchType"] = "JSONPatch".into();
+        review["response"]["patch"] = BASE64.encode(patch).into();
+    }
+    review
 }
 
 #[cfg(test)]
@@ -118,6 +132,22 @@ mod tests {
                     "status": {"status": "Failure", "code": 403, "reason": "Forbidden", "message": "no"}
                 }
             })
+        );
+    }
+
+    #[test]
+    fn a_patch_is_allowed_with_the_operations_in_base64() {
+        let request = parse(&review("admission.k8s.io/v1")).unwrap();
+        let operations = vec![json!({"op": "add", "path": "/spec/x", "value": true})];
+        let answer = answer(&request, &Decision::Patch(operations));
+        assert_eq!(answer["response"]["allowed"], true);
+        assert_eq!(answer["response"]["patchType"], "JSONPatch");
+        let patch = BASE64
+            .decode(answer["response"]["patch"].as_str().unwrap())
+            .unwrap();
+        assert_eq!(
+            String::from_utf8(patch).unwrap(),
+            r#"[{"op":"add","path":"/spec/x","value":true}]"#
         );
     }
 

@@ -85,6 +85,11 @@ fn handle(
             path, uid = %request.uid, operation, kind = %request.kind.kind, namespace,
             name = %request.name, user, "allowed"
         ),
+        Decision::Patch(operations) => tracing::debug!(
+            path, uid = %request.uid, operation, kind = %request.kind.kind, namespace,
+            name = %request.name, user, patch = %serde_json::Value::from(operations.clone()),
+            "allowed with defaults"
+        ),
         Decision::Deny(message) => tracing::info!(
             path, uid = %request.uid, operation, kind = %request.kind.kind, namespace,
             name = %request.name, user, reason = %message, "denied"

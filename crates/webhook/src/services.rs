@@ -37,6 +37,9 @@ use crate::review::{Decision, Request, Validator};
 
 /// The path the managed-service guard is served on.
 pub const PATH: &str = "/validate/services";
+/// The path the managed-service defaults are served on (a mutating
+/// webhook).
+pub const DEFAULTS_PATH: &str = "/mutate/services";
 
 /// The provider groups unless configured otherwise: cluster admins, the
 /// operator's service accounts, and kube-system's (the namespace controller
@@ -250,6 +253,47 @@ impl ServiceGuard {
     }
 }
 
+/// The managed-service defaults (`POST /mutate/services`): a ManagedService
+/// created or updated without `spec.deletionProtection` gets its plan's
+/// `defaultDeletionProtection`, so that the stored object, which the delete
+/// check reads, always says whether it is protected. A plan that does not
+/// exist gives `false` (the guard refuses such a service anyway).
+#[derive(Clone)]
+pub struct ServiceDefaults {
+    pub cluster: Arc<dyn Cluster>,
+}
+
+impl Validator for ServiceDefaults {
+    fn validate(&self, request: &Request) -> Decision {
+        let kind = &request.kind;
+        if kind.group != SERVICES_GROUP
+            || kind.kind != "ManagedService"
+            || !matches!(request.operation, Operation::Create | Operation::Update)
+        {
+            return Decision::Allow;
+        }
+        let Some(object) = &request.object else {
+            return Decision::Allow;
+        };
+        let given = spec(object)
+            .and_then(|s| s.get("deletionProtection"))
+            .is_some_and(|v| !v.is_null());
+        if given {
+            return Decision::Allow;
+        }
+        let name = plan_name(object).unwrap_or_default();
+        let protected = match self.cluster.plan(name) {
+            Ok(plan) => plan.is_some_and(|p| p.spec.default_deletion_protection),
+            Err(e) => return unavailable(&format!("ServicePlan {name:?}"), &e),
+        };
+        Decision::Patch(vec![serde_json::json!({
+            "op": "add",
+            "path": "/spec/deletionProtection",
+            "value": protected,
+        })])
+    }
+}
+
 fn unavailable(what: &str, reason: &Unavailable) -> Decision {
     Decision::Error(format!(
         "cannot look up {what}: {reason}; the request is refused until it can be checked"
@@ -305,6 +349,8 @@ mod tests {
                 schedule: None,
             },
             defaults: None,
+            // The HA plan protects by default.
+            default_deletion_protection: name == "postgresql-platform-ha",
         };
         (name.to_owned(), Arc::new(ServicePlan::new(name, spec)))
     }
@@ -828,5 +874,67 @@ mod tests {
             r["request"]["operation"] = json!("CONNECT");
         });
         assert_eq!(decision, Decision::Allow);
+    }
+
+    // --- deletionProtection defaults ---
+
+    fn default_with(cluster: impl Cluster, edit: impl FnOnce(&mut Value)) -> Decision {
+        let mut review = fixture("create-service");
+        review["request"]["object"]["spec"]
+            .as_object_mut()
+            .unwrap()
+            .remove("deletionProtection");
+        edit(&mut review);
+        let request = review::parse(review.to_string().as_bytes()).unwrap();
+        ServiceDefaults {
+            cluster: Arc::new(cluster),
+        }
+        .validate(&request)
+    }
+
+    fn protection_patch(value: bool) -> Decision {
+        Decision::Patch(vec![
+            json!({"op": "add", "path": "/spec/deletionProtection", "value": value}),
+        ])
+    }
+
+    #[test]
+    fn a_service_without_protection_gets_its_plans_default() {
+        let on_plan = |plan: &'static str| {
+            move |r: &mut Value| r["request"]["object"]["spec"]["planRef"]["name"] = json!(plan)
+        };
+        assert_eq!(
+            default_with(cluster(), on_plan("postgresql-platform-ha")),
+            protection_patch(true)
+        );
+        assert_eq!(
+            default_with(cluster(), on_plan("postgresql-dev")),
+            protection_patch(false)
+        );
+        assert_eq!(
+            default_with(cluster(), on_plan("no-such-plan")),
+            protection_patch(false)
+        );
+    }
+
+    #[test]
+    fn a_service_that_says_its_protection_keeps_it() {
+        for value in [true, false] {
+            let decision = default_with(NoCluster, |r| {
+                r["request"]["object"]["spec"]["deletionProtection"] = json!(value)
+            });
+            assert_eq!(decision, Decision::Allow);
+        }
+    }
+
+    #[test]
+    fn the_default_is_refused_until_the_plans_can_be_read() {
+        let Decision::Error(message) = default_with(NoCluster, |_| {}) else {
+            panic!("not refused")
+        };
+        assert!(
+            message.starts_with("cannot look up ServicePlan"),
+            "{message}"
+        );
     }
 }

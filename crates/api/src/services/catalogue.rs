@@ -95,6 +95,10 @@ pub struct ServicePlanSpec {
     /// Backups of services on this plan.
     #[serde(default)]
     pub backup: PlanBackup,
+    /// The `deletionProtection` of a ManagedService whose manifest leaves
+    /// it out.
+    #[serde(default)]
+    pub default_deletion_protection: bool,
     /// Parameters applied where a ManagedService leaves them out.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "crate::schema::free_form_object")]

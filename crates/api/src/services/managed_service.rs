@@ -61,9 +61,11 @@ pub struct ManagedServiceSpec {
     #[serde(default)]
     pub deletion_policy: DeletionPolicy,
     /// While true, a delete of this ManagedService is refused. Turning it off
-    /// must be its own update before the delete.
-    #[serde(default)]
-    pub deletion_protection: bool,
+    /// must be its own update before the delete. When left out, the webhook
+    /// sets the plan's `defaultDeletionProtection` (false when the plan says
+    /// nothing).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deletion_protection: Option<bool>,
 }
 
 /// Where a service's engine runs.

@@ -1,0 +1,366 @@
+//! The managed-services environment: a dev API server with the CRDs, the
+//! catalogue and the services webhook; a throwaway PostgreSQL as the
+//! provider's server (`scripts/postgres.sh`); and the real
+//! service-lifecycle-controller, which a test may kill and start again.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::Command;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use crate::locks::{helm_template, start_webhook};
+use crate::{Cluster, Process, eventually, free_port, repo_root, wait_for_status};
+
+/// The controller's identity, a ServiceAccount of the provider's namespace
+/// (so the webhook counts it among the provider identities).
+pub const CONTROLLER_USER: &str =
+    "system:serviceaccount:navique-system:service-lifecycle-controller";
+/// The controller replica's name in its Lease.
+pub const CONTROLLER_REPLICA: &str = "service-lifecycle-controller-0";
+/// A Project user.
+pub const ALICE: &str = "alice";
+const WAIT: Duration = Duration::from_secs(30);
+
+/// A throwaway PostgreSQL server, stopped when dropped.
+pub struct Postgres {
+    dir: tempfile::TempDir,
+    pub port: u16,
+}
+
+impl Postgres {
+    pub fn start() -> Self {
+        let dir = tempfile::Builder::new()
+            .prefix("navique-e2e-pg-")
+            .tempdir_in("/tmp")
+            .expect("temp dir");
+        // The script runs the server as an unprivileged user when root.
+        std::fs::set_permissions(
+            dir.path(),
+            std::os::unix::fs::PermissionsExt::from_mode(0o755),
+        )
+        .expect("chmod");
+        let port = free_port();
+        let output = Command::new(repo_root().join("scripts/postgres.sh"))
+            .arg("start")
+            .arg(dir.path())
+            .arg(port.to_string())
+            .output()
+            .expect("run scripts/postgres.sh");
+        assert!(
+            output.status.success(),
+            "cannot start PostgreSQL: {}{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+        Self { dir, port }
+    }
+
+    /// Runs `sql` as the superuser and returns psql's unaligned output.
+    pub fn query(&self, sql: &str) -> String {
+        let bin = Command::new(repo_root().join("scripts/postgres.sh"))
+            .arg("bin")
+            .output()
+            .expect("run scripts/postgres.sh bin");
+        let psql = PathBuf::from(String::from_utf8_lossy(&bin.stdout).trim()).join("psql");
+        let output = Command::new(psql)
+            .args(["-X", "-At", "-v", "ON_ERROR_STOP=1", "-c", sql])
+            .arg(format!(
+                "postgresql://postgres@127.0.0.1:{}/postgres",
+                self.port
+            ))
+            .output()
+            .expect("run psql");
+        assert!(
+            output.status.success(),
+            "psql {sql:?}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        String::from_utf8_lossy(&output.stdout).trim().to_owned()
+    }
+
+    pub fn database_exists(&self, name: &str) -> bool {
+        self.query(&format!(
+            "select count(*) from pg_database where datname = '{name}'"
+        )) == "1"
+    }
+
+    pub fn role_exists(&self, name: &str) -> bool {
+        self.query(&format!(
+            "select count(*) from pg_roles where rolname = '{name}'"
+        )) == "1"
+    }
+}
+
+impl Drop for Postgres {
+    fn drop(&mut self) {
+        let _ = Command::new(repo_root().join("scripts/postgres.sh"))
+            .arg("stop")
+            .arg(self.dir.path())
+            .output();
+    }
+}
+
+/// Everything the managed-services tests drive.
+pub struct ServiceEnv {
+    pub cluster: Cluster,
+    pub postgres: Postgres,
+    pub controller_admin: SocketAddr,
+    controller: Mutex<Option<Process>>,
+    controller_kubeconfig: PathBuf,
+    _webhook: Process,
+    _dir: tempfile::TempDir,
+}
+
+impl ServiceEnv {
+    /// Starts everything; the controller runs with `controller_args` added.
+    pub fn start(controller_args: &[&str]) -> Self {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let port = free_port();
+        let cluster = Cluster::dev(&[&format!(
+            "--webhook-service=navique-system/navique-webhook=127.0.0.1:{port}"
+        )]);
+        let postgres = Postgres::start();
+        cluster.kubectl_ok(&[
+            "apply",
+            "-f",
+            repo_root().join("deploy/crds").to_str().unwrap(),
+        ]);
+        cluster.kubectl_ok(&[
+            "wait",
+            "--for",
+            "condition=established",
+            "crd",
+            "--all",
+            "--timeout",
+            "20s",
+        ]);
+        cluster.kubectl_ok(&["create", "namespace", "navique-system"]);
+        // Trust authentication: the password is not checked.
+        cluster.kubectl_ok(&[
+            "create",
+            "secret",
+            "generic",
+            "provider-postgresql-admin",
+            "-n",
+            "navique-system",
+            "--from-literal=host=127.0.0.1",
+            &format!("--from-literal=port={}", postgres.port),
+            "--from-literal=user=postgres",
+            "--from-literal=password=unused",
+        ]);
+        cluster.kubectl_ok(&[
+            "apply",
+            "-f",
+            repo_root()
+                .join("deploy/examples/catalogue.yaml")
+                .to_str()
+                .unwrap(),
+        ]);
+        cluster.add_user(
+            CONTROLLER_USER,
+            &[
+                "system:serviceaccounts",
+                "system:serviceaccounts:navique-system",
+                "system:authenticated",
+            ],
+        );
+        cluster.add_user(ALICE, &["system:authenticated"]);
+        let (webhook, ca_bundle) = start_webhook(&cluster, &dir, port);
+        let configuration = helm_template(&[
+            "--set",
+            &format!("webhook.caBundle={ca_bundle}"),
+            "--show-only",
+            "templates/services-webhook.yaml",
+        ]);
+        cluster.kubectl_in(&["apply", "-f", "-"], Some(&configuration));
+        let controller_kubeconfig =
+            cluster.kubeconfig_for(&format!("{CONTROLLER_USER}-token"), dir.path());
+        let env = Self {
+            cluster,
+            postgres,
+            controller_admin: SocketAddr::from(([127, 0, 0, 1], free_port())),
+            controller: Mutex::new(None),
+            controller_kubeconfig,
+            _webhook: webhook,
+            _dir: dir,
+        };
+        env.start_controller(controller_args);
+        env
+    }
+
+    /// Starts the controller (again), as the same replica: a restarted pod
+    /// keeps its name, so it takes its Lease back at once.
+    pub fn start_controller(&self, extra: &[&str]) {
+        let admin = self.controller_admin.to_string();
+        let mut args = vec![
+            "--kubeconfig",
+            self.controller_kubeconfig.to_str().unwrap(),
+            "--admin-addr",
+            &admin,
+            "--lease-namespace",
+            "navique-system",
+            "--lease-identity",
+            CONTROLLER_REPLICA,
+        ];
+        if !extra.contains(&"--lease-duration") {
+            args.extend_from_slice(&["--lease-duration", "6", "--lease-grace", "2"]);
+        }
+        args.extend_from_slice(extra);
+        let process = Process::spawn_tied("service-lifecycle-controller", &args);
+        let previous = self.controller.lock().unwrap().replace(process);
+        assert!(previous.is_none(), "the controller already runs");
+    }
+
+    /// Kills the controller with SIGKILL, wherever it is.
+    pub fn kill_controller(&self) {
+        let mut process = self
+            .controller
+            .lock()
+            .unwrap()
+            .take()
+            .expect("the controller runs");
+        process.kill();
+    }
+
+    /// The controller's log so far.
+    pub fn controller_log(&self) -> String {
+        self.controller
+            .lock()
+            .unwrap()
+            .as_ref()
+            .map(|p| p.stdout() + &p.stderr())
+            .unwrap_or_default()
+    }
+
+    /// Waits until the controller leads (and so reconciles).
+    pub async fn controller_ready(&self) {
+        wait_for_status(self.controller_admin, "/readyz", 200, WAIT).await;
+        eventually(WAIT, "the controller to lead", || async {
+            let metrics = crate::http_get(self.controller_admin, "/metrics")
+                .await
+                .ok()?;
+            metrics
+                .body
+                .contains("navique_service_lifecycle_controller_leader 1\n")
+                .then_some(())
+        })
+        .await;
+    }
+
+    /// A counter or gauge of the controller's metrics, 0 when absent.
+    pub async fn controller_metric(&self, line_prefix: &str) -> f64 {
+        let Ok(metrics) = crate::http_get(self.controller_admin, "/metrics").await else {
+            return 0.0;
+        };
+        metrics
+            .body
+            .lines()
+            .find_map(|l| l.strip_prefix(line_prefix))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(0.0)
+    }
+
+    /// Fails the controller's requests that match `fault` (the dev API
+    /// server's fault fields, `user` set to the controller).
+    pub fn fail_controller_requests(&self, mut fault: serde_json::Value) {
+        fault["user"] = CONTROLLER_USER.into();
+        fault["code"] = 500.into();
+        fault["message"] = "injected by the e2e test".into();
+        self.cluster.post_raw(
+            "/debug/faults",
+            &serde_json::json!({"faults": [fault]}).to_string(),
+        );
+    }
+
+    pub fn clear_faults(&self) {
+        self.cluster
+            .kubectl_ok(&["delete", "--raw", "/debug/faults"]);
+    }
+
+    /// The seed's orders-db manifest in `ns`, with its database and owner
+    /// renamed `db` (the PostgreSQL server is shared by the tests), and the
+    /// given policy, protection and placement.
+    pub fn orders_db(&self, ns: &str, db: &str, policy: &str, protected: bool) -> String {
+        std::fs::read_to_string(repo_root().join("deploy/examples/orders-db.yaml"))
+            .expect("example")
+            .replace("namespace: my-project", &format!("namespace: {ns}"))
+            .replace("database: orders", &format!("database: {db}"))
+            .replace("owner: orders", &format!("owner: {db}"))
+            .replace(
+                "deletionPolicy: Delete",
+                &format!("deletionPolicy: {policy}"),
+            )
+            .replace(
+                "deletionProtection: false",
+                &format!("deletionProtection: {protected}"),
+            )
+    }
+
+    /// `kubectl apply` of a manifest, retried while the webhook's caches
+    /// are still syncing.
+    pub async fn apply(&self, manifest: &str) {
+        eventually(WAIT, "the manifest to be admitted", || async {
+            let output = self.cluster.kubectl(&["apply", "-f", "-"], Some(manifest));
+            output.status.success().then_some(())
+        })
+        .await;
+    }
+
+    /// A field of a ManagedService by JSONPath; empty when it is gone.
+    pub fn field(&self, ns: &str, name: &str, path: &str) -> String {
+        let output = self.cluster.kubectl(
+            &[
+                "get",
+                "managedservice",
+                name,
+                "-n",
+                ns,
+                "-o",
+                &format!("jsonpath={path}"),
+                "--ignore-not-found",
+            ],
+            None,
+        );
+        String::from_utf8_lossy(&output.stdout).into_owned()
+    }
+
+    /// `phase reason: message` of a ManagedService.
+    pub fn state(&self, ns: &str, name: &str) -> String {
+        self.field(
+            ns,
+            name,
+            r#"{.status.phase} {.status.conditions[?(@.type=="Ready")].reason}: {.status.conditions[?(@.type=="Ready")].message}"#,
+        )
+    }
+
+    /// Waits until the service's state starts with `prefix`.
+    pub async fn until_state(&self, ns: &str, name: &str, prefix: &str) -> String {
+        eventually(WAIT, &format!("{ns}/{name} to be {prefix:?}"), || async {
+            let state = self.state(ns, name);
+            state.starts_with(prefix).then_some(state)
+        })
+        .await
+    }
+
+    /// Waits until the ManagedService no longer exists.
+    pub async fn until_gone(&self, ns: &str, name: &str) {
+        eventually(WAIT, &format!("{ns}/{name} to be gone"), || async {
+            let output = self.cluster.kubectl(
+                &[
+                    "get",
+                    "managedservice",
+                    name,
+                    "-n",
+                    ns,
+                    "--ignore-not-found",
+                    "-o",
+                    "name",
+                ],
+                None,
+            );
+            (output.status.success() && output.stdout.is_empty()).then_some(())
+        })
+        .await;
+    }
+}

@@ -1,0 +1,479 @@
+//! Managed services end to end, as the user guide describes them: the real
+//! service-lifecycle-controller and webhook on the dev API server, a real
+//! PostgreSQL as the provider's server, driven by kubectl as the provider
+//! and as a Project user (alice). Each test has its own Project namespace
+//! and database names.
+
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use k8s_openapi::api::apps::v1::StatefulSet;
+use k8s_openapi::api::core::v1::PersistentVolumeClaim;
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
+use navique_api::messages;
+use navique_api::services::ManagedService;
+use navique_e2e::eventually;
+use navique_e2e::services::{ALICE, ServiceEnv};
+
+const WAIT: Duration = Duration::from_secs(30);
+
+fn env() -> &'static ServiceEnv {
+    static ENV: OnceLock<ServiceEnv> = OnceLock::new();
+    ENV.get_or_init(|| ServiceEnv::start(&[]))
+}
+
+/// `kubectl get <what> -n ns -o jsonpath=<path>`, empty when missing.
+fn get(ns: &str, what: &str, path: &str) -> String {
+    let output = env().cluster.kubectl(
+        &[
+            "get",
+            what,
+            "-n",
+            ns,
+            "--ignore-not-found",
+            "-o",
+            &format!("jsonpath={path}"),
+        ],
+        None,
+    );
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+/// Event messages of `reason` in `ns`.
+fn event_messages(ns: &str, reason: &str) -> String {
+    env().cluster.kubectl_ok(&[
+        "get",
+        "events",
+        "-n",
+        ns,
+        "--field-selector",
+        &format!("reason={reason}"),
+        "-o",
+        "jsonpath={range .items[*]}{.type} {.message}{\"\\n\"}{end}",
+    ])
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_seed_service_is_protected_then_deleted_only_once_confirmed() {
+    let env = env();
+    env.controller_ready().await;
+    let ns = env.cluster.namespace("seed");
+    let db = "seed_orders";
+    env.apply(&env.orders_db(&ns, db, "Delete", true)).await;
+    env.until_state(&ns, "orders-db", "Ready Available").await;
+    assert!(env.postgres.database_exists(db));
+    assert!(env.postgres.role_exists(db));
+    assert_eq!(
+        env.field(&ns, "orders-db", "{.status.observedGeneration}"),
+        env.field(&ns, "orders-db", "{.metadata.generation}"),
+        "the result is current"
+    );
+    assert_eq!(
+        env.field(&ns, "orders-db", "{.status.instanceNamespace}"),
+        ns
+    );
+    assert_eq!(
+        env.field(&ns, "orders-db", "{.status.appliedDeletionPolicy}"),
+        "Delete"
+    );
+    // The credential Secret works on PostgreSQL, and a Service names it.
+    let uri = get(&ns, "secret/orders-db-credentials", "{.data.uri}");
+    assert!(!uri.is_empty(), "credential Secret missing");
+    assert_eq!(
+        get(
+            &ns,
+            "service/orders-db",
+            "{.spec.type} {.spec.externalName}"
+        ),
+        "ExternalName 127.0.0.1"
+    );
+
+    // Protected: kubectl delete exits 1 with the guide's message.
+    let output = env
+        .cluster
+        .kubectl(&["delete", "managedservice", "orders-db", "-n", &ns], None);
+    assert_eq!(output.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains(messages::DELETION_PROTECTION_ENABLED),
+        "{stderr}"
+    );
+
+    // Unprotected in its own apply, without the confirmation annotation.
+    let unconfirmed = env
+        .orders_db(&ns, db, "Delete", false)
+        .replace("    services.kube-dc.com/confirm-delete: orders-db\n", "");
+    env.apply(&unconfirmed).await;
+    env.cluster.kubectl_ok(&[
+        "annotate",
+        "managedservice",
+        "orders-db",
+        "-n",
+        &ns,
+        "services.kube-dc.com/confirm-delete-",
+    ]);
+    env.cluster.kubectl_ok(&[
+        "delete",
+        "managedservice",
+        "orders-db",
+        "-n",
+        &ns,
+        "--wait=false",
+    ]);
+    let needed = format!(
+        "Deleting DeletionConfirmationNeeded: {}",
+        messages::deletion_confirmation_needed("orders-db")
+    );
+    assert_eq!(env.until_state(&ns, "orders-db", "Deleting").await, needed);
+    // A wrong value confirms nothing either.
+    env.cluster.kubectl_ok(&[
+        "annotate",
+        "managedservice",
+        "orders-db",
+        "-n",
+        &ns,
+        "services.kube-dc.com/confirm-delete=orders",
+    ]);
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(env.state(&ns, "orders-db"), needed);
+    assert!(
+        env.postgres.database_exists(db),
+        "untouched until confirmed"
+    );
+
+    env.cluster.kubectl_ok(&[
+        "annotate",
+        "managedservice",
+        "orders-db",
+        "-n",
+        &ns,
+        "--overwrite",
+        "services.kube-dc.com/confirm-delete=orders-db",
+    ]);
+    env.until_gone(&ns, "orders-db").await;
+    assert!(!env.postgres.database_exists(db));
+    assert!(!env.postgres.role_exists(db));
+    eventually(WAIT, "the credential Secret to be collected", || async {
+        get(&ns, "secret/orders-db-credentials", "{.metadata.name}")
+            .is_empty()
+            .then_some(())
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn retain_leaves_the_database_and_objects_unowned_and_protected() {
+    let env = env();
+    env.controller_ready().await;
+    let ns = env.cluster.namespace("retain");
+    let db = "retained_orders";
+    env.apply(&env.orders_db(&ns, db, "Retain", false)).await;
+    env.until_state(&ns, "orders-db", "Ready Available").await;
+    env.cluster
+        .kubectl_ok(&["delete", "managedservice", "orders-db", "-n", &ns]);
+    env.until_gone(&ns, "orders-db").await;
+
+    assert!(
+        env.postgres.database_exists(db),
+        "Retain keeps the database"
+    );
+    assert!(env.postgres.role_exists(db));
+    for object in ["secret/orders-db-credentials", "service/orders-db"] {
+        assert_eq!(
+            get(
+                &ns,
+                object,
+                "{.metadata.labels.services\\.kube-dc\\.com/retained} owners={.metadata.ownerReferences}"
+            ),
+            "true owners=",
+            "{object} is retained and unowned"
+        );
+        // A Project user can neither delete nor change it...
+        let output = env
+            .cluster
+            .kubectl(&["delete", object, "-n", &ns, "--as", ALICE], None);
+        assert_eq!(output.status.code(), Some(1), "{object}");
+        assert!(
+            String::from_utf8_lossy(&output.stderr).contains(messages::RETAINED_OBJECT_PROTECTED),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let output = env.cluster.kubectl(
+            &["label", object, "-n", &ns, "--as", ALICE, "team=shop"],
+            None,
+        );
+        assert_eq!(output.status.code(), Some(1), "{object}");
+    }
+    // ...and a new service cannot take the retained name over.
+    env.apply(&env.orders_db(&ns, db, "Retain", false)).await;
+    let failed = env.until_state(&ns, "orders-db", "Failed").await;
+    assert!(
+        failed.contains("is retained from a deleted service of the same name"),
+        "{failed}"
+    );
+    env.cluster
+        .kubectl_ok(&["delete", "managedservice", "orders-db", "-n", &ns]);
+    env.until_gone(&ns, "orders-db").await;
+    assert!(env.postgres.database_exists(db), "still retained");
+
+    // The provider can remove them.
+    env.cluster.kubectl_ok(&[
+        "delete",
+        "secret/orders-db-credentials",
+        "service/orders-db",
+        "-n",
+        &ns,
+    ]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_uid_precondition_refuses_another_service_of_the_same_name() {
+    let env = env();
+    env.controller_ready().await;
+    let ns = env.cluster.namespace("uid");
+    env.apply(&env.orders_db(&ns, "uid_orders", "Retain", false))
+        .await;
+    let first = env.field(&ns, "orders-db", "{.metadata.uid}");
+    env.cluster
+        .kubectl_ok(&["delete", "managedservice", "orders-db", "-n", &ns]);
+    env.until_gone(&ns, "orders-db").await;
+    env.cluster.kubectl_ok(&[
+        "delete",
+        "secret/orders-db-credentials",
+        "service/orders-db",
+        "-n",
+        &ns,
+    ]);
+    env.apply(&env.orders_db(&ns, "uid_orders", "Retain", false))
+        .await;
+    let second = env.field(&ns, "orders-db", "{.metadata.uid}");
+    assert_ne!(first, second);
+
+    let api = Api::<ManagedService>::namespaced(env.cluster.client().await, &ns);
+    let stale = DeleteParams {
+        preconditions: Some(Preconditions {
+            uid: Some(first.clone()),
+            resource_version: None,
+        }),
+        ..Default::default()
+    };
+    let error = api.delete("orders-db", &stale).await.unwrap_err();
+    let kube::Error::Api(status) = error else {
+        panic!("{error}")
+    };
+    assert_eq!(status.code, 409);
+    assert_eq!(
+        status.message,
+        format!(
+            "Operation cannot be fulfilled on managedservices.services.kube-dc.com \"orders-db\": Precondition failed: UID in precondition: {first}, UID in object meta: {second}"
+        )
+    );
+    assert_eq!(env.field(&ns, "orders-db", "{.metadata.uid}"), second);
+    let current = DeleteParams {
+        preconditions: Some(Preconditions {
+            uid: Some(second),
+            resource_version: None,
+        }),
+        ..Default::default()
+    };
+    api.delete("orders-db", &current).await.unwrap();
+    env.until_gone(&ns, "orders-db").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_policy_the_plan_no_longer_allows_is_downgraded_with_a_warning() {
+    let env = env();
+    env.controller_ready().await;
+    let ns = env.cluster.namespace("downgrade");
+    let plan = "apiVersion: services.kube-dc.com/v1alpha1\nkind: ServicePlan\nmetadata: {name: e2e-downgrade}\nspec:\n  classRef: {name: postgresql}\n  allowedDeletionPolicies: [Retain, Delete]\n";
+    env.cluster.kubectl_in(&["apply", "-f", "-"], Some(plan));
+    let db = "downgraded_orders";
+    let service = env
+        .orders_db(&ns, db, "Delete", false)
+        .replace("name: postgresql-platform-ha", "name: e2e-downgrade");
+    env.apply(&service).await;
+    env.until_state(&ns, "orders-db", "Ready Available").await;
+    env.cluster.kubectl_in(
+        &["apply", "-f", "-"],
+        Some(&plan.replace("[Retain, Delete]", "[Retain]")),
+    );
+    env.cluster
+        .kubectl_ok(&["delete", "managedservice", "orders-db", "-n", &ns]);
+    env.until_gone(&ns, "orders-db").await;
+    assert!(env.postgres.database_exists(db), "ran under Retain");
+    let events = event_messages(&ns, "DeletionPolicyDowngraded");
+    assert!(events.starts_with("Warning "), "{events}");
+    assert!(events.contains("Retain"), "{events}");
+    assert!(events.contains("e2e-downgrade"), "{events}");
+    assert!(events.contains("keep consuming capacity"), "{events}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deleting_the_project_removes_every_service_and_its_database() {
+    let env = env();
+    env.controller_ready().await;
+    let ns = env.cluster.namespace("project");
+    // Protected, Retain, unconfirmed Delete: the Project's deletion ignores all of it.
+    let services = [
+        ("orders-db", "project_orders", "Retain", true),
+        ("billing-db", "project_billing", "Delete", true),
+    ];
+    for (name, db, policy, protected) in services {
+        let manifest = env
+            .orders_db(&ns, db, policy, protected)
+            .replace("name: orders-db", &format!("name: {name}"))
+            .replace("confirm-delete: orders-db", "confirm-delete: someone-else");
+        env.apply(&manifest).await;
+        env.until_state(&ns, name, "Ready Available").await;
+    }
+    env.cluster
+        .kubectl_ok(&["delete", "namespace", &ns, "--wait=false"]);
+    eventually(WAIT, "the Project to be gone", || async {
+        let output = env
+            .cluster
+            .kubectl(&["get", "namespace", &ns, "-o", "name"], None);
+        (!output.status.success()).then_some(())
+    })
+    .await;
+    for (name, db, _, _) in services {
+        assert!(!env.postgres.database_exists(db), "{name}'s database");
+        assert!(!env.postgres.role_exists(db), "{name}'s role");
+        let events = event_messages("default", "ProjectDeleted");
+        assert!(
+            events.contains(&format!(
+                "ManagedService {name}: the Project is being deleted"
+            )),
+            "{events}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_in_project_service_runs_a_stateful_set_and_delete_removes_its_volume() {
+    let env = env();
+    env.controller_ready().await;
+    let ns = env.cluster.namespace("inproject");
+    let manifest = env
+        .orders_db(&ns, "orders", "Delete", false)
+        .replace("mode: ProviderShared", "mode: InProject");
+    env.apply(&manifest).await;
+    let waiting = env.until_state(&ns, "orders-db", "Provisioning").await;
+    eventually(WAIT, "the StatefulSet", || async {
+        (get(&ns, "statefulset/orders-db", "{.metadata.name}") == "orders-db").then_some(())
+    })
+    .await;
+    assert_eq!(
+        env.until_state(&ns, "orders-db", "Provisioning Provisioning: waiting")
+            .await,
+        "Provisioning Provisioning: waiting for StatefulSet orders-db: 0/1 replicas ready",
+        "{waiting}"
+    );
+    assert_eq!(
+        get(
+            &ns,
+            "statefulset/orders-db",
+            "{.spec.volumeClaimTemplates[0].spec.resources.requests.storage} {.spec.persistentVolumeClaimRetentionPolicy.whenDeleted}"
+        ),
+        "10Gi Retain"
+    );
+    assert_eq!(
+        get(&ns, "secret/orders-db-credentials", "{.data.host}"),
+        base64(&format!("orders-db.{ns}.svc"))
+    );
+    assert_eq!(
+        get(&ns, "service/orders-db-headless", "{.spec.clusterIP}"),
+        "None"
+    );
+
+    // What the StatefulSet controller and kubelet would do: make the claim
+    // and report the replica ready.
+    let client = env.cluster.client().await;
+    let claim: PersistentVolumeClaim = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "data-orders-db-0", "labels": {
+            "app.kubernetes.io/name": "postgresql",
+            "app.kubernetes.io/instance": "orders-db",
+            "services.kube-dc.com/service": "orders-db",
+        }},
+        "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "10Gi"}}},
+    }))
+    .unwrap();
+    Api::<PersistentVolumeClaim>::namespaced(client.clone(), &ns)
+        .create(&PostParams::default(), &claim)
+        .await
+        .unwrap();
+    let sets = Api::<StatefulSet>::namespaced(client.clone(), &ns);
+    let generation = sets.get("orders-db").await.unwrap().metadata.generation;
+    sets.patch_status(
+        "orders-db",
+        &PatchParams::default(),
+        &Patch::Merge(serde_json::json!({"status": {
+            "replicas": 1, "readyReplicas": 1, "observedGeneration": generation,
+        }})),
+    )
+    .await
+    .unwrap();
+    env.until_state(&ns, "orders-db", "Ready Available").await;
+
+    env.cluster
+        .kubectl_ok(&["delete", "managedservice", "orders-db", "-n", &ns]);
+    env.until_gone(&ns, "orders-db").await;
+    assert_eq!(get(&ns, "statefulset/orders-db", "{.metadata.name}"), "");
+    assert_eq!(get(&ns, "pvc/data-orders-db-0", "{.metadata.name}"), "");
+}
+
+fn base64(text: &str) -> String {
+    use base64::Engine;
+    base64::engine::general_purpose::STANDARD.encode(text)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn protection_left_out_of_the_manifest_is_the_plans_default() {
+    let env = env();
+    env.controller_ready().await;
+    let ns = env.cluster.namespace("default-protection");
+    let plan = "apiVersion: services.kube-dc.com/v1alpha1\nkind: ServicePlan\nmetadata: {name: e2e-unprotected}\nspec:\n  classRef: {name: postgresql}\n  allowedDeletionPolicies: [Retain]\n";
+    env.cluster.kubectl_in(&["apply", "-f", "-"], Some(plan));
+    let without = |name: &str, plan: &str| {
+        env.orders_db(
+            &ns,
+            &format!("default_{}", name.replace('-', "_")),
+            "Retain",
+            false,
+        )
+        .replace("  deletionProtection: false\n", "")
+        .replace("name: orders-db", &format!("name: {name}"))
+        .replace("name: postgresql-platform-ha", &format!("name: {plan}"))
+    };
+    // The seed's plan protects by default; a plan that says nothing does not.
+    env.apply(&without("protected-db", "postgresql-platform-ha"))
+        .await;
+    env.apply(&without("plain-db", "e2e-unprotected")).await;
+    assert_eq!(
+        env.field(&ns, "protected-db", "{.spec.deletionProtection}"),
+        "true"
+    );
+    assert_eq!(
+        env.field(&ns, "plain-db", "{.spec.deletionProtection}"),
+        "false"
+    );
+    let output = env.cluster.kubectl(
+        &["delete", "managedservice", "protected-db", "-n", &ns],
+        None,
+    );
+    assert_eq!(output.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&output.stderr).contains(messages::DELETION_PROTECTION_ENABLED)
+    );
+    // An apply that still leaves it out keeps what is stored.
+    env.apply(&without("protected-db", "postgresql-platform-ha"))
+        .await;
+    assert_eq!(
+        env.field(&ns, "protected-db", "{.spec.deletionProtection}"),
+        "true"
+    );
+    env.cluster
+        .kubectl_ok(&["delete", "managedservice", "plain-db", "-n", &ns]);
+    env.until_gone(&ns, "plain-db").await;
+    env.cluster
+        .kubectl_ok(&["delete", "namespace", &ns, "--wait=false"]);
+}
