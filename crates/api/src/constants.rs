@@ -47,6 +47,8 @@ pub mod labels {
     /// The standard "managed by" label and the value the operator writes.
     pub const MANAGED_BY: &str = "app.kubernetes.io/managed-by";
     pub const MANAGED_BY_VALUE: &str = "navique";
+    /// The name of the ServiceBinding whose credentials a Secret holds.
+    pub const BINDING: &str = "services.kube-dc.com/binding";
 }
 
 /// Finalizers: each blocks the removal of an object until its controller has
@@ -84,6 +86,14 @@ pub mod reasons {
     // ServiceBinding and ServiceCredentialPolicy (seed).
     pub const CREDENTIAL_PENDING: &str = "CredentialPending";
     pub const SERVICE_DELETING: &str = "ServiceDeleting";
+    // ServiceBinding.
+    pub const CREDENTIALS_DELIVERED: &str = "CredentialsDelivered";
+    pub const SECRET_CONFLICT: &str = "SecretConflict";
+    // ServiceCredentialPolicy.
+    pub const ROTATION_SCHEDULED: &str = "RotationScheduled";
+    pub const ROTATION_FAILED: &str = "RotationFailed";
+    pub const INVALID_ROTATION_INTERVAL: &str = "InvalidRotationInterval";
+    pub const ROTATION_UNSUPPORTED: &str = "RotationUnsupported";
 
     // Stack.
     pub const SYNCED: &str = "Synced";
@@ -97,8 +107,13 @@ pub mod events {
     pub const DELETION_POLICY_DOWNGRADED: &str = "DeletionPolicyDowngraded";
     /// Normal: the service is deleted because its Project is (seed).
     pub const PROJECT_DELETED: &str = "ProjectDeleted";
+    /// A `SnapshotAndDelete` found no engine to back up, so data volumes
+    /// and credential Secrets were retained instead of deleted.
+    pub const DATA_RETAINED: &str = "DataRetained";
     /// Normal: a prune or delete waits for `cd.hanzo.ai/deletion-approved`.
     pub const DELETION_APPROVAL_REQUIRED: &str = "DeletionApprovalRequired";
     /// Warning: admission denied the delete of a Stack resource (a Lock).
     pub const DELETION_DENIED: &str = "DeletionDenied";
+    /// Normal: a credential policy gave its service a new password.
+    pub const CREDENTIALS_ROTATED: &str = "CredentialsRotated";
 }

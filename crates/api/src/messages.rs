@@ -108,6 +108,52 @@ pub fn service_not_found(service_name: &str) -> String {
     format!("service not found: {service_name}")
 }
 
+/// `CredentialPending` while the service is not Ready.
+pub fn service_not_ready(service_name: &str) -> String {
+    format!("waiting for service {service_name} to be Ready")
+}
+
+/// `CredentialPending` while a Ready service has no credential Secret.
+pub fn credentials_pending(service_name: &str, secret_name: &str) -> String {
+    format!("waiting for Secret {secret_name} of service {service_name}")
+}
+
+/// A ServiceBinding's `CredentialPending` while its service is being deleted.
+pub fn service_deleting(service_name: &str) -> String {
+    format!("service {service_name} is being deleted")
+}
+
+/// A ServiceCredentialPolicy's `ServiceDeleting`: it submits no rotations.
+pub fn service_deleting_no_rotation(service_name: &str) -> String {
+    format!("service {service_name} is being deleted; no rotations are submitted")
+}
+
+/// A ServiceBinding's `Ready` message once delivered.
+pub fn credentials_delivered(service_name: &str, secret_name: &str) -> String {
+    format!("credentials of service {service_name} are in Secret {secret_name}")
+}
+
+/// `SecretConflict`: the binding's Secret name is taken.
+pub fn secret_not_owned(secret_name: &str) -> String {
+    format!(
+        "Secret {secret_name} exists and does not belong to this ServiceBinding; set spec.secretName to another name or remove that Secret"
+    )
+}
+
+/// A ServiceCredentialPolicy's `Ready` message: when it rotates next.
+pub fn rotation_scheduled(next: &str) -> String {
+    format!("next rotation at {next}")
+}
+
+/// `RotationUnsupported`: credentials of `InProject` engines are not
+/// rotated in this version.
+pub const ROTATION_IN_PROJECT_UNSUPPORTED: &str = "credential rotation is available for ProviderShared services only; the credentials of this InProject service are left as they are";
+
+/// The `CredentialsRotated` event's note.
+pub fn credentials_rotated(service_name: &str, role: &str) -> String {
+    format!("rotated the password of role {role} of service {service_name}")
+}
+
 /// The `DeletionPolicyDowngraded` event message: names the cause and the
 /// policy used, and under `Retain` says what keeps consuming capacity (seed).
 pub fn deletion_policy_downgraded(

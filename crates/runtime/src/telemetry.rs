@@ -2,10 +2,15 @@
 
 use std::io::IsTerminal;
 
+use std::collections::HashMap;
+
+use opentelemetry::propagation::TextMapPropagator;
 use opentelemetry::trace::TracerProvider as _;
 use opentelemetry_otlp::WithExportConfig;
 use opentelemetry_sdk::Resource;
+use opentelemetry_sdk::propagation::TraceContextPropagator;
 use opentelemetry_sdk::trace::SdkTracerProvider;
+use tracing_opentelemetry::OpenTelemetrySpanExt;
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
 use tracing_subscriber::{EnvFilter, Layer};
@@ -73,4 +78,23 @@ fn tracer_provider(component: &'static str, endpoint: &str) -> Result<SdkTracerP
         .with_batch_exporter(exporter)
         .with_resource(Resource::builder().with_service_name(component).build())
         .build())
+}
+
+/// The W3C trace context (`traceparent`, `tracestate`) of the current span,
+/// as headers to send with a request to another component, so that its
+/// spans continue this trace. Empty when traces are off.
+pub fn trace_headers() -> HashMap<String, String> {
+    let mut headers = HashMap::new();
+    let context = tracing::Span::current().context();
+    TraceContextPropagator::new().inject_context(&context, &mut headers);
+    headers
+}
+
+/// Makes `span` a child of the trace context in a request's `headers`
+/// (see [`trace_headers`]); nothing when they carry none.
+pub fn continue_trace(span: &tracing::Span, headers: &HashMap<String, String>) {
+    let parent = TraceContextPropagator::new().extract(headers);
+    if let Err(e) = span.set_parent(parent) {
+        tracing::debug!(error = %e, "cannot continue the caller's trace");
+    }
 }

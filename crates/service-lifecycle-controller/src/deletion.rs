@@ -27,6 +27,10 @@ pub struct Facts<'a> {
     pub project_deleting: bool,
     /// The engine (database, StatefulSet) still exists.
     pub engine_exists: bool,
+    /// The service's final ServiceBackup is recorded `Completed`: what a
+    /// `SnapshotAndDelete` interrupted after its backup goes on from, even
+    /// once the engine is gone.
+    pub final_backup_completed: bool,
 }
 
 /// What the controller does next.
@@ -118,6 +122,11 @@ pub fn decide(facts: &Facts<'_>) -> Decision {
             reasons::RETAINED,
             "retaining the engine, its data volumes, credential Secrets and Services".to_owned(),
         ),
+        DeletionPolicy::SnapshotAndDelete if facts.final_backup_completed => (
+            Step::Remove,
+            reasons::RETAINED,
+            "the final backup is complete: removing the engine and its data".to_owned(),
+        ),
         DeletionPolicy::SnapshotAndDelete if !facts.engine_exists => (
             Step::RetainData,
             reasons::RETAINED,
@@ -167,6 +176,7 @@ mod tests {
             confirmation: Some("orders-db"),
             project_deleting: false,
             engine_exists: true,
+            final_backup_completed: false,
         }
     }
 
@@ -212,6 +222,15 @@ mod tests {
             ..facts(SnapshotAndDelete)
         });
         assert_eq!(gone.step, Step::RetainData);
+        // Gone because this deletion removed it after its final backup.
+        for engine_exists in [true, false] {
+            let backed_up = decide(&Facts {
+                engine_exists,
+                final_backup_completed: true,
+                ..facts(SnapshotAndDelete)
+            });
+            assert_eq!(backed_up.step, Step::Remove);
+        }
         assert!(
             gone.message
                 .contains("data volumes and credential Secrets are retained"),

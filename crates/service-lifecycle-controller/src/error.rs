@@ -53,6 +53,20 @@ pub enum Error {
         #[source]
         source: kube::Error,
     },
+    #[error("{0}")]
+    BackupRunnerConfig(String),
+    #[error(
+        "no backup-runner is configured (--backup-runner-url), so no final backup can be taken; switch to Retain or Delete"
+    )]
+    NoBackupRunner,
+    #[error("backup-runner at {url} cannot take the final backup: {message}")]
+    BackupRunner { url: String, message: String },
+    #[error("{0}")]
+    FinalBackupFailed(String),
+    #[error(
+        "ServiceBackup {0} already records another backup; set spec.finalBackup.name to another name"
+    )]
+    FinalBackupNameTaken(String),
     #[error("not deleting: this replica cannot confirm it still leads")]
     NotLeader(#[source] navique_runtime::Error),
     #[error("cannot write the ManagedService's status")]
@@ -61,6 +75,24 @@ pub enum Error {
     Finalizer(#[source] kube::Error),
     #[error("the ManagedService has no name, namespace or uid")]
     Unnamed,
+    #[error("the {0} has no name, namespace or uid")]
+    Unidentified(&'static str),
+    #[error("cannot write the status of {kind} {name}")]
+    WriteObjectStatus {
+        kind: &'static str,
+        name: String,
+        #[source]
+        source: kube::Error,
+    },
+    #[error("spec.rotationInterval: {value:?} {problem}")]
+    RotationInterval {
+        value: String,
+        problem: &'static str,
+    },
+    #[error(
+        "Secret {secret} changed while its password was being rotated; the rotation is retried"
+    )]
+    RotationOverwritten { secret: String },
 }
 
 impl From<postgres::Error> for Error {
@@ -84,9 +116,16 @@ impl Error {
             Error::Write { .. } => "write",
             Error::Delete { .. } => "delete",
             Error::NotLeader(_) => "not_leader",
+            Error::BackupRunnerConfig(_) | Error::NoBackupRunner | Error::BackupRunner { .. } => {
+                "backup_runner"
+            }
+            Error::FinalBackupFailed(_) | Error::FinalBackupNameTaken(_) => "final_backup",
             Error::WriteStatus(_) => "write_status",
             Error::Finalizer(_) => "finalizer",
-            Error::Unnamed => "unnamed",
+            Error::Unnamed | Error::Unidentified(_) => "unnamed",
+            Error::WriteObjectStatus { .. } => "write_status",
+            Error::RotationInterval { .. } => "rotation_interval",
+            Error::RotationOverwritten { .. } => "rotation_overwritten",
         }
     }
 }

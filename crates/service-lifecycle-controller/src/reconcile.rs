@@ -23,13 +23,17 @@ use kube::runtime::watcher;
 use kube::{Client, Resource, ResourceExt};
 use navique_api::conditions;
 use navique_api::constants::{annotations, events, finalizers, labels, reasons};
-use navique_api::services::{ManagedService, ManagedServiceStatus, PlacementMode, ServicePhase};
+use navique_api::services::{
+    BackupOrigin, BackupPhase, ManagedService, ManagedServiceStatus, PlacementMode, ServiceBackup,
+    ServicePhase,
+};
 use navique_runtime::{Component, Leadership, one_line};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 
 use crate::deletion::{self, Facts, Step};
+use crate::final_backup::{self, BackupRunner, Progress};
 use crate::instance::{self, InProjectShape};
 use crate::objects::{MANAGER, Objects};
 use crate::postgres::{self, Credentials, generate_password};
@@ -38,12 +42,8 @@ use crate::{Error, engine};
 
 /// Re-checks a Ready service now and then, so that drift is repaired.
 const RESYNC: Duration = Duration::from_secs(3600);
-/// How often a deletion that cannot proceed yet is looked at again.
-const BLOCKED_RETRY: Duration = Duration::from_secs(60);
-/// The `DeletionBlocked` message of policies whose final backup is not
-/// available in this version.
-pub const FINAL_BACKUPS_UNAVAILABLE: &str =
-    "final backups are not available yet; switch to Retain or Delete";
+/// How often a running final backup is looked at.
+const FINAL_BACKUP_POLL: Duration = Duration::from_secs(2);
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ErrorLabels {
@@ -86,6 +86,7 @@ pub struct Context {
     metrics: Metrics,
     leadership: Leadership,
     postgres_image: String,
+    backup_runner: Option<BackupRunner>,
     /// Consecutive failures per service, for the retry backoff.
     failures: navique_runtime::FailureBackoff<ObjectRef<ManagedService>>,
 }
@@ -105,8 +106,16 @@ impl Context {
             metrics,
             leadership,
             postgres_image: DEFAULT_POSTGRES_IMAGE.to_owned(),
+            backup_runner: None,
             failures: navique_runtime::FailureBackoff::default(),
         }
+    }
+
+    /// Where final backups are asked for; without one, `SnapshotAndDelete`
+    /// stays blocked.
+    pub fn with_backup_runner(mut self, backup_runner: Option<BackupRunner>) -> Self {
+        self.backup_runner = backup_runner;
+        self
     }
 
     /// The image `InProject` engines run.
@@ -413,20 +422,14 @@ impl Context {
                 .map(String::as_str),
             project_deleting,
             engine_exists,
+            final_backup_completed: self.final_backup_completed(service).await?,
         });
-        let (reason, message) = match decision.step {
-            Step::SnapshotThenRemove | Step::RetainData => (
-                reasons::DELETION_BLOCKED,
-                FINAL_BACKUPS_UNAVAILABLE.to_owned(),
-            ),
-            _ => (decision.reason, decision.message.clone()),
-        };
         let status = next_status(
             service,
             ServicePhase::Deleting,
             false,
-            reason,
-            message,
+            decision.reason,
+            decision.message.clone(),
             applied,
         );
         let written = self.write_status(service, status).await?;
@@ -439,10 +442,26 @@ impl Context {
             .map_or(service.resource_version(), |s| s.resource_version());
         let carried_out = match decision.step {
             Step::AwaitConfirmation => return Ok(Action::await_change()),
-            Step::SnapshotThenRemove | Step::RetainData => {
-                return Ok(Action::requeue(BLOCKED_RETRY));
-            }
-            Step::Retain => objects.retain_all().await,
+            Step::SnapshotThenRemove => match self.final_backup(service).await {
+                // Removed on the next pass, decided from the Completed record.
+                Ok(Progress::Completed { .. }) => return Ok(Action::requeue(Duration::ZERO)),
+                Ok(Progress::Running(message)) => {
+                    let current = written.as_ref().unwrap_or(service);
+                    let status = next_status(
+                        current,
+                        ServicePhase::Deleting,
+                        false,
+                        reasons::RETAINED,
+                        message,
+                        applied,
+                    );
+                    self.write_status(current, status).await?;
+                    return Ok(Action::requeue(FINAL_BACKUP_POLL));
+                }
+                Ok(Progress::Failed(message)) => Err(Error::FinalBackupFailed(message)),
+                Err(e) => Err(e),
+            },
+            Step::Retain | Step::RetainData => objects.retain_all().await,
             Step::Remove => match provider {
                 Some(Ok(engine)) => match self.leadership.confirm().await {
                     Ok(()) => engine.drop(&db).await.map_err(Error::from),
@@ -480,6 +499,42 @@ impl Context {
         list.retain(|f| f != finalizers::MANAGED_SERVICE);
         self.set_finalizers(service, resource_version, list).await?;
         Ok(Action::await_change())
+    }
+
+    /// Ensures the final ServiceBackup record and asks backup-runner for its
+    /// snapshot (idempotent: the same one every time).
+    async fn final_backup(&self, service: &ManagedService) -> Result<Progress, Error> {
+        let runner = self.backup_runner.as_ref().ok_or(Error::NoBackupRunner)?;
+        let record = final_backup::record_name(service);
+        final_backup::ensure_record(&self.client, service, &record).await?;
+        let snapshot = runner
+            .request(final_backup::request_for(service, &record)?)
+            .await?;
+        Ok(final_backup::progress(&snapshot))
+    }
+
+    /// Whether the service's final ServiceBackup is recorded `Completed`
+    /// (backup-runner writes that only for a stored and verified backup).
+    async fn final_backup_completed(&self, service: &ManagedService) -> Result<bool, Error> {
+        if service.spec.deletion_policy != navique_api::services::DeletionPolicy::SnapshotAndDelete
+        {
+            return Ok(false);
+        }
+        let namespace = service.namespace().ok_or(Error::Unnamed)?;
+        let name = final_backup::record_name(service);
+        let record = Api::<ServiceBackup>::namespaced(self.client.clone(), &namespace)
+            .get_opt(&name)
+            .await
+            .map_err(|source| Error::Read {
+                kind: "ServiceBackup",
+                name: format!("{namespace}/{name}"),
+                source,
+            })?;
+        Ok(record.is_some_and(|r| {
+            r.spec.origin == BackupOrigin::Final
+                && r.spec.service_ref.uid == service.uid()
+                && r.status.and_then(|s| s.phase) == Some(BackupPhase::Completed)
+        }))
     }
 
     /// Records the decision's events. `DeletionPolicyDowngraded` regards the

@@ -142,6 +142,7 @@ mod tests {
                     enabled: backup,
                     schedule: None,
                 },
+                default_deletion_protection: false,
                 defaults: None,
             },
         )

@@ -66,6 +66,20 @@ pub struct ManagedServiceSpec {
     /// nothing).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub deletion_protection: Option<bool>,
+    /// The final backup a `SnapshotAndDelete` deletion takes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub final_backup: Option<FinalBackup>,
+}
+
+/// The final backup of a `SnapshotAndDelete` deletion, like a final
+/// snapshot identifier on a managed cloud database.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+pub struct FinalBackup {
+    /// Name of its ServiceBackup record; defaults to
+    /// `<service>-final-<first 8 characters of the service's uid>`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 253))]
+    pub name: Option<String>,
 }
 
 /// Where a service's engine runs.

@@ -1,8 +1,11 @@
 //! A throwaway PostgreSQL for the integration tests, shared by
-//! `tests/postgres.rs` and `tests/controller.rs`: started with
-//! `scripts/postgres.sh` in a fresh directory under /tmp on a free port,
-//! switched to password authentication, stopped when dropped (also on panic).
+//! `tests/postgres.rs`, `tests/controller.rs` and `tests/bindings.rs`:
+//! started with `scripts/postgres.sh` in a fresh directory under /tmp on a
+//! free port, switched to password authentication, stopped when dropped
+//! (also on panic). [`cluster`] adds the dev API server and the controllers.
 #![allow(dead_code)]
+
+pub mod cluster;
 
 use std::collections::BTreeMap;
 use std::fs;

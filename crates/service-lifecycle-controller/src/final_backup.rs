@@ -1,0 +1,329 @@
+//! `SnapshotAndDelete`'s final backup: a ServiceBackup record with
+//! `spec.origin: Final` and no owner (it outlives the service), and the
+//! snapshot asked of backup-runner's `SnapshotService` under a key derived
+//! from the service's uid, so that retries, restarts and duplicates all land
+//! on one backup. Only a `COMPLETED` (stored and verified) snapshot lets the
+//! deletion remove anything.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use kube::api::{Api, PostParams};
+use kube::{Client, ResourceExt};
+use navique_api::grpc::snapshot::v1 as pb;
+use navique_api::grpc::snapshot::v1::snapshot_service_client::SnapshotServiceClient;
+use navique_api::services::{
+    BackupOrigin, ManagedService, ServiceBackup, ServiceBackupSpec, ServiceRef,
+};
+use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity};
+
+use crate::Error;
+
+/// How to reach backup-runner.
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct BackupRunnerArgs {
+    /// backup-runner's SnapshotService, e.g.
+    /// https://navique-backup-runner.navique-system.svc:9090. Without it,
+    /// `SnapshotAndDelete` deletions stay blocked.
+    #[arg(long, env = "NAVIQUE_BACKUP_RUNNER_URL", value_name = "URL")]
+    pub backup_runner_url: Option<String>,
+    /// CA bundle that signed backup-runner's certificate (https URLs);
+    /// defaults to the system's roots.
+    #[arg(long, env = "NAVIQUE_BACKUP_RUNNER_CA_FILE", value_name = "PATH")]
+    pub backup_runner_ca_file: Option<PathBuf>,
+    /// Client certificate for mutual TLS.
+    #[arg(
+        long,
+        env = "NAVIQUE_BACKUP_RUNNER_CLIENT_CERT_FILE",
+        value_name = "PATH",
+        requires = "backup_runner_client_key_file"
+    )]
+    pub backup_runner_client_cert_file: Option<PathBuf>,
+    /// Key of --backup-runner-client-cert-file.
+    #[arg(
+        long,
+        env = "NAVIQUE_BACKUP_RUNNER_CLIENT_KEY_FILE",
+        value_name = "PATH",
+        requires = "backup_runner_client_cert_file"
+    )]
+    pub backup_runner_client_key_file: Option<PathBuf>,
+}
+
+/// A connection to backup-runner, made on first use and kept.
+#[derive(Clone)]
+pub struct BackupRunner {
+    url: String,
+    channel: Channel,
+}
+
+impl BackupRunner {
+    /// `None` when no URL is configured; an error for an unusable one.
+    pub fn from_args(args: &BackupRunnerArgs) -> Result<Option<Self>, Error> {
+        let Some(url) = args.backup_runner_url.clone() else {
+            return Ok(None);
+        };
+        let invalid = |reason: String| {
+            Error::BackupRunnerConfig(format!("--backup-runner-url {url}: {reason}"))
+        };
+        let mut endpoint = Endpoint::from_shared(url.clone())
+            .map_err(|e| invalid(e.to_string()))?
+            .connect_timeout(Duration::from_secs(5))
+            .timeout(Duration::from_secs(30));
+        if url.starts_with("https://") {
+            let read = |path: &PathBuf| {
+                std::fs::read(path).map_err(|e| {
+                    Error::BackupRunnerConfig(format!("cannot read {}: {e}", path.display()))
+                })
+            };
+            let mut tls = ClientTlsConfig::new();
+            tls = match &args.backup_runner_ca_file {
+                Some(ca) => tls.ca_certificate(Certificate::from_pem(read(ca)?)),
+                None => tls.with_enabled_roots(),
+            };
+            if let (Some(cert), Some(key)) = (
+                &args.backup_runner_client_cert_file,
+                &args.backup_runner_client_key_file,
+            ) {
+                tls = tls.identity(Identity::from_pem(read(cert)?, read(key)?));
+            }
+            endpoint = endpoint
+                .tls_config(tls)
+                .map_err(|e| invalid(e.to_string()))?;
+        }
+        Ok(Some(Self {
+            channel: endpoint.connect_lazy(),
+            url,
+        }))
+    }
+
+    /// Asks for the snapshot (starting it, or returning the one under the
+    /// same key), carrying the current trace.
+    pub async fn request(
+        &self,
+        request: pb::RequestSnapshotRequest,
+    ) -> Result<pb::Snapshot, Error> {
+        let mut request = tonic::Request::new(request);
+        for (key, value) in navique_runtime::trace_headers() {
+            if let (Ok(key), Ok(value)) = (
+                tonic::metadata::MetadataKey::from_bytes(key.as_bytes()),
+                value.parse(),
+            ) {
+                request.metadata_mut().insert(key, value);
+            }
+        }
+        SnapshotServiceClient::new(self.channel.clone())
+            .request_snapshot(request)
+            .await
+            .map(tonic::Response::into_inner)
+            .map_err(|status| Error::BackupRunner {
+                url: self.url.clone(),
+                message: status_message(&status),
+            })
+    }
+}
+
+/// A gRPC failure in words: the transport's cause when it never connected.
+fn status_message(status: &tonic::Status) -> String {
+    let mut message = status.message().to_owned();
+    let mut source = std::error::Error::source(status);
+    while let Some(cause) = source {
+        let cause_text = cause.to_string();
+        if !message.contains(&cause_text) {
+            message = format!("{message}: {cause_text}");
+        }
+        source = cause.source();
+    }
+    format!("{:?}: {message}", status.code())
+}
+
+/// The name of the service's final ServiceBackup.
+pub fn record_name(service: &ManagedService) -> String {
+    let configured = service
+        .spec
+        .final_backup
+        .as_ref()
+        .and_then(|f| f.name.clone());
+    configured.unwrap_or_else(|| {
+        let uid = service.uid().unwrap_or_default();
+        format!("{}-final-{}", service.name_any(), &uid[..uid.len().min(8)])
+    })
+}
+
+/// The idempotency key of the service's final snapshot: one per service.
+pub fn idempotency_key(uid: &str) -> String {
+    format!("{uid}/final")
+}
+
+/// What a snapshot's state means for the deletion.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Progress {
+    /// Stored and verified: the data may be removed.
+    Completed { location: String },
+    /// Still running; the message says where it is.
+    Running(String),
+    /// Failed: nothing is removed; the next attempt starts a new snapshot.
+    Failed(String),
+}
+
+/// Reads a snapshot's phase.
+pub fn progress(snapshot: &pb::Snapshot) -> Progress {
+    match pb::Phase::try_from(snapshot.phase).unwrap_or(pb::Phase::Unspecified) {
+        pb::Phase::Completed => Progress::Completed {
+            location: snapshot.location.clone(),
+        },
+        pb::Phase::Failed => Progress::Failed(if snapshot.message.is_empty() {
+            "the final backup failed".to_owned()
+        } else {
+            format!("the final backup failed: {}", snapshot.message)
+        }),
+        phase => Progress::Running(format!(
+            "taking the final backup before removing the engine and its data ({}, {} bytes so far)",
+            phase_name(phase),
+            snapshot.size_bytes
+        )),
+    }
+}
+
+fn phase_name(phase: pb::Phase) -> &'static str {
+    match phase {
+        pb::Phase::Pending | pb::Phase::Unspecified => "pending",
+        pb::Phase::Running => "running",
+        pb::Phase::Verifying => "verifying",
+        pb::Phase::Completed => "completed",
+        pb::Phase::Failed => "failed",
+    }
+}
+
+/// Creates the final ServiceBackup record unless it exists; one that
+/// records another service is refused rather than reused.
+pub async fn ensure_record(
+    client: &Client,
+    service: &ManagedService,
+    name: &str,
+) -> Result<(), Error> {
+    let namespace = service.namespace().ok_or(Error::Unnamed)?;
+    let uid = service.uid().ok_or(Error::Unnamed)?;
+    let api = Api::<ServiceBackup>::namespaced(client.clone(), &namespace);
+    let full_name = format!("{namespace}/{name}");
+    let existing = api.get_opt(name).await.map_err(|source| Error::Read {
+        kind: "ServiceBackup",
+        name: full_name.clone(),
+        source,
+    })?;
+    if let Some(existing) = existing {
+        let ours = existing.spec.origin == BackupOrigin::Final
+            && existing.spec.service_ref.uid.as_deref() == Some(uid.as_str());
+        return if ours {
+            Ok(())
+        } else {
+            Err(Error::FinalBackupNameTaken(full_name))
+        };
+    }
+    let record = ServiceBackup::new(
+        name,
+        ServiceBackupSpec {
+            service_ref: ServiceRef {
+                name: service.name_any(),
+                uid: Some(uid),
+            },
+            origin: BackupOrigin::Final,
+        },
+    );
+    match api.create(&PostParams::default(), &record).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(e)) if e.code == 409 => Ok(()),
+        Err(source) => Err(Error::Write {
+            kind: "ServiceBackup",
+            name: full_name,
+            source,
+        }),
+    }
+}
+
+/// The snapshot request of the service's final backup.
+pub fn request_for(
+    service: &ManagedService,
+    record: &str,
+) -> Result<pb::RequestSnapshotRequest, Error> {
+    let uid = service.uid().ok_or(Error::Unnamed)?;
+    Ok(pb::RequestSnapshotRequest {
+        idempotency_key: idempotency_key(&uid),
+        service: Some(pb::ServiceRef {
+            namespace: service.namespace().ok_or(Error::Unnamed)?,
+            name: service.name_any(),
+            uid,
+        }),
+        origin: pb::Origin::Final as i32,
+        backup_name: record.to_owned(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use navique_api::services::{FinalBackup, ManagedServiceSpec};
+
+    fn service(final_backup: Option<FinalBackup>) -> ManagedService {
+        let mut spec: ManagedServiceSpec = serde_json::from_value(serde_json::json!({
+            "classRef": {"name": "postgresql"},
+            "planRef": {"name": "ha"},
+        }))
+        .unwrap();
+        spec.final_backup = final_backup;
+        let mut service = ManagedService::new("orders-db", spec);
+        service.metadata.uid = Some("0a1b2c3d-4e5f-6789-abcd-ef0123456789".to_owned());
+        service.metadata.namespace = Some("shop".to_owned());
+        service
+    }
+
+    #[test]
+    fn the_record_is_named_after_the_service_unless_configured() {
+        assert_eq!(record_name(&service(None)), "orders-db-final-0a1b2c3d");
+        let named = FinalBackup {
+            name: Some("orders-last".to_owned()),
+        };
+        assert_eq!(record_name(&service(Some(named))), "orders-last");
+    }
+
+    #[test]
+    fn one_key_per_service_whatever_the_record() {
+        let request = request_for(&service(None), "orders-db-final-0a1b2c3d").unwrap();
+        assert_eq!(
+            request.idempotency_key,
+            "0a1b2c3d-4e5f-6789-abcd-ef0123456789/final"
+        );
+        assert_eq!(request.origin, pb::Origin::Final as i32);
+        assert_eq!(request.service.unwrap().namespace, "shop");
+    }
+
+    #[test]
+    fn only_a_completed_snapshot_lets_the_deletion_go_on() {
+        let snapshot = |phase: pb::Phase, message: &str| pb::Snapshot {
+            phase: phase as i32,
+            location: "s3://backups/shop/orders-db.dump".to_owned(),
+            size_bytes: 2048,
+            message: message.to_owned(),
+            ..Default::default()
+        };
+        assert_eq!(
+            progress(&snapshot(pb::Phase::Completed, "")),
+            Progress::Completed {
+                location: "s3://backups/shop/orders-db.dump".to_owned()
+            }
+        );
+        assert_eq!(
+            progress(&snapshot(pb::Phase::Verifying, "")),
+            Progress::Running(
+                "taking the final backup before removing the engine and its data (verifying, 2048 bytes so far)".to_owned()
+            )
+        );
+        assert_eq!(
+            progress(&snapshot(pb::Phase::Failed, "pg_dump: connection refused")),
+            Progress::Failed("the final backup failed: pg_dump: connection refused".to_owned())
+        );
+        assert!(matches!(
+            progress(&snapshot(pb::Phase::Unspecified, "")),
+            Progress::Running(_)
+        ));
+    }
+}
