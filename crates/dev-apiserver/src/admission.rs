@@ -1,6 +1,8 @@
-//! Admission, in kube-apiserver's order: ValidatingAdmissionPolicies, then
-//! validating webhooks. Runs on every write from a client or a controller
-//! of this server, except on the admission configuration itself.
+//! Admission, in kube-apiserver's order: mutating webhooks ([`mutate`]),
+//! then, once the registry has validated the object they leave,
+//! ValidatingAdmissionPolicies and validating webhooks ([`validate`]). Runs
+//! on every write from a client or a controller of this server, except on
+//! the admission configuration itself.
 
 use std::sync::Arc;
 
@@ -10,36 +12,50 @@ use crate::attributes::Attributes;
 use crate::policy::{self, PolicyContext};
 use crate::server::State;
 use crate::status::ApiError;
-use crate::webhook::{self, WebhookContext};
+use crate::store::Txn;
+use crate::webhook::{self, Mutation, Rejection, WebhookContext};
 
 const ADMISSION_GROUP: &str = "admissionregistration.k8s.io";
 
-/// Admits a write; returns the warnings to send, or the denial.
-pub async fn admit(state: &Arc<State>, attributes: &Attributes) -> Result<Vec<String>, ApiError> {
+/// Runs the mutating webhooks on a write; returns the object they leave
+/// when they changed it, and their warnings, or the denial.
+pub async fn mutate(state: &Arc<State>, attributes: &Attributes) -> Result<Mutation, ApiError> {
+    if attributes.resource.group == ADMISSION_GROUP {
+        return Ok(Mutation::default());
+    }
+    let (configurations, namespace_object) = {
+        let txn = state.store.lock();
+        (
+            all(&txn, "mutatingwebhookconfigurations"),
+            namespace_object(&txn, attributes),
+        )
+    };
+    let resolve =
+        |namespace: &str, name: &str, port: u16| state.resolve_service(namespace, name, port);
+    let context = WebhookContext {
+        configurations: &configurations,
+        namespace_object: namespace_object.as_ref(),
+        resolve_service: &resolve,
+    };
+    webhook::mutate(&context, attributes).await.map_err(refusal)
+}
+
+/// Admits a write, as mutated and validated; returns the warnings to send,
+/// or the denial.
+pub async fn validate(
+    state: &Arc<State>,
+    attributes: &Attributes,
+) -> Result<Vec<String>, ApiError> {
     if attributes.resource.group == ADMISSION_GROUP {
         return Ok(Vec::new());
     }
     let (policies, bindings, configurations, namespace_object) = {
         let txn = state.store.lock();
-        let all = |plural: &str| -> Vec<Value> {
-            txn.list(&(ADMISSION_GROUP.to_owned(), plural.to_owned()), None, None)
-                .map(|(_, o)| o.clone())
-                .collect()
-        };
-        let namespace = (!attributes.namespace.is_empty())
-            .then(|| {
-                txn.get(
-                    &(String::new(), "namespaces".to_owned()),
-                    &(String::new(), attributes.namespace.clone()),
-                )
-                .cloned()
-            })
-            .flatten();
         (
-            all("validatingadmissionpolicies"),
-            all("validatingadmissionpolicybindings"),
-            all("validatingwebhookconfigurations"),
-            namespace,
+            all(&txn, "validatingadmissionpolicies"),
+            all(&txn, "validatingadmissionpolicybindings"),
+            all(&txn, "validatingwebhookconfigurations"),
+            namespace_object(&txn, attributes),
         )
     };
 
@@ -73,16 +89,38 @@ pub async fn admit(state: &Arc<State>, attributes: &Attributes) -> Result<Vec<St
         namespace_object: namespace_object.as_ref(),
         resolve_service: &resolve,
     };
-    match webhook::validate(&context, attributes).await {
-        Ok(more) => warnings.extend(more),
-        Err(rejection) => {
-            return Err(ApiError {
-                code: rejection.code,
-                body: rejection.status,
-            });
-        }
-    }
+    warnings.extend(
+        webhook::validate(&context, attributes)
+            .await
+            .map_err(refusal)?,
+    );
     Ok(warnings)
+}
+
+/// Every stored object of an admissionregistration.k8s.io resource.
+fn all(txn: &Txn<'_>, plural: &str) -> Vec<Value> {
+    txn.list(&(ADMISSION_GROUP.to_owned(), plural.to_owned()), None, None)
+        .map(|(_, o)| o.clone())
+        .collect()
+}
+
+/// The request namespace's Namespace object.
+fn namespace_object(txn: &Txn<'_>, attributes: &Attributes) -> Option<Value> {
+    if attributes.namespace.is_empty() {
+        return None;
+    }
+    txn.get(
+        &(String::new(), "namespaces".to_owned()),
+        &(String::new(), attributes.namespace.clone()),
+    )
+    .cloned()
+}
+
+fn refusal(rejection: Rejection) -> ApiError {
+    ApiError {
+        code: rejection.code,
+        body: rejection.status,
+    }
 }
 
 /// The objects a binding's paramRef names.

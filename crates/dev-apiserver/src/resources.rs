@@ -189,6 +189,14 @@ const BUILTINS: &[Builtin] = &[
         &[],
         false,
     ),
+    builtin(
+        "admissionregistration.k8s.io",
+        "v1",
+        "MutatingWebhookConfiguration",
+        "mutatingwebhookconfigurations",
+        &[],
+        false,
+    ),
     with_status(
         builtin(
             "admissionregistration.k8s.io",

@@ -1,7 +1,8 @@
-//! The checks kube-apiserver's registry makes on a write before admission:
-//! built-in defaults; custom resources pruned, defaulted and validated
-//! against their CRD's schema (CEL rules included); CRDs checked and
-//! established.
+//! The checks kube-apiserver's registry makes on a write: built-in
+//! defaults; custom resources pruned, defaulted and validated against their
+//! CRD's schema (CEL rules included); CRDs checked and established. As in
+//! kube-apiserver, an object is prepared when decoded and again after
+//! mutating admission, and checked only after it.
 
 use serde_json::{Value, json};
 
@@ -10,13 +11,12 @@ use crate::rest::kind_group;
 use crate::status::ApiError;
 use crate::{crds, defaults};
 
-/// Checks a create (`old` is None) or update of `object`, mutating it as
-/// kube-apiserver would (defaults, pruning) and collecting warnings.
-/// `field_validation` is the request's `fieldValidation` parameter.
-pub fn validate(
+/// Defaults and prunes a created or updated `object`, collecting warnings
+/// for pruned fields. `field_validation` is the request's `fieldValidation`
+/// parameter (`Strict` refuses unknown fields).
+pub fn prepare(
     rt: &ResourceType,
     field_validation: Option<&str>,
-    old: Option<&Value>,
     object: &mut Value,
     warnings: &mut Vec<String>,
 ) -> Result<(), ApiError> {
@@ -37,6 +37,14 @@ pub fn validate(
             ),
         }
         schema.apply_defaults(object);
+    }
+    Ok(())
+}
+
+/// Validates a prepared create (`old` is None) or update of `object`; a
+/// CRD gets the status of an established one.
+pub fn check(rt: &ResourceType, old: Option<&Value>, object: &mut Value) -> Result<(), ApiError> {
+    if let Some(schema) = &rt.schema {
         let mut errors = schema.validate(object);
         // As kube-apiserver: CEL rules run only on objects whose structure
         // is sound.

@@ -1,29 +1,39 @@
-//! ValidatingWebhookConfigurations (`admissionregistration.k8s.io/v1`)
-//! called as kube-apiserver's ValidatingAdmissionWebhook plugin does, with
-//! its messages.
+//! Validating and mutating webhook configurations
+//! (`admissionregistration.k8s.io/v1`) called as kube-apiserver's
+//! ValidatingAdmissionWebhook and MutatingAdmissionWebhook plugins do, with
+//! their messages.
 //!
 //! A webhook is called when its `namespaceSelector`, `objectSelector`, one
 //! of its `rules` and all its `matchConditions` (CEL, [`crate::cel`]) match
-//! the request. Every matching webhook is called at once; each gets an
-//! `admission.k8s.io/v1` (or `v1beta1`, when that is the first version it
-//! lists) `AdmissionReview` POSTed over HTTPS to `clientConfig.url` or to
-//! `https://<service>.<namespace>.svc:<port><path>` (resolved by the caller
-//! to a local address), verified against `clientConfig.caBundle`, within
-//! `timeoutSeconds` (default 10). A webhook's refusal becomes the request's
-//! rejection (`admission webhook "<name>" denied the request: ...`); a call
-//! that fails (refused connection, TLS error, timeout, bad response) rejects
-//! the request with 500 `Internal error occurred: failed calling webhook
-//! "<name>": ...` when the webhook's `failurePolicy` is `Fail` (the default)
-//! and is ignored with `Ignore`. Dry-run requests are refused with 400 by
-//! webhooks whose `sideEffects` is not `None` or `NoneOnDryRun`.
+//! the request. It gets an `admission.k8s.io/v1` (or `v1beta1`, when that
+//! is the first version it lists) `AdmissionReview` POSTed over HTTPS to
+//! `clientConfig.url` or to `https://<service>.<namespace>.svc:<port><path>`
+//! (resolved by the caller to a local address), verified against
+//! `clientConfig.caBundle`, within `timeoutSeconds` (default 10). A
+//! webhook's refusal becomes the request's rejection (`admission webhook
+//! "<name>" denied the request: ...`); a call that fails (refused
+//! connection, TLS error, timeout, bad response) rejects the request with
+//! 500 `Internal error occurred: failed calling webhook "<name>": ...` when
+//! the webhook's `failurePolicy` is `Fail` (the default) and is ignored with
+//! `Ignore`. Dry-run requests are refused with 400 by webhooks whose
+//! `sideEffects` is not `None` or `NoneOnDryRun`.
+//!
+//! Validating webhooks are called all at once. Mutating webhooks are called
+//! one after another (configurations in name order, then each one's
+//! webhooks in order), each matched against and given the object as the
+//! ones before it left it; a `JSONPatch` answer is applied to the object. A
+//! webhook with `reinvocationPolicy: IfNeeded` is called once more when a
+//! webhook after it changed the object.
 //!
 //! Simplifications: `matchPolicy` is treated as `Exact` (one version per
 //! resource here); without a `caBundle` no certificate is trusted
 //! (kube-apiserver would use the system roots); a `url`'s host is resolved
 //! with the system resolver; responses' `auditAnnotations` are dropped; the
 //! `authorizer` CEL variable is not offered; a service that cannot be
-//! resolved fails as kube-apiserver's `service "<name>" not found`.
+//! resolved fails as kube-apiserver's `service "<name>" not found`; a patch
+//! that does not apply is reported in the words of the `json-patch` crate.
 
+use std::collections::BTreeSet;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -46,9 +56,10 @@ use crate::policy::{
     rule_matches,
 };
 
-/// What [`validate`] needs besides the request.
+/// What [`validate`] and [`mutate`] need besides the request.
 pub struct WebhookContext<'a> {
-    /// Every stored ValidatingWebhookConfiguration.
+    /// Every stored ValidatingWebhookConfiguration (for [`validate`]) or
+    /// MutatingWebhookConfiguration (for [`mutate`]).
     pub configurations: &'a [Value],
     /// The request namespace's Namespace object (None for cluster-scoped).
     pub namespace_object: Option<&'a Value>,
@@ -65,13 +76,23 @@ pub struct Rejection {
     pub status: Value,
 }
 
+/// What the mutating webhooks made of a request.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Mutation {
+    /// The object as the webhooks left it (served form), when they changed
+    /// it.
+    pub object: Option<Value>,
+    /// The warnings they sent.
+    pub warnings: Vec<String>,
+}
+
 /// kube-apiserver's default `timeoutSeconds`.
 const DEFAULT_TIMEOUT_SECONDS: u64 = 10;
 /// The most of a webhook's answer that is read.
 const MAX_RESPONSE_BYTES: usize = 3 * 1024 * 1024;
 
-/// Calls every matching webhook (concurrently, as kube-apiserver does for
-/// validating webhooks) and returns the warnings they sent, or the first
+/// Calls every matching validating webhook (concurrently, as
+/// kube-apiserver does) and returns the warnings they sent, or the first
 /// rejection.
 pub async fn validate(
     ctx: &WebhookContext<'_>,
@@ -80,17 +101,20 @@ pub async fn validate(
     if is_admission_configuration(attributes) {
         return Ok(Vec::new());
     }
-    let invocations = invocations(ctx, attributes)?;
+    let mut invocations = Vec::new();
+    for hook in hooks(ctx.configurations) {
+        invocations.extend(should_call(ctx, attributes, hook)?);
+    }
     let mut calls: FuturesUnordered<_> = invocations
         .iter()
-        .map(|invocation| dispatch(ctx, attributes, invocation))
+        .map(|invocation| dispatch(ctx, attributes, invocation, false))
         .collect();
     let mut warnings = Vec::new();
     let mut rejection = None;
     // Every call runs to its end; the first rejection to arrive wins.
     while let Some(result) = calls.next().await {
         match result {
-            Ok(sent) => warnings.extend(sent),
+            Ok(answer) => warnings.extend(answer.warnings),
             Err(r) => {
                 rejection.get_or_insert(r);
             }
@@ -100,6 +124,59 @@ pub async fn validate(
         Some(r) => Err(r),
         None => Ok(warnings),
     }
+}
+
+/// Calls the matching mutating webhooks one at a time, as kube-apiserver's
+/// mutating dispatcher does, and returns the object they leave, or the
+/// first rejection.
+pub async fn mutate(
+    ctx: &WebhookContext<'_>,
+    attributes: &Attributes,
+) -> Result<Mutation, Rejection> {
+    if is_admission_configuration(attributes) {
+        return Ok(Mutation::default());
+    }
+    let hooks = hooks(ctx.configurations);
+    let mut current = attributes.clone();
+    let mut warnings = Vec::new();
+    // `IfNeeded` webhooks called since the object last changed, and those a
+    // later change has marked to be called again.
+    let mut since_change = BTreeSet::new();
+    let mut again = BTreeSet::new();
+    // A first round, then (kube-apiserver reinvokes once at most) a second
+    // for the marked webhooks only.
+    for round in 0..2 {
+        if round == 1 && again.is_empty() {
+            break;
+        }
+        for (index, hook) in hooks.iter().enumerate() {
+            // Matching comes first: its errors end the request even for a
+            // webhook that is not called again.
+            let Some(invocation) = should_call(ctx, &current, hook)? else {
+                continue;
+            };
+            if round == 1 && !again.contains(&index) {
+                continue;
+            }
+            let answer = dispatch(ctx, &current, &invocation, true).await?;
+            warnings.extend(answer.warnings);
+            if let Some(object) = answer.object
+                && current.object.as_ref() != Some(&object)
+            {
+                current.object = Some(object);
+                again.append(&mut since_change);
+            }
+            if hook["reinvocationPolicy"].as_str() == Some("IfNeeded") {
+                since_change.insert(index);
+            }
+        }
+    }
+    Ok(Mutation {
+        object: current
+            .object
+            .filter(|o| Some(o) != attributes.object.as_ref()),
+        warnings,
+    })
 }
 
 /// Webhook configurations and policies, which webhooks never see.
@@ -147,29 +224,23 @@ struct Invocation {
     review_versions: Vec<String>,
 }
 
-/// kube-apiserver's `ShouldCallHook` over every webhook, configurations in
-/// name order: the webhooks to call, or the error that ends the request.
-fn invocations(
-    ctx: &WebhookContext<'_>,
-    attributes: &Attributes,
-) -> Result<Vec<Invocation>, Rejection> {
-    let mut configurations: Vec<&Value> = ctx.configurations.iter().collect();
+/// Every webhook of `configurations`: configurations in name order, each
+/// one's webhooks in their order.
+fn hooks(configurations: &[Value]) -> Vec<&Value> {
+    let mut configurations: Vec<&Value> = configurations.iter().collect();
     configurations.sort_by(|a, b| {
         a["metadata"]["name"]
             .as_str()
             .cmp(&b["metadata"]["name"].as_str())
     });
-    let mut out = Vec::new();
-    for configuration in configurations {
-        for hook in configuration["webhooks"].as_array().into_iter().flatten() {
-            if let Some(invocation) = should_call(ctx, attributes, hook)? {
-                out.push(invocation);
-            }
-        }
-    }
-    Ok(out)
+    configurations
+        .into_iter()
+        .flat_map(|c| c["webhooks"].as_array().into_iter().flatten())
+        .collect()
 }
 
+/// kube-apiserver's `ShouldCallHook`: the call to make, none, or the error
+/// that ends the request.
 fn should_call(
     ctx: &WebhookContext<'_>,
     attributes: &Attributes,
@@ -301,14 +372,24 @@ fn parse_url(url: &str) -> Target {
     }
 }
 
-/// Calls one webhook and applies its failure policy.
+/// What one webhook answered.
+#[derive(Default)]
+struct Answer {
+    warnings: Vec<String>,
+    /// The object a mutating webhook's patch produced.
+    object: Option<Value>,
+}
+
+/// Calls one webhook and applies its failure policy (a call that failed
+/// open answers nothing).
 async fn dispatch(
     ctx: &WebhookContext<'_>,
     attributes: &Attributes,
     invocation: &Invocation,
-) -> Result<Vec<String>, Rejection> {
-    match call(ctx, attributes, invocation).await {
-        Ok(warnings) => Ok(warnings),
+    mutating: bool,
+) -> Result<Answer, Rejection> {
+    match call(ctx, attributes, invocation, mutating).await {
+        Ok(answer) => Ok(answer),
         Err(HookError::Rejected(rejection)) => {
             tracing::warn!(webhook = %invocation.name, status = %rejection.status, "rejected by webhook");
             Err(rejection)
@@ -317,7 +398,7 @@ async fn dispatch(
             let message = format!("failed calling webhook {:?}: {reason}", invocation.name);
             if invocation.ignore_failures {
                 tracing::warn!(webhook = %invocation.name, error = %message, "failed calling webhook, failing open");
-                Ok(Vec::new())
+                Ok(Answer::default())
             } else {
                 tracing::warn!(webhook = %invocation.name, error = %message, "failed calling webhook, failing closed");
                 Err(internal_error(message))
@@ -333,12 +414,13 @@ enum HookError {
     Rejected(Rejection),
 }
 
-/// kube-apiserver's `callHook`.
+/// kube-apiserver's `callHook` (validating) and `callAttrMutatingHook`.
 async fn call(
     ctx: &WebhookContext<'_>,
     attributes: &Attributes,
     invocation: &Invocation,
-) -> Result<Vec<String>, HookError> {
+    mutating: bool,
+) -> Result<Answer, HookError> {
     let name = &invocation.name;
     if attributes.dry_run {
         match invocation.side_effects.as_deref() {
@@ -473,7 +555,7 @@ async fn call(
             "failed to call webhook: couldn't get version/kind; json parse error: {e}"
         ))
     })?;
-    let response = verify_response(&uid, version, &answer)
+    let response = verify_response(&uid, version, mutating, answer)
         .map_err(|e| HookError::Calling(format!("received invalid webhook response: {e}")))?;
     let warnings = response["warnings"]
         .as_array()
@@ -484,13 +566,65 @@ async fn call(
                 .collect()
         })
         .unwrap_or_default();
-    if response["allowed"].as_bool() == Some(true) {
-        return Ok(warnings);
+    if response["allowed"].as_bool() != Some(true) {
+        return Err(HookError::Rejected(to_status_error(
+            name,
+            response.get("status"),
+        )));
     }
-    Err(HookError::Rejected(to_status_error(
-        name,
-        response.get("status"),
-    )))
+    let object = if mutating {
+        patched(name, attributes, &response)?
+    } else {
+        None
+    };
+    Ok(Answer { warnings, object })
+}
+
+/// Applies a mutating webhook's patch to the request's object as
+/// kube-apiserver does: the patched object, or None for no patch.
+fn patched(
+    name: &str,
+    attributes: &Attributes,
+    response: &Value,
+) -> Result<Option<Value>, HookError> {
+    let undecodable = |e: String| {
+        HookError::Calling(format!(
+            "received undecodable patch in webhook response: {e}"
+        ))
+    };
+    let encoded = match response.get("patch") {
+        None | Some(Value::Null) => return Ok(None),
+        Some(Value::String(encoded)) => encoded,
+        Some(_) => return Err(undecodable("the patch is not a base64 string".to_string())),
+    };
+    use base64::Engine;
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(encoded)
+        .map_err(|e| undecodable(e.to_string()))?;
+    if bytes.is_empty() {
+        return Ok(None);
+    }
+    let patch: Value = serde_json::from_slice(&bytes).map_err(|e| undecodable(e.to_string()))?;
+    serde_json::from_value::<json_patch::Patch>(patch.clone())
+        .map_err(|e| undecodable(e.to_string()))?;
+    if patch.as_array().is_some_and(Vec::is_empty) {
+        return Ok(None);
+    }
+    let Some(object) = &attributes.object else {
+        return Err(HookError::Rejected(internal_error(format!(
+            "admission webhook {name:?} attempted to modify the object, which is not supported for this operation"
+        ))));
+    };
+    let patch_type = response["patchType"].as_str().unwrap_or_default();
+    if patch_type != "JSONPatch" {
+        return Err(HookError::Calling(format!(
+            "unsupported patch type {patch_type:?}"
+        )));
+    }
+    let mut object = object.clone();
+    crate::patch::json_patch(&mut object, &patch)
+        .map_err(|e| HookError::Rejected(internal_error(e.to_string())))?;
+    Ok(Some(object))
 }
 
 /// `path.Join("/", path)`: rooted, without a trailing slash.
@@ -758,12 +892,19 @@ fn response_error(status: u16, text: bool, body: &[u8]) -> String {
     }
 }
 
-/// kube-apiserver's `VerifyAdmissionResponse`: the `response` object.
-fn verify_response(uid: &str, version: &str, answer: &Value) -> Result<Value, String> {
-    let response = match answer.get("response") {
-        Some(r @ Value::Object(_)) => r.clone(),
+/// kube-apiserver's `VerifyAdmissionResponse`: the `response` object, its
+/// `patchType` set to `JSONPatch` where `v1beta1` implied it.
+fn verify_response(
+    uid: &str,
+    version: &str,
+    mutating: bool,
+    mut answer: Value,
+) -> Result<Value, String> {
+    let mut response = match answer.get_mut("response") {
+        Some(r @ Value::Object(_)) => r.take(),
         _ => return Err("webhook response was absent".to_string()),
     };
+    let has_patch = response["patch"].as_str() != Some("") && !response["patch"].is_null();
     if version == "v1" {
         let got = response["uid"].as_str().unwrap_or_default();
         if got != uid {
@@ -777,6 +918,33 @@ fn verify_response(uid: &str, version: &str, answer: &Value) -> Result<Value, St
                 "expected webhook response of admission.k8s.io/v1, Kind=AdmissionReview, got {group}/{version}, Kind={kind}"
             ));
         }
+        let patch_type = &response["patchType"];
+        match (mutating, has_patch, patch_type) {
+            (true, true, Value::Null) => {
+                return Err(
+                    "webhook returned response.patch but not response.patchType".to_string()
+                );
+            }
+            (true, false, t) if !t.is_null() => {
+                return Err(
+                    "webhook returned response.patchType but not response.patch".to_string()
+                );
+            }
+            (true, _, Value::String(t)) if t.is_empty() => {
+                return Err(format!(
+                    "webhook returned invalid response.patchType of {t:?}"
+                ));
+            }
+            (false, true, _) => {
+                return Err("validating webhook may not return response.patch".to_string());
+            }
+            (false, false, t) if !t.is_null() => {
+                return Err("validating webhook may not return response.patchType".to_string());
+            }
+            _ => {}
+        }
+    } else if mutating && has_patch {
+        response["patchType"] = json!("JSONPatch");
     }
     Ok(response)
 }
@@ -1401,6 +1569,233 @@ mod tests {
             Err(internal(&format!(
                 "received invalid webhook response: expected response.uid=\"{uid}\", got \"other\""
             )))
+        );
+    }
+
+    /// alice creating ConfigMap team-a/db.
+    fn create() -> Attributes {
+        let mut attributes = delete();
+        attributes.operation = crate::attributes::Operation::Create;
+        attributes.object = Some(old_object());
+        attributes.old_object = None;
+        attributes.options = Some(json!({"kind": "CreateOptions", "apiVersion": "meta.k8s.io/v1"}));
+        attributes
+    }
+
+    /// A MutatingWebhookConfiguration with one webhook per `(name, server,
+    /// extra fields)`, each called at its server's URL on creates and
+    /// deletes of ConfigMaps.
+    fn mutating(name: &str, hooks: &[(&str, &Server, Value)]) -> Value {
+        let webhooks: Vec<Value> = hooks
+            .iter()
+            .map(|(hook, server, extra)| {
+                let mut webhook = json!({
+                    "name": hook,
+                    "admissionReviewVersions": ["v1"],
+                    "sideEffects": "None",
+                    "timeoutSeconds": 5,
+                    "clientConfig": {
+                        "url": format!("https://localhost:{}/validate", server.addr.port()),
+                        "caBundle": base64::engine::general_purpose::STANDARD.encode(&server.ca_pem),
+                    },
+                    "rules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE", "DELETE"], "resources": ["configmaps"]}],
+                });
+                if let (Some(webhook), Some(extra)) = (webhook.as_object_mut(), extra.as_object()) {
+                    webhook.extend(extra.clone());
+                }
+                webhook
+            })
+            .collect();
+        json!({
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "MutatingWebhookConfiguration",
+            "metadata": {"name": name},
+            "webhooks": webhooks,
+        })
+    }
+
+    async fn run_mutating(
+        configurations: &[Value],
+        attributes: &Attributes,
+    ) -> Result<Mutation, Rejection> {
+        let resolve = |_: &str, _: &str, _: u16| None;
+        let namespace = json!({"metadata": {"name": "team-a"}});
+        let ctx = WebhookContext {
+            configurations,
+            namespace_object: Some(&namespace),
+            resolve_service: &resolve,
+        };
+        mutate(&ctx, attributes).await
+    }
+
+    /// Allows with `patch` as a JSONPatch.
+    fn patching(patch: Value) -> Reply {
+        replying(json!({
+            "allowed": true,
+            "patchType": "JSONPatch",
+            "patch": base64::engine::general_purpose::STANDARD.encode(patch.to_string()),
+        }))
+    }
+
+    async fn webhook(reply: Reply) -> Server {
+        serve_as("localhost", b"http/1.1", reply).await
+    }
+
+    fn labelled(labels: Value) -> Value {
+        let mut object = old_object();
+        object["metadata"]["labels"] = labels;
+        object
+    }
+
+    #[tokio::test]
+    async fn mutating_webhooks_run_in_name_order_each_on_the_object_left_before_it() {
+        let first = webhook(Arc::new(|review| {
+            let patch = json!([{"op": "add", "path": "/metadata/labels/first", "value": "yes"}]);
+            let mut answer = answer(
+                review,
+                json!({"allowed": true, "patchType": "JSONPatch", "warnings": ["first was here"]}),
+            );
+            answer["response"]["patch"] =
+                json!(base64::engine::general_purpose::STANDARD.encode(patch.to_string()));
+            (Duration::ZERO, answer)
+        }))
+        .await;
+        let second = webhook(patching(
+            json!([{"op": "add", "path": "/metadata/labels/second", "value": "yes"}]),
+        ))
+        .await;
+        let configurations = [
+            mutating("b", &[("second.navique.test", &second, json!({}))]),
+            mutating("a", &[("first.navique.test", &first, json!({}))]),
+        ];
+        let result = run_mutating(&configurations, &create()).await;
+        assert_eq!(
+            result,
+            Ok(Mutation {
+                object: Some(labelled(
+                    json!({"app": "db", "first": "yes", "second": "yes"})
+                )),
+                warnings: vec!["first was here".to_string()],
+            })
+        );
+        let seen = second.reviews.lock().unwrap()[0]["request"].clone();
+        assert_eq!(seen["object"]["metadata"]["labels"]["first"], "yes");
+        assert_eq!(seen["operation"], "CREATE");
+        assert_eq!(seen["options"]["kind"], "CreateOptions");
+    }
+
+    #[tokio::test]
+    async fn an_if_needed_webhook_is_called_again_after_a_later_change() {
+        let watcher = webhook(replying(json!({"allowed": true}))).await;
+        let bystander = webhook(replying(json!({"allowed": true}))).await;
+        let labeller = webhook(patching(
+            json!([{"op": "add", "path": "/metadata/labels/team", "value": "a"}]),
+        ))
+        .await;
+        let configurations = [mutating(
+            "navique",
+            &[
+                (
+                    "watcher.navique.test",
+                    &watcher,
+                    json!({"reinvocationPolicy": "IfNeeded"}),
+                ),
+                ("bystander.navique.test", &bystander, json!({})),
+                (
+                    "labeller.navique.test",
+                    &labeller,
+                    json!({"reinvocationPolicy": "IfNeeded"}),
+                ),
+            ],
+        )];
+        let result = run_mutating(&configurations, &create()).await;
+        let expected = labelled(json!({"app": "db", "team": "a"}));
+        assert_eq!(result.map(|m| m.object), Ok(Some(expected.clone())));
+        let watched = watcher.reviews.lock().unwrap().clone();
+        assert_eq!(watched.len(), 2);
+        assert_eq!(watched[0]["request"]["object"], old_object());
+        assert_eq!(watched[1]["request"]["object"], expected);
+        assert_eq!(bystander.reviews.lock().unwrap().len(), 1);
+        // Its own change does not call the labeller again.
+        assert_eq!(labeller.reviews.lock().unwrap().len(), 1);
+    }
+
+    #[tokio::test]
+    async fn a_patch_on_delete_or_one_that_does_not_apply_is_an_internal_error() {
+        let server = webhook(patching(
+            json!([{"op": "replace", "path": "/data/missing", "value": "x"}]),
+        ))
+        .await;
+        let configurations = [mutating("navique", &[(HOOK, &server, json!({}))])];
+        let internal = |message: &str| {
+            Err::<Mutation, _>(Rejection {
+                code: 500,
+                status: json!({
+                    "kind": "Status",
+                    "apiVersion": "v1",
+                    "metadata": {},
+                    "status": "Failure",
+                    "message": format!("Internal error occurred: {message}"),
+                    "reason": "InternalError",
+                    "details": {"causes": [{"message": message}]},
+                    "code": 500,
+                }),
+            })
+        };
+        assert_eq!(
+            run_mutating(&configurations, &delete()).await,
+            internal(
+                "admission webhook \"locks.navique.com\" attempted to modify the object, which is not supported for this operation"
+            )
+        );
+        assert_eq!(
+            run_mutating(&configurations, &create()).await,
+            internal("operation '/0' failed at path '/data/missing': path is invalid")
+        );
+    }
+
+    #[tokio::test]
+    async fn a_v1_patch_without_its_type_is_an_invalid_response_under_the_failure_policy() {
+        let server = webhook(replying(json!({
+            "allowed": true,
+            "patch": base64::engine::general_purpose::STANDARD.encode("[]"),
+        })))
+        .await;
+        let failing = [mutating("navique", &[(HOOK, &server, json!({}))])];
+        assert_eq!(
+            run_mutating(&failing, &create()).await,
+            Err(internal(
+                "received invalid webhook response: webhook returned response.patch but not response.patchType"
+            ))
+        );
+        let ignoring = [mutating(
+            "navique",
+            &[(HOOK, &server, json!({"failurePolicy": "Ignore"}))],
+        )];
+        assert_eq!(
+            run_mutating(&ignoring, &create()).await,
+            Ok(Mutation::default())
+        );
+    }
+
+    #[tokio::test]
+    async fn a_validating_webhook_may_not_return_a_patch() {
+        let server = serve(
+            b"http/1.1",
+            patching(json!([{"op": "add", "path": "/data/x", "value": "y"}])),
+        )
+        .await;
+        let result = run(
+            configuration(&server.ca_pem, json!({})),
+            server.addr,
+            &delete(),
+        )
+        .await;
+        assert_eq!(
+            result,
+            Err(internal(
+                "received invalid webhook response: validating webhook may not return response.patch"
+            ))
         );
     }
 

@@ -1,7 +1,8 @@
 //! Every write, from a client or from a controller of this server, goes
-//! through one pipeline, as in kube-apiserver: the registry prepares and
-//! validates the new object under the store's lock; admission (policies,
-//! then webhooks) runs without it; the result is committed only if the
+//! through one pipeline, as in kube-apiserver: the registry prepares the
+//! new object under the store's lock; without it, mutating admission runs,
+//! the registry validates the object it leaves, and validating admission
+//! (policies, then webhooks) runs; the result is committed only if the
 //! stored object did not change meanwhile (otherwise the write is planned
 //! and admitted again).
 
@@ -11,7 +12,7 @@ use serde_json::{Map, Value, json};
 
 use crate::attributes::{Attributes, GroupVersion, Operation, UserInfo};
 use crate::resources::ResourceType;
-use crate::rest::{kind_group, now, served};
+use crate::rest::{kind_group, now, served, to_stored};
 use crate::server::State;
 use crate::status::{self, ApiError};
 use crate::store::{ObjectKey, Txn};
@@ -19,6 +20,19 @@ use crate::{admission, aggregation, apply, crds, gc, names, namespaces, validati
 
 /// How many times a write whose object changed during admission is redone.
 const ATTEMPTS: usize = 5;
+
+/// Metadata the server owns: an update keeps the stored values, and a
+/// mutating webhook cannot change them.
+const SYSTEM_FIELDS: [&str; 8] = [
+    "uid",
+    "creationTimestamp",
+    "deletionTimestamp",
+    "deletionGracePeriodSeconds",
+    "namespace",
+    "name",
+    "generation",
+    "resourceVersion",
+];
 
 /// Who writes, and the write's options.
 #[derive(Clone, Debug)]
@@ -73,6 +87,8 @@ struct Plan {
     commit: Commit,
     admit: Option<Attributes>,
     warnings: Vec<String>,
+    /// The stored object an update changes.
+    old: Option<Value>,
 }
 
 /// What a write did.
@@ -99,10 +115,8 @@ async fn execute(
     let rt = &place.rt;
     for _ in 0..ATTEMPTS {
         let planned = plan(&mut state.store.lock())?;
-        let mut warnings = planned.warnings;
-        if let Some(attributes) = &planned.admit {
-            warnings.extend(admission::admit(state, attributes).await?);
-        }
+        let planned = admit(state, place, opts, planned).await?;
+        let warnings = planned.warnings;
         let mut txn = state.store.lock();
         let key = place.key(&planned.name);
         if rv_of(txn.get(&rt.storage_key(), &key)) != planned.seen {
@@ -141,6 +155,78 @@ async fn execute(
         "",
         "the object kept changing while the write was admitted; try again",
     ))
+}
+
+/// Admission of a planned write: mutating webhooks, the registry's
+/// validation of the object they leave, then validating admission.
+async fn admit(
+    state: &Arc<State>,
+    place: &Place,
+    opts: &WriteOptions,
+    mut plan: Plan,
+) -> Result<Plan, ApiError> {
+    let Some(attributes) = &plan.admit else {
+        return Ok(plan);
+    };
+    let mutation = admission::mutate(state, attributes).await?;
+    if let Some(mutated) = mutation.object {
+        let warnings = std::mem::take(&mut plan.warnings);
+        plan = replan(place, opts, plan, mutated)?;
+        plan.warnings.splice(0..0, warnings);
+    }
+    plan.warnings.extend(mutation.warnings);
+    let Some(attributes) = &mut plan.admit else {
+        return Ok(plan);
+    };
+    if attributes.operation != Operation::Delete {
+        validation::check(&place.rt, plan.old.as_ref(), &mut plan.object)?;
+        attributes.object = Some(served(&place.rt, plan.object.clone()));
+    }
+    let warnings = admission::validate(state, attributes).await?;
+    plan.warnings.extend(warnings);
+    Ok(plan)
+}
+
+/// Plans the object a mutating webhook left as the write's new object, as
+/// kube-apiserver prepares an object for storage after mutating admission:
+/// what the server owns (system fields, managedFields computed from the
+/// request, a status the subresource guards) stays as planned. Deletes
+/// never get here: webhooks cannot patch them.
+fn replan(
+    place: &Place,
+    opts: &WriteOptions,
+    plan: Plan,
+    mutated: Value,
+) -> Result<Plan, ApiError> {
+    let mut object = to_stored(&place.rt, mutated)?;
+    keep_fields(&plan.object, &mut object, &["managedFields"])?;
+    // Fields the webhook added that the schema lacks are dropped silently.
+    let opts = WriteOptions {
+        field_validation: Some("Ignore".to_owned()),
+        ..opts.clone()
+    };
+    match plan.old {
+        Some(old) => plan_update(place, &opts, &plan.name, old, object, true),
+        None => {
+            keep_fields(&plan.object, &mut object, &SYSTEM_FIELDS)?;
+            finish_create(place, &opts, &plan.name, object, true)
+        }
+    }
+}
+
+/// Sets `fields` of `into`'s metadata to `from`'s, removing those `from`
+/// lacks.
+fn keep_fields(from: &Value, into: &mut Value, fields: &[&str]) -> Result<(), ApiError> {
+    let meta = into["metadata"]
+        .as_object_mut()
+        .ok_or_else(|| ApiError::bad_request("metadata must be an object"))?;
+    for field in fields {
+        match from["metadata"].get(*field) {
+            Some(value) => meta.insert((*field).into(), value.clone()),
+            None => meta.remove(*field),
+        };
+    }
+    Ok(())
 }
 
 fn attributes(
@@ -316,20 +402,31 @@ fn plan_create(
             meta.remove("generation");
         }
     }
+    finish_create(place, opts, name, object, applied)
+}
+
+/// The rest of a create's plan, from an object with its system fields set.
+fn finish_create(
+    place: &Place,
+    opts: &WriteOptions,
+    name: &str,
+    mut object: Value,
+    applied: bool,
+) -> Result<Plan, ApiError> {
+    let rt = &place.rt;
     if rt.status_subresource && rt.is_custom() {
         object.as_object_mut().map(|o| o.remove("status"));
     }
     namespaces::prepare_create(rt, &mut object);
     let mut warnings = Vec::new();
-    validation::validate(
+    validation::prepare(
         rt,
         opts.field_validation.as_deref(),
-        None,
         &mut object,
         &mut warnings,
     )?;
     if !applied {
-        apply::record_update(None, &mut object, &opts.manager, None, &now);
+        apply::record_update(None, &mut object, &opts.manager, None, &now());
     }
     let admit = attributes(
         place,
@@ -347,6 +444,7 @@ fn plan_create(
         commit: Commit::Put,
         admit: Some(admit),
         warnings,
+        old: None,
     })
 }
 
@@ -435,23 +533,10 @@ fn plan_update(
         }
     }
     {
+        keep_fields(&old, &mut new, &SYSTEM_FIELDS)?;
         let meta = new["metadata"]
             .as_object_mut()
             .ok_or_else(|| ApiError::bad_request("metadata must be an object"))?;
-        for field in [
-            "uid",
-            "creationTimestamp",
-            "deletionTimestamp",
-            "deletionGracePeriodSeconds",
-            "namespace",
-            "name",
-            "generation",
-        ] {
-            match old["metadata"].get(field) {
-                Some(value) => meta.insert(field.into(), value.clone()),
-                None => meta.remove(field),
-            };
-        }
         if !applied
             && !meta.contains_key("managedFields")
             && let Some(managed) = old["metadata"].get("managedFields")
@@ -479,10 +564,9 @@ fn plan_update(
         new["metadata"]["generation"] = json!(generation);
     }
     let mut warnings = Vec::new();
-    validation::validate(
+    validation::prepare(
         rt,
         opts.field_validation.as_deref(),
-        Some(&old),
         &mut new,
         &mut warnings,
     )?;
@@ -495,7 +579,6 @@ fn plan_update(
             &now(),
         );
     }
-    new["metadata"]["resourceVersion"] = old["metadata"]["resourceVersion"].clone();
     let seen = rv_of(Some(&old));
     if new == old {
         return Ok(Plan {
@@ -505,6 +588,7 @@ fn plan_update(
             commit: Commit::Nothing,
             admit: None,
             warnings,
+            old: None,
         });
     }
     let admit = attributes(
@@ -528,6 +612,7 @@ fn plan_update(
         commit,
         admit: Some(admit),
         warnings,
+        old: Some(old),
     })
 }
 
@@ -643,6 +728,7 @@ fn plan_delete(
             commit: Commit::Remove,
             admit,
             warnings: Vec::new(),
+            old: None,
         });
     }
     if already_deleting && marks == finalizers(&old) {
@@ -653,6 +739,7 @@ fn plan_delete(
             commit: Commit::Nothing,
             admit,
             warnings: Vec::new(),
+            old: None,
         });
     }
     if !marks.is_empty() {
@@ -676,6 +763,7 @@ fn plan_delete(
         commit: Commit::Put,
         admit,
         warnings: Vec::new(),
+        old: None,
     })
 }
 
