@@ -91,6 +91,16 @@ pub fn crd_locked(crd: &str, locked: &str) -> String {
 /// lock-controller.
 pub const LOCK_MARKER_PROTECTED: &str = "the core.navique.com/locked annotation and label and the core.navique.com/lock-reasons annotation are managed by the lock-controller; create or delete Locks instead";
 
+/// Refusal of a restore from a ServiceBackup of another namespace.
+pub fn restore_from_another_project(namespace: &str) -> String {
+    format!(
+        "spec.restoreFrom.namespace: {namespace} is another Project; a backup can only be restored into a service of the same Project"
+    )
+}
+
+/// Refusal of an in-place restore while the service is protected.
+pub const IN_PLACE_RESTORE_PROTECTED: &str = "spec.restoreFrom: an in-place restore replaces this service's data; set spec.deletionProtection=false first";
+
 /// The message a delete of a ManagedService with `deletionProtection: true`
 /// is denied with (seed).
 pub const DELETION_PROTECTION_ENABLED: &str =

@@ -63,6 +63,8 @@ pub enum Error {
     BackupRunner { url: String, message: String },
     #[error("{0}")]
     FinalBackupFailed(String),
+    #[error("{0}")]
+    Restore(String),
     #[error(
         "ServiceBackup {0} already records another backup; set spec.finalBackup.name to another name"
     )]
@@ -120,6 +122,7 @@ impl Error {
                 "backup_runner"
             }
             Error::FinalBackupFailed(_) | Error::FinalBackupNameTaken(_) => "final_backup",
+            Error::Restore(_) => "restore",
             Error::WriteStatus(_) => "write_status",
             Error::Finalizer(_) => "finalizer",
             Error::Unnamed | Error::Unidentified(_) => "unnamed",

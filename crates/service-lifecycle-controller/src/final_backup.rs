@@ -67,8 +67,7 @@ impl BackupRunner {
         };
         let mut endpoint = Endpoint::from_shared(url.clone())
             .map_err(|e| invalid(e.to_string()))?
-            .connect_timeout(Duration::from_secs(5))
-            .timeout(Duration::from_secs(30));
+            .connect_timeout(Duration::from_secs(5));
         if url.starts_with("https://") {
             let read = |path: &PathBuf| {
                 std::fs::read(path).map_err(|e| {
@@ -102,24 +101,53 @@ impl BackupRunner {
         &self,
         request: pb::RequestSnapshotRequest,
     ) -> Result<pb::Snapshot, Error> {
-        let mut request = tonic::Request::new(request);
-        for (key, value) in navique_runtime::trace_headers() {
-            if let (Ok(key), Ok(value)) = (
-                tonic::metadata::MetadataKey::from_bytes(key.as_bytes()),
-                value.parse(),
-            ) {
-                request.metadata_mut().insert(key, value);
-            }
-        }
+        let request = traced(request, REQUEST_TIMEOUT);
         SnapshotServiceClient::new(self.channel.clone())
             .request_snapshot(request)
             .await
             .map(tonic::Response::into_inner)
-            .map_err(|status| Error::BackupRunner {
-                url: self.url.clone(),
-                message: status_message(&status),
-            })
+            .map_err(|status| self.failed(&status))
     }
+
+    /// Restores a snapshot and waits for pg_restore to finish.
+    pub async fn restore(
+        &self,
+        request: pb::RestoreSnapshotRequest,
+    ) -> Result<pb::RestoreResult, Error> {
+        let request = traced(request, RESTORE_TIMEOUT);
+        SnapshotServiceClient::new(self.channel.clone())
+            .restore_snapshot(request)
+            .await
+            .map(tonic::Response::into_inner)
+            .map_err(|status| self.failed(&status))
+    }
+
+    fn failed(&self, status: &tonic::Status) -> Error {
+        Error::BackupRunner {
+            url: self.url.clone(),
+            message: status_message(status),
+        }
+    }
+}
+
+/// How long a snapshot request may take (it only starts the snapshot).
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long a restore may take: it streams the whole archive.
+const RESTORE_TIMEOUT: Duration = Duration::from_secs(6 * 3600);
+
+/// A request with a deadline and the current trace context.
+fn traced<T>(message: T, timeout: Duration) -> tonic::Request<T> {
+    let mut request = tonic::Request::new(message);
+    request.set_timeout(timeout);
+    for (key, value) in navique_runtime::trace_headers() {
+        if let (Ok(key), Ok(value)) = (
+            tonic::metadata::MetadataKey::from_bytes(key.as_bytes()),
+            value.parse(),
+        ) {
+            request.metadata_mut().insert(key, value);
+        }
+    }
+    request
 }
 
 /// A gRPC failure in words: the transport's cause when it never connected.
@@ -238,6 +266,42 @@ pub async fn ensure_record(
             source,
         }),
     }
+}
+
+/// The restore of `record` into `service`: the archive is found by the
+/// service it was taken of, so the record must name that service's uid.
+pub fn restore_request(
+    service: &ManagedService,
+    record: &ServiceBackup,
+) -> Result<pb::RestoreSnapshotRequest, Error> {
+    let namespace = service.namespace().ok_or(Error::Unnamed)?;
+    let name = record.name_any();
+    let completed = record.status.as_ref().and_then(|s| s.phase)
+        == Some(navique_api::services::BackupPhase::Completed);
+    if !completed {
+        return Err(Error::Restore(format!(
+            "spec.restoreFrom.backupName: ServiceBackup {name} is not Completed; only a verified backup can be restored"
+        )));
+    }
+    let source = &record.spec.service_ref;
+    let uid = source.uid.clone().ok_or_else(|| {
+        Error::Restore(format!(
+            "spec.restoreFrom.backupName: ServiceBackup {name} does not name the uid of the service it backs up"
+        ))
+    })?;
+    Ok(pb::RestoreSnapshotRequest {
+        source_service: Some(pb::ServiceRef {
+            namespace: namespace.clone(),
+            name: source.name.clone(),
+            uid,
+        }),
+        backup_name: name,
+        target: Some(pb::ServiceRef {
+            namespace,
+            name: service.name_any(),
+            uid: service.uid().ok_or(Error::Unnamed)?,
+        }),
+    })
 }
 
 /// The snapshot request of the service's final backup.

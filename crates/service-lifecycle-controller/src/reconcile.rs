@@ -214,6 +214,7 @@ fn next_status(
         phase: Some(phase),
         instance_namespace: service.namespace(),
         observed_generation: generation,
+        restored_from: previous.restored_from,
         applied_deletion_policy: applied,
         conditions,
     }
@@ -357,12 +358,37 @@ impl Context {
                 )
             }
         };
+        let mut restored = None;
+        if ready.is_ok()
+            && let Some(restore) = service.spec.restore_from.as_ref().filter(|r| {
+                service
+                    .status
+                    .as_ref()
+                    .and_then(|s| s.restored_from.as_ref())
+                    != Some(&r.backup_name)
+            })
+        {
+            let status = next_status(
+                service,
+                ServicePhase::Provisioning,
+                false,
+                reasons::PROVISIONING,
+                format!("restoring from ServiceBackup {}", restore.backup_name),
+                applied,
+            );
+            self.write_status(service, status).await?;
+            self.restore(service, restore).await?;
+            restored = Some(restore.backup_name.clone());
+        }
         let (phase, reason, message) = match ready {
             Ok(()) => (ServicePhase::Ready, reasons::AVAILABLE, message),
             Err(waiting) => (ServicePhase::Provisioning, reasons::PROVISIONING, waiting),
         };
         let is_ready = phase == ServicePhase::Ready;
-        let status = next_status(service, phase, is_ready, reason, message, applied);
+        let mut status = next_status(service, phase, is_ready, reason, message, applied);
+        if restored.is_some() {
+            status.restored_from = restored;
+        }
         if self.write_status(service, status).await?.is_some() && is_ready {
             tracing::info!(service = %format!("{namespace}/{name}"), database = db.name, "ready");
         }
@@ -499,6 +525,45 @@ impl Context {
         list.retain(|f| f != finalizers::MANAGED_SERVICE);
         self.set_finalizers(service, resource_version, list).await?;
         Ok(Action::await_change())
+    }
+
+    /// Restores a ServiceBackup of the service's Project into it through
+    /// backup-runner. Only a `Completed` record of a known service is used.
+    async fn restore(
+        &self,
+        service: &ManagedService,
+        restore: &navique_api::services::RestoreFrom,
+    ) -> Result<(), Error> {
+        let namespace = service.namespace().ok_or(Error::Unnamed)?;
+        let runner = self.backup_runner.as_ref().ok_or(Error::NoBackupRunner)?;
+        if let Some(other) = restore.namespace.as_ref().filter(|n| **n != namespace) {
+            return Err(Error::Restore(format!(
+                "spec.restoreFrom.namespace: {other} is another Project; a backup can only be restored into a service of the same Project"
+            )));
+        }
+        let name = &restore.backup_name;
+        let record = Api::<ServiceBackup>::namespaced(self.client.clone(), &namespace)
+            .get_opt(name)
+            .await
+            .map_err(|source| Error::Read {
+                kind: "ServiceBackup",
+                name: format!("{namespace}/{name}"),
+                source,
+            })?
+            .ok_or_else(|| {
+                Error::Restore(format!(
+                    "spec.restoreFrom.backupName: ServiceBackup {name} not found"
+                ))
+            })?;
+        let request = final_backup::restore_request(service, &record)?;
+        let result = runner.restore(request).await?;
+        tracing::info!(
+            service = %format!("{namespace}/{}", service.name_any()),
+            backup = name,
+            location = result.location,
+            "restored"
+        );
+        Ok(())
     }
 
     /// Ensures the final ServiceBackup record and asks backup-runner for its

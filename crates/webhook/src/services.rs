@@ -155,6 +155,9 @@ impl ServiceGuard {
     }
 
     fn managed_service(&self, request: &Request) -> Decision {
+        if let Some(denial) = restore_denial(request) {
+            return denial;
+        }
         match request.operation {
             Operation::Delete => self.service_delete(request),
             Operation::Create => match &request.object {
@@ -251,6 +254,36 @@ impl ServiceGuard {
             Operation::Connect => Decision::Allow,
         }
     }
+}
+
+/// A restore the guide refuses: from another Project, or in place (an
+/// existing service whose `spec.restoreFrom` is set or changed) while the
+/// service is protected, since it replaces the service's data.
+fn restore_denial(request: &Request) -> Option<Decision> {
+    let object = request.object.as_ref()?;
+    let restore = spec(object)?.get("restoreFrom").filter(|r| !r.is_null())?;
+    let namespace = request
+        .namespace
+        .as_deref()
+        .or(object.metadata.namespace.as_deref())
+        .unwrap_or_default();
+    if let Some(other) = restore
+        .get("namespace")
+        .and_then(Value::as_str)
+        .filter(|n| *n != namespace)
+    {
+        return Some(Decision::Deny(messages::restore_from_another_project(
+            other,
+        )));
+    }
+    let old = request.old_object.as_ref()?;
+    let previous = spec(old).and_then(|s| s.get("restoreFrom"));
+    let protected = spec(object)
+        .and_then(|s| s.get("deletionProtection"))
+        .and_then(Value::as_bool)
+        .unwrap_or(false);
+    (previous != Some(restore) && protected)
+        .then(|| Decision::Deny(messages::IN_PLACE_RESTORE_PROTECTED.to_owned()))
 }
 
 /// The managed-service defaults (`POST /mutate/services`): a ManagedService
@@ -936,5 +969,47 @@ mod tests {
             message.starts_with("cannot look up ServicePlan"),
             "{message}"
         );
+    }
+
+    // --- restores ---
+
+    fn with_restore(restore: Value) -> impl FnOnce(&mut Value) {
+        move |r| r["request"]["object"]["spec"]["restoreFrom"] = restore
+    }
+
+    #[test]
+    fn a_restore_from_another_project_is_refused() {
+        let decision = decide(
+            "create-service",
+            with_restore(json!({"backupName": "orders-db-final-1", "namespace": "other-shop"})),
+        );
+        assert_eq!(
+            decision,
+            denied(
+                "spec.restoreFrom.namespace: other-shop is another Project; a backup can only be restored into a service of the same Project"
+            )
+        );
+    }
+
+    #[test]
+    fn a_new_service_restores_from_its_projects_backup() {
+        let decision = decide("create-service", |r| {
+            with_restore(json!({"backupName": "orders-db-final-1"}))(r);
+            r["request"]["object"]["spec"]["deletionPolicy"] = json!("Retain");
+        });
+        assert_eq!(decision, Decision::Allow);
+    }
+
+    #[test]
+    fn an_in_place_restore_needs_protection_off() {
+        let in_place = |protected: bool| {
+            decide("update-service-protection-off", move |r| {
+                let spec = &mut r["request"]["object"]["spec"];
+                spec["restoreFrom"] = json!({"backupName": "orders-db-manual-1"});
+                spec["deletionProtection"] = json!(protected);
+            })
+        };
+        assert_eq!(in_place(true), denied(messages::IN_PLACE_RESTORE_PROTECTED));
+        assert_eq!(in_place(false), Decision::Allow);
     }
 }

@@ -66,9 +66,28 @@ pub struct ManagedServiceSpec {
     /// nothing).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub deletion_protection: Option<bool>,
+    /// Start from the data of a ServiceBackup of the same Project. Set on a
+    /// new service, it restores before the service is Ready; set or changed
+    /// on an existing one, it restores in place (which needs
+    /// `deletionProtection: false`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restore_from: Option<RestoreFrom>,
     /// The final backup a `SnapshotAndDelete` deletion takes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub final_backup: Option<FinalBackup>,
+}
+
+/// The backup a service starts from.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct RestoreFrom {
+    /// Name of the ServiceBackup.
+    #[schemars(length(min = 1, max = 253))]
+    pub backup_name: String,
+    /// Namespace of the ServiceBackup; only the service's own is accepted
+    /// (a restore works within one Project).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
 }
 
 /// The final backup of a `SnapshotAndDelete` deletion, like a final
@@ -161,6 +180,10 @@ pub struct ManagedServiceStatus {
     /// equals `metadata.generation`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
+    /// The ServiceBackup last restored into this service
+    /// (`spec.restoreFrom.backupName`); a restore runs when they differ.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restored_from: Option<String>,
     /// The deletion policy last applied: the one in force if a later change
     /// cannot be applied.
     #[serde(default, skip_serializing_if = "Option::is_none")]
