@@ -107,6 +107,49 @@ run kubectl wait --for=delete managedservice/orders-db -n my-project --timeout 6
 run psql "$DATABASE_URL" -Atc "select count(*) from pg_database where datname = 'orders'"
 run kubectl get servicebackups -n my-project
 
+step "SnapshotAndDelete: a verified final backup first (backup-runner, over gRPC, into .dev/backups), then the data goes"
+apply "apiVersion: services.kube-dc.com/v1alpha1
+kind: ManagedService
+metadata: {name: billing-db, namespace: my-project}
+spec:
+  classRef: {name: postgresql}
+  planRef: {name: postgresql-platform-ha}
+  placement: {mode: ProviderShared}
+  parameters: {database: billing, owner: billing}
+  deletionPolicy: SnapshotAndDelete
+  deletionProtection: false"
+run kubectl wait --for=jsonpath='{.status.phase}'=Ready managedservice/billing-db -n my-project --timeout 60s
+run psql "${DATABASE_URL%/*}/billing" -Atc "set role billing; create table invoices (id int primary key, total numeric); insert into invoices select g, g * 1.5 from generate_series(1, 500) g"
+run kubectl delete managedservice billing-db -n my-project --timeout 120s
+run kubectl get servicebackups -n my-project
+run psql "$DATABASE_URL" -Atc "select count(*) from pg_database where datname = 'billing'"
+final=$(kubectl get servicebackups -n my-project -o jsonpath='{.items[?(@.spec.origin=="Final")].metadata.name}')
+
+step "Restore the final backup into a new service of the same Project"
+apply "apiVersion: services.kube-dc.com/v1alpha1
+kind: ManagedService
+metadata: {name: billing-db-restored, namespace: my-project}
+spec:
+  classRef: {name: postgresql}
+  planRef: {name: postgresql-platform-ha}
+  placement: {mode: ProviderShared}
+  parameters: {database: billing_restored, owner: billing_restored}
+  restoreFrom: {backupName: $final}
+  deletionProtection: false"
+run kubectl wait --for=jsonpath='{.status.phase}'=Ready managedservice/billing-db-restored -n my-project --timeout 120s
+run kubectl get managedservice billing-db-restored -n my-project -o jsonpath='restoredFrom={.status.restoredFrom}{"\n"}'
+run psql "${DATABASE_URL%/*}/billing_restored" -Atc "select count(*), sum(total) from invoices"
+
+step "A restore from another Project is refused"
+apply "apiVersion: services.kube-dc.com/v1alpha1
+kind: ManagedService
+metadata: {name: stolen-db, namespace: my-project}
+spec:
+  classRef: {name: postgresql}
+  planRef: {name: postgresql-platform-ha}
+  placement: {mode: ProviderShared}
+  restoreFrom: {backupName: $final, namespace: someone-elses-project}"
+
 step "A plan may allow SnapshotAndDelete only with backups enabled (a CEL rule on the CRD)"
 apply "apiVersion: services.kube-dc.com/v1alpha1
 kind: ServicePlan

@@ -62,6 +62,7 @@ if [[ ! -f $tls/tls.crt ]]; then
     -days 3650 -extfile "$tls/ext" -out "$tls/tls.crt" 2>/dev/null
 fi
 webhook_port=${DEV_WEBHOOK_PORT:-18443}
+backup_port=${DEV_BACKUP_RUNNER_PORT:-19090}
 
 # The API server keeps everything in memory: when it (re)starts, the
 # components, which trusted the previous one, restart with it.
@@ -98,7 +99,10 @@ for component in "${components[@]}"; do
   sed "s/token: .*/token: $component-dev-token/" "$dev/kubeconfig" >"$dev/kubeconfig-$component"
   args=(--kubeconfig "$dev/kubeconfig-$component" --admin-addr "127.0.0.1:$port")
   case $component in
+    service-lifecycle-controller) args+=(--lease-namespace navique-system --backup-runner-url "http://127.0.0.1:$backup_port") ;;
     *controller) args+=(--lease-namespace navique-system) ;;
+    # Backups go to a local directory (an S3, GCS or Azure URL works the same).
+    backup-runner) mkdir -p "$dev/backups"; args+=(--listen-addr "127.0.0.1:$backup_port" --store-url "file://$dev/backups") ;;
     webhook) args+=(--listen-addr "127.0.0.1:$webhook_port" --tls-cert-file "$tls/tls.crt" --tls-key-file "$tls/tls.key") ;;
   esac
   start "$component" "target/debug/$component" "${args[@]}"

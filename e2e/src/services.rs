@@ -16,6 +16,8 @@ use crate::{Cluster, Process, eventually, free_port, repo_root, wait_for_status}
 /// (so the webhook counts it among the provider identities).
 pub const CONTROLLER_USER: &str =
     "system:serviceaccount:navique-system:service-lifecycle-controller";
+/// backup-runner's identity.
+pub const BACKUP_RUNNER_USER: &str = "system:serviceaccount:navique-system:backup-runner";
 /// The controller replica's name in its Lease.
 pub const CONTROLLER_REPLICA: &str = "service-lifecycle-controller-0";
 /// A Project user.
@@ -58,6 +60,11 @@ impl Postgres {
 
     /// Runs `sql` as the superuser and returns psql's unaligned output.
     pub fn query(&self, sql: &str) -> String {
+        self.query_in("postgres", sql)
+    }
+
+    /// Runs `sql` as the superuser in `database`.
+    pub fn query_in(&self, database: &str, sql: &str) -> String {
         let bin = Command::new(repo_root().join("scripts/postgres.sh"))
             .arg("bin")
             .output()
@@ -66,7 +73,7 @@ impl Postgres {
         let output = Command::new(psql)
             .args(["-X", "-At", "-v", "ON_ERROR_STOP=1", "-c", sql])
             .arg(format!(
-                "postgresql://postgres@127.0.0.1:{}/postgres",
+                "postgresql://postgres@127.0.0.1:{}/{database}",
                 self.port
             ))
             .output()
@@ -165,6 +172,14 @@ impl ServiceEnv {
                 "system:authenticated",
             ],
         );
+        cluster.add_user(
+            BACKUP_RUNNER_USER,
+            &[
+                "system:serviceaccounts",
+                "system:serviceaccounts:navique-system",
+                "system:authenticated",
+            ],
+        );
         cluster.add_user(ALICE, &["system:authenticated"]);
         let (webhook, ca_bundle) = start_webhook(&cluster, &dir, port);
         let configuration = helm_template(&[
@@ -187,6 +202,30 @@ impl ServiceEnv {
         };
         env.start_controller(controller_args);
         env
+    }
+
+    /// Starts backup-runner serving SnapshotService on `port` (plaintext)
+    /// over the store at `store_url`; waits until it is ready.
+    pub async fn start_backup_runner(&self, port: u16, store_url: &str) -> Process {
+        let kubeconfig = self
+            .cluster
+            .kubeconfig_for(&format!("{BACKUP_RUNNER_USER}-token"), self._dir.path());
+        let admin = SocketAddr::from(([127, 0, 0, 1], free_port()));
+        let process = Process::spawn_tied(
+            "backup-runner",
+            &[
+                "--kubeconfig",
+                kubeconfig.to_str().unwrap(),
+                "--admin-addr",
+                &admin.to_string(),
+                "--listen-addr",
+                &format!("127.0.0.1:{port}"),
+                "--store-url",
+                store_url,
+            ],
+        );
+        wait_for_status(admin, "/readyz", 200, WAIT).await;
+        process
     }
 
     /// Starts the controller (again), as the same replica: a restarted pod

@@ -35,6 +35,16 @@ fn admin_args(admin: SocketAddr, kubeconfig: &std::path::Path) -> Vec<String> {
     ]
 }
 
+/// Starts a component with `args` and the flags it cannot run without:
+/// backup-runner needs a store, and listens on a free port here.
+fn spawn(component: &str, args: &[&str]) -> Process {
+    let mut all = args.to_vec();
+    if component == "backup-runner" {
+        all.extend(["--store-url", "file:///tmp", "--listen-addr", "127.0.0.1:0"]);
+    }
+    Process::spawn(component, &all)
+}
+
 fn as_strs(args: &[String]) -> Vec<&str> {
     args.iter().map(String::as_str).collect()
 }
@@ -113,7 +123,7 @@ fn every_component_documents_its_flags_in_help() {
 #[test]
 fn a_missing_kubeconfig_stops_every_component_with_one_line_naming_it() {
     for component in COMPONENTS {
-        let mut process = Process::spawn(component, &["--kubeconfig", "/nonexistent/kubeconfig"]);
+        let mut process = spawn(component, &["--kubeconfig", "/nonexistent/kubeconfig"]);
         assert_eq!(process.wait(EXIT).code(), Some(1), "{component} exit code");
         assert_eq!(
             process.stderr(),
@@ -129,7 +139,7 @@ fn a_malformed_kubeconfig_stops_every_component_with_one_line() {
     let path = dir.path().join("kubeconfig");
     std::fs::write(&path, "clusters: [\n").unwrap();
     for component in COMPONENTS {
-        let mut process = Process::spawn(component, &["--kubeconfig", path.to_str().unwrap()]);
+        let mut process = spawn(component, &["--kubeconfig", path.to_str().unwrap()]);
         assert_eq!(process.wait(EXIT).code(), Some(1), "{component} exit code");
         let stderr = process.stderr();
         assert_eq!(stderr.lines().count(), 1, "{component} stderr: {stderr}");
@@ -172,7 +182,7 @@ async fn every_component_retries_an_unreachable_api_server_and_turns_ready_when_
         .iter()
         .map(|&component| {
             let admin = admin_addr();
-            let process = Process::spawn(component, &as_strs(&admin_args(admin, &kubeconfig)));
+            let process = spawn(component, &as_strs(&admin_args(admin, &kubeconfig)));
             (component, admin, process)
         })
         .collect();
@@ -276,7 +286,7 @@ async fn json_logs_are_one_object_per_line() {
     let admin = admin_addr();
     let mut args = admin_args(admin, &kubeconfig);
     args.extend(["--log-format".into(), "json".into()]);
-    let mut process = Process::spawn("backup-runner", &as_strs(&args));
+    let mut process = spawn("backup-runner", &as_strs(&args));
     wait_for_status(admin, "/healthz", 200, START).await;
     eventually(START, "a retry to be logged", || async {
         process
