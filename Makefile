@@ -1,7 +1,7 @@
 # Navique: `make demo` shows it working, `make test` runs every test.
 CARGO ?= cargo
 
-.PHONY: all setup build test lint crds manifests dev-up dev-down demo bench bench-locks clean
+.PHONY: all setup build test lint crds manifests dev-up dev-down demo bench bench-locks bench-webhook clean
 
 all: build
 
@@ -49,6 +49,11 @@ bench:
 bench-locks: setup
 	$(CARGO) build --release --bins
 	$(CARGO) bench -p navique-e2e --bench lock_activation
+
+# Webhook admission latency, throughput and memory for DELETE reviews over TLS.
+bench-webhook: setup
+	$(CARGO) build --release --bins
+	$(CARGO) bench -p navique-e2e --bench webhook_admission
 
 clean: dev-down
 	$(CARGO) clean

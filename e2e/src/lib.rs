@@ -92,7 +92,10 @@ impl Process {
                 .args(["-KILL", "-P", &child.id().to_string()])
                 .status()
                 .expect("run pkill");
-            assert!(status.success(), "{} was not running", self.name);
+            if !status.success() {
+                // The binary already exited: the shell follows.
+                let _ = child.kill();
+            }
         } else {
             let _ = child.kill();
         }
@@ -188,9 +191,14 @@ kill -TERM $child 2>/dev/null; wait $child"#,
 
 impl Drop for Process {
     fn drop(&mut self) {
-        if let Some(child) = self.child.as_mut() {
-            let _ = child.kill();
-            let _ = child.wait();
+        if self.child.is_some() {
+            if self.tied {
+                // Killing the watching shell alone would orphan the binary.
+                self.kill();
+            } else if let Some(child) = self.child.as_mut() {
+                let _ = child.kill();
+                let _ = child.wait();
+            }
         }
     }
 }

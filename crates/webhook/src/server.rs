@@ -176,6 +176,11 @@ impl Server {
                     }
                 },
             };
+            // Small responses on a busy HTTP/2 connection would otherwise
+            // wait for the client's delayed ACK (~40 ms).
+            if let Err(e) = stream.set_nodelay(true) {
+                tracing::debug!(error = %e, "cannot set TCP_NODELAY");
+            }
             let acceptor = self.acceptor.clone();
             let service = TowerToHyperService::new(self.app.clone());
             let builder = builder.clone();
