@@ -1,25 +1,106 @@
 //! backup-runner: serves `SnapshotService` over gRPC. It streams `pg_dump`
 //! of a service's database into object storage, verifies what it stored,
-//! records each backup as a `ServiceBackup`, and restores into new services.
+//! records each backup on its `ServiceBackup`, takes manual backups, and
+//! restores verified archives into services of the same Project.
+//!
+//! [`snapshots`] decides per idempotency key; [`engine`] does the work
+//! ([`transfer`] moves and hashes the bytes, [`pg`] runs the tools); a
+//! [`manifest`] next to an archive is what makes it a backup.
 #![forbid(unsafe_code)]
 
-use navique_runtime::{CommonArgs, Component};
+mod args;
+pub mod engine;
+mod error;
+pub mod grpc;
+pub mod layout;
+pub mod manifest;
+pub mod manual;
+mod metrics;
+pub mod parts;
+pub mod pg;
+pub mod snapshots;
+pub mod status;
+pub mod store;
+pub mod transfer;
+
+use std::sync::Arc;
+
+pub use args::Args;
+pub use error::Error;
+pub use metrics::Metrics;
+use navique_runtime::Component;
+
+use crate::engine::Engine;
+use crate::grpc::{Api, TlsFiles};
+use crate::pg::PgTools;
+use crate::snapshots::Snapshots;
+use crate::store::Store;
 
 pub const NAME: &str = "backup-runner";
 
-/// Takes final and manual backups of managed services into object storage.
-#[derive(clap::Parser, Debug)]
-#[command(name = NAME, version, about, long_about = None)]
-pub struct Args {
-    #[command(flatten)]
-    pub common: CommonArgs,
-}
+/// The readiness check that passes once the gRPC server listens.
+const GRPC_CHECK: &str = "grpc";
 
-pub async fn run(args: Args) -> anyhow::Result<()> {
-    Component::run(NAME, &args.common, async |component, _client| {
-        // The SnapshotService server lands with the backup-runner issue.
-        component.shutdown().cancelled().await;
-        Ok(())
+pub async fn run(args: Args) -> Result<(), Error> {
+    // What no retry fixes fails before anything starts.
+    let tls = match (&args.tls_cert_file, &args.tls_key_file) {
+        (Some(certificate), Some(key)) => Some(
+            TlsFiles {
+                certificate: certificate.clone(),
+                key: key.clone(),
+                client_ca: args.client_ca_file.clone(),
+            }
+            .load()?,
+        ),
+        _ => None,
+    };
+    let store = Store::from_url(&args.store_url)?;
+    let tools = PgTools::locate(args.pg_bin_dir.as_deref())?;
+    let listener = tokio::net::TcpListener::bind(args.listen_addr)
+        .await
+        .map_err(|e| Error::Serve {
+            addr: args.listen_addr,
+            reason: e.to_string(),
+        })?;
+
+    Component::run(NAME, &args.common, async |component, client| {
+        let addr = listener.local_addr().unwrap_or(args.listen_addr);
+        if tls.is_none() {
+            tracing::warn!(%addr, "no --tls-cert-file and --tls-key-file: gRPC is served in plaintext");
+        } else if args.client_ca_file.is_none() {
+            tracing::warn!(%addr, "no --client-ca-file: any client may call the gRPC server");
+        }
+        tracing::info!(
+            %addr,
+            store = %args.store_url,
+            pg_bin_dir = %tools.bin_dir().display(),
+            "serving SnapshotService"
+        );
+        let metrics = Metrics::default();
+        component.register_metrics(|registry| metrics.register(registry));
+        let shutdown = component.shutdown().clone();
+        let engine = Arc::new(Engine::new(client.clone(), store, tools, metrics));
+        let snapshots = Snapshots::new(engine, shutdown.child_token());
+        component.readiness().register(GRPC_CHECK);
+        let serving = async {
+            let served = grpc::serve(
+                listener,
+                tls,
+                Api::new(snapshots.clone()).into_server(),
+                shutdown.clone(),
+            )
+            .await;
+            // A server that stopped by itself takes the component down.
+            shutdown.cancel();
+            served
+        };
+        component.readiness().set(GRPC_CHECK, true);
+        let (served, ()) = tokio::join!(
+            serving,
+            manual::run(client, snapshots.clone(), shutdown.clone())
+        );
+        snapshots.drain().await;
+        served.map_err(|e| navique_runtime::Error::Component(e.into()))
     })
     .await?;
     Ok(())

@@ -1,0 +1,67 @@
+//! backup-runner's flags, besides those every component takes.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use navique_runtime::CommonArgs;
+
+use crate::NAME;
+
+/// Takes final and manual backups of managed services into object storage,
+/// verifies them, and restores them into services of the same Project.
+#[derive(clap::Parser, Debug)]
+#[command(name = NAME, version, about, long_about = None)]
+pub struct Args {
+    #[command(flatten)]
+    pub common: CommonArgs,
+
+    /// Address of the gRPC server (SnapshotService).
+    #[arg(
+        long,
+        env = "NAVIQUE_BACKUP_LISTEN_ADDR",
+        default_value = "0.0.0.0:9090"
+    )]
+    pub listen_addr: SocketAddr,
+
+    /// PEM certificate chain the gRPC server presents. Without it and
+    /// --tls-key-file the server speaks plaintext gRPC (with a warning).
+    #[arg(
+        long,
+        env = "NAVIQUE_BACKUP_TLS_CERT_FILE",
+        value_name = "PATH",
+        requires = "tls_key_file"
+    )]
+    pub tls_cert_file: Option<PathBuf>,
+
+    /// PEM private key of --tls-cert-file.
+    #[arg(
+        long,
+        env = "NAVIQUE_BACKUP_TLS_KEY_FILE",
+        value_name = "PATH",
+        requires = "tls_cert_file"
+    )]
+    pub tls_key_file: Option<PathBuf>,
+
+    /// PEM CA bundle: when given, clients must present a certificate it
+    /// signed (mutual TLS). Needs --tls-cert-file.
+    #[arg(
+        long,
+        env = "NAVIQUE_BACKUP_CLIENT_CA_FILE",
+        value_name = "PATH",
+        requires = "tls_cert_file"
+    )]
+    pub client_ca_file: Option<PathBuf>,
+
+    /// Where archives go: `file:///path`, `s3://bucket/prefix`,
+    /// `gs://bucket/prefix` or `az://container/prefix`. Credentials, region
+    /// and endpoint come from the stores' usual variables (AWS_*, GOOGLE_*,
+    /// AZURE_*), e.g. AWS_ENDPOINT, AWS_ACCESS_KEY_ID, AWS_ALLOW_HTTP.
+    #[arg(long, env = "NAVIQUE_BACKUP_STORE_URL", value_name = "URL")]
+    pub store_url: String,
+
+    /// Folder holding pg_dump and pg_restore. Default: PATH, then the newest
+    /// /usr/lib/postgresql/<version>/bin. They must be at least as new as
+    /// the servers they dump.
+    #[arg(long, env = "NAVIQUE_PG_BIN_DIR", value_name = "PATH")]
+    pub pg_bin_dir: Option<PathBuf>,
+}

@@ -1,0 +1,566 @@
+//! The snapshot engine: pg_dump of a service's database streamed into the
+//! store, read back and checked, then recorded by a manifest; and restores
+//! of verified archives.
+
+use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::jiff::Timestamp;
+use kube::api::Api;
+use kube::{Client, ResourceExt};
+use navique_api::grpc::snapshot::v1::{
+    Origin, Phase, RequestSnapshotRequest, RestoreSnapshotRequest, ServiceRef,
+};
+use navique_api::services::ManagedService;
+use object_store::{ObjectStoreExt, PutPayload};
+use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
+use tokio_util::sync::CancellationToken;
+
+use crate::layout::BackupKey;
+use crate::manifest::{self, Manifest, ServiceRecord};
+use crate::pg::{self, Connection, PgTools};
+use crate::store::Store;
+use crate::transfer::{self, Digested};
+use crate::{Error, Metrics};
+
+/// A validated RequestSnapshot.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SnapshotRequest {
+    pub idempotency_key: String,
+    pub backup: BackupKey,
+    pub origin: Origin,
+}
+
+impl SnapshotRequest {
+    pub fn from_proto(request: RequestSnapshotRequest) -> Result<Self, Error> {
+        if request.idempotency_key.trim().is_empty() {
+            return Err(Error::InvalidRequest("idempotency_key is empty".to_owned()));
+        }
+        let service = request
+            .service
+            .ok_or_else(|| Error::InvalidRequest("service is missing".to_owned()))?;
+        let origin = Origin::try_from(request.origin).map_err(|_| {
+            Error::InvalidRequest(format!("origin {} is not a known Origin", request.origin))
+        })?;
+        Ok(Self {
+            idempotency_key: request.idempotency_key,
+            backup: BackupKey::new(
+                &service.namespace,
+                &service.name,
+                &service.uid,
+                &request.backup_name,
+            )?,
+            origin,
+        })
+    }
+
+    pub fn service_ref(&self) -> ServiceRef {
+        ServiceRef {
+            namespace: self.backup.namespace.clone(),
+            name: self.backup.service.clone(),
+            uid: self.backup.uid.clone(),
+        }
+    }
+}
+
+/// Where a snapshot attempt is, for watchers and ServiceBackup status.
+pub trait Report: Send + Sync {
+    fn phase(&self, phase: Phase, message: String);
+    fn bytes(&self, written: u64);
+}
+
+/// A validated RestoreSnapshot.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RestoreRequest {
+    pub source: BackupKey,
+    pub target_namespace: String,
+    pub target_name: String,
+    pub target_uid: Option<String>,
+}
+
+impl RestoreRequest {
+    /// Refuses a target in another namespace: a Project's data never moves
+    /// to another Project.
+    pub fn from_proto(request: RestoreSnapshotRequest) -> Result<Self, Error> {
+        let source = request
+            .source_service
+            .ok_or_else(|| Error::InvalidRequest("source_service is missing".to_owned()))?;
+        let target = request
+            .target
+            .ok_or_else(|| Error::InvalidRequest("target is missing".to_owned()))?;
+        if target.name.is_empty() {
+            return Err(Error::InvalidRequest("target.name is empty".to_owned()));
+        }
+        if target.namespace != source.namespace {
+            return Err(Error::CrossNamespace {
+                source_namespace: source.namespace,
+                source_name: source.name,
+                target_namespace: target.namespace,
+            });
+        }
+        Ok(Self {
+            source: BackupKey::new(
+                &source.namespace,
+                &source.name,
+                &source.uid,
+                &request.backup_name,
+            )?,
+            target_namespace: target.namespace,
+            target_name: target.name,
+            target_uid: (!target.uid.is_empty()).then_some(target.uid),
+        })
+    }
+}
+
+/// What a restore did.
+#[derive(Clone, Debug)]
+pub struct Restored {
+    pub location: String,
+    pub digested: Digested,
+    pub database: String,
+    pub started_at: Timestamp,
+    pub completed_at: Timestamp,
+}
+
+pub struct Engine {
+    client: Client,
+    store: Store,
+    tools: PgTools,
+    metrics: Metrics,
+}
+
+impl Engine {
+    pub fn new(client: Client, store: Store, tools: PgTools, metrics: Metrics) -> Self {
+        Self {
+            client,
+            store,
+            tools,
+            metrics,
+        }
+    }
+
+    pub fn client(&self) -> &Client {
+        &self.client
+    }
+
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    pub fn metrics(&self) -> &Metrics {
+        &self.metrics
+    }
+
+    /// Takes the snapshot, or finds it completed in the store (an earlier
+    /// process finished it). Returns its manifest once it is verified.
+    pub async fn snapshot(
+        &self,
+        request: &SnapshotRequest,
+        started_at: Timestamp,
+        report: &dyn Report,
+        cancel: &CancellationToken,
+    ) -> Result<Manifest, Error> {
+        let backup = &request.backup;
+        if let Some(found) = self.find_completed(backup).await? {
+            if found.idempotency_key != request.idempotency_key {
+                return Err(Error::BackupNameTaken {
+                    backup: backup.backup_name.clone(),
+                    service: backup.service_display(),
+                    other: found.idempotency_key,
+                });
+            }
+            tracing::info!(location = %found.location, "found the completed snapshot in the store");
+            return Ok(found);
+        }
+        self.service(&backup.namespace, &backup.service, Some(&backup.uid))
+            .await?;
+        let connection = self.connection(&backup.namespace, &backup.service).await?;
+        report.phase(
+            Phase::Running,
+            format!("pg_dump of {} is streaming", connection.describe()),
+        );
+        let key = backup.archive();
+        let location = self.store.location(&key);
+        let digested = self
+            .dump_into_store(&connection, &key, report, cancel)
+            .await?;
+        tracing::info!(%location, size = digested.size, sha256 = %digested.sha256, "archive uploaded");
+
+        report.phase(
+            Phase::Verifying,
+            format!("reading back {location} ({} bytes)", digested.size),
+        );
+        let entries = match self.verify(&key, &digested, cancel).await {
+            Ok(entries) => entries,
+            Err(e) => {
+                // Not a backup without a manifest, but do not leave it about.
+                if let Err(delete) = self.store.inner().delete(&self.store.path(&key)).await {
+                    tracing::warn!(%location, error = %delete, "cannot delete the unverified archive");
+                }
+                return Err(e);
+            }
+        };
+        let manifest = Manifest {
+            version: manifest::VERSION,
+            idempotency_key: request.idempotency_key.clone(),
+            backup_name: backup.backup_name.clone(),
+            origin: origin_name(request.origin).to_owned(),
+            service: ServiceRecord {
+                namespace: backup.namespace.clone(),
+                name: backup.service.clone(),
+                uid: backup.uid.clone(),
+            },
+            location,
+            format: manifest::FORMAT.to_owned(),
+            size_bytes: digested.size,
+            sha256: digested.sha256,
+            entries,
+            started_at: started_at.to_string(),
+            completed_at: Timestamp::now().to_string(),
+        };
+        let manifest_key = backup.manifest();
+        self.store
+            .inner()
+            .put(
+                &self.store.path(&manifest_key),
+                PutPayload::from(manifest.to_json()),
+            )
+            .await
+            .map_err(Error::store("write", self.store.location(&manifest_key)))?;
+        Ok(manifest)
+    }
+
+    async fn dump_into_store(
+        &self,
+        connection: &Connection,
+        key: &str,
+        report: &dyn Report,
+        cancel: &CancellationToken,
+    ) -> Result<Digested, Error> {
+        let mut command = self.tools.dump(connection);
+        let mut child = command.spawn().map_err(|source| Error::Spawn {
+            program: self.tools.bin_dir().join("pg_dump"),
+            source,
+        })?;
+        let mut stdout = child.stdout.take().expect("stdout is piped");
+        let stderr = tokio::spawn(pg::read_stderr(child.stderr.take()));
+        let progress = |written| report.bytes(written);
+        // On any early return `child` is dropped, which kills pg_dump.
+        transfer::upload(
+            &self.store,
+            key,
+            &mut stdout,
+            &progress,
+            &self.metrics,
+            cancel,
+            || async {
+                let status = child
+                    .wait()
+                    .await
+                    .map_err(Error::io("cannot wait for pg_dump"))?;
+                let stderr = stderr.await.unwrap_or_default();
+                if status.success() {
+                    Ok(())
+                } else {
+                    Err(Error::ToolFailed {
+                        tool: "pg_dump",
+                        context: format!("of {}", connection.describe()),
+                        status: status.to_string(),
+                        stderr: pg::summarize(&stderr),
+                    })
+                }
+            },
+        )
+        .await
+    }
+
+    /// Reads the archive back: same size and sha256 as uploaded, and
+    /// `pg_restore --list` reads it and lists entries. Returns their count.
+    async fn verify(
+        &self,
+        key: &str,
+        uploaded: &Digested,
+        cancel: &CancellationToken,
+    ) -> Result<u64, Error> {
+        let location = self.store.location(key);
+        let failed = |reason: String| Error::Verification {
+            location: location.clone(),
+            reason,
+        };
+        let mut child = self.tools.list().spawn().map_err(|source| Error::Spawn {
+            program: self.tools.bin_dir().join("pg_restore"),
+            source,
+        })?;
+        let mut stdin = child.stdin.take().expect("stdin is piped");
+        let counting = tokio::spawn(count_entries(child.stdout.take().expect("stdout is piped")));
+        let stderr = tokio::spawn(pg::read_stderr(child.stderr.take()));
+        let (read, last) = transfer::read_back(&self.store, key, &mut stdin, cancel).await?;
+        if read != *uploaded {
+            return Err(failed(format!(
+                "read back {} bytes with sha256 {}, but uploaded {} bytes with sha256 {}",
+                read.size, read.sha256, uploaded.size, uploaded.sha256
+            )));
+        }
+        transfer::finish_sink(stdin, last).await;
+        let status = child
+            .wait()
+            .await
+            .map_err(Error::io("cannot wait for pg_restore --list"))?;
+        let entries = counting.await.unwrap_or_default();
+        let stderr = stderr.await.unwrap_or_default();
+        if !status.success() {
+            return Err(failed(format!(
+                "pg_restore --list failed ({status}): {}",
+                pg::summarize(&stderr)
+            )));
+        }
+        if entries == 0 {
+            return Err(failed("pg_restore --list found no entries".to_owned()));
+        }
+        Ok(entries)
+    }
+
+    /// The manifest of `backup` when it is complete: the manifest exists
+    /// and the archive it describes is there with its size. An archive
+    /// without a manifest, or a manifest without its archive, is not a
+    /// backup (the attempt is taken again).
+    pub async fn find_completed(&self, backup: &BackupKey) -> Result<Option<Manifest>, Error> {
+        let Some(manifest) = self.read_manifest(backup).await? else {
+            return Ok(None);
+        };
+        let archive = backup.archive();
+        match self.store.inner().head(&self.store.path(&archive)).await {
+            Ok(meta) if meta.size == manifest.size_bytes => Ok(Some(manifest)),
+            Ok(_) | Err(object_store::Error::NotFound { .. }) => {
+                tracing::warn!(
+                    location = %self.store.location(&archive),
+                    "the manifest's archive is missing or has another size; taking the snapshot again"
+                );
+                Ok(None)
+            }
+            Err(e) => Err(Error::store("read", self.store.location(&archive))(e)),
+        }
+    }
+
+    async fn read_manifest(&self, backup: &BackupKey) -> Result<Option<Manifest>, Error> {
+        let key = backup.manifest();
+        let location = self.store.location(&key);
+        let bytes = match self.store.inner().get(&self.store.path(&key)).await {
+            Ok(result) => result
+                .bytes()
+                .await
+                .map_err(Error::store("read", &location))?,
+            Err(object_store::Error::NotFound { .. }) => return Ok(None),
+            Err(e) => return Err(Error::store("read", &location)(e)),
+        };
+        Manifest::from_json(&bytes)
+            .map(Some)
+            .map_err(|reason| Error::Manifest { location, reason })
+    }
+
+    /// The ManagedService, which must exist (with `uid` when given).
+    pub async fn service(
+        &self,
+        namespace: &str,
+        name: &str,
+        uid: Option<&str>,
+    ) -> Result<ManagedService, Error> {
+        let service = Api::<ManagedService>::namespaced(self.client.clone(), namespace)
+            .get_opt(name)
+            .await
+            .map_err(Error::kube(format!(
+                "read ManagedService {namespace}/{name}"
+            )))?
+            .ok_or_else(|| Error::ServiceNotFound {
+                namespace: namespace.to_owned(),
+                name: name.to_owned(),
+            })?;
+        let actual = service.uid().unwrap_or_default();
+        match uid {
+            Some(expected) if expected != actual => Err(Error::ServiceUidMismatch {
+                namespace: namespace.to_owned(),
+                name: name.to_owned(),
+                expected: expected.to_owned(),
+                actual,
+            }),
+            _ => Ok(service),
+        }
+    }
+
+    /// The owner's connection from the credential Secret `<service>-credentials`.
+    async fn connection(&self, namespace: &str, service: &str) -> Result<Connection, Error> {
+        let name = format!("{service}-credentials");
+        let secret = Api::<Secret>::namespaced(self.client.clone(), namespace)
+            .get_opt(&name)
+            .await
+            .map_err(Error::kube(format!("read Secret {namespace}/{name}")))?
+            .ok_or_else(|| Error::SecretMissing {
+                namespace: namespace.to_owned(),
+                name: name.clone(),
+            })?;
+        Connection::from_secret(&secret.data.unwrap_or_default(), namespace, &name)
+    }
+
+    /// Restores a verified archive into the target service's database.
+    pub async fn restore(
+        &self,
+        request: &RestoreRequest,
+        cancel: &CancellationToken,
+    ) -> Result<Restored, Error> {
+        let started_at = Timestamp::now();
+        let source = &request.source;
+        let manifest = self
+            .read_manifest(source)
+            .await?
+            .ok_or_else(|| Error::BackupNotFound {
+                backup: source.backup_name.clone(),
+                service: format!("{} (uid {})", source.service_display(), source.uid),
+                manifest: self.store.location(&source.manifest()),
+            })?;
+        self.service(
+            &request.target_namespace,
+            &request.target_name,
+            request.target_uid.as_deref(),
+        )
+        .await?;
+        let connection = self
+            .connection(&request.target_namespace, &request.target_name)
+            .await?;
+        let key = source.archive();
+        let location = self.store.location(&key);
+        let mut child = self
+            .tools
+            .restore(&connection)
+            .spawn()
+            .map_err(|source| Error::Spawn {
+                program: self.tools.bin_dir().join("pg_restore"),
+                source,
+            })?;
+        let mut stdin = child.stdin.take().expect("stdin is piped");
+        let stderr = tokio::spawn(pg::read_stderr(child.stderr.take()));
+        let (read, last) = transfer::read_back(&self.store, &key, &mut stdin, cancel).await?;
+        if read.size != manifest.size_bytes || read.sha256 != manifest.sha256 {
+            // pg_restore never got the end of the archive: killing it rolls
+            // its transaction back.
+            let _ = child.kill().await;
+            return Err(Error::Corrupt {
+                location,
+                reason: format!(
+                    "read {} bytes with sha256 {}, the manifest says {} bytes with sha256 {}",
+                    read.size, read.sha256, manifest.size_bytes, manifest.sha256
+                ),
+            });
+        }
+        transfer::finish_sink(stdin, last).await;
+        let status = child
+            .wait()
+            .await
+            .map_err(Error::io("cannot wait for pg_restore"))?;
+        let stderr = stderr.await.unwrap_or_default();
+        if !status.success() {
+            return Err(Error::ToolFailed {
+                tool: "pg_restore",
+                context: format!("of {location} into {}", connection.describe()),
+                status: status.to_string(),
+                stderr: pg::summarize(&stderr),
+            });
+        }
+        Ok(Restored {
+            location,
+            digested: read,
+            database: connection.database,
+            started_at,
+            completed_at: Timestamp::now(),
+        })
+    }
+}
+
+async fn count_entries(stdout: impl AsyncRead + Unpin) -> u64 {
+    let mut lines = BufReader::new(stdout).lines();
+    let mut entries = 0;
+    while let Ok(Some(line)) = lines.next_line().await {
+        if pg::is_list_entry(&line) {
+            entries += 1;
+        }
+    }
+    entries
+}
+
+/// ServiceBackup's spelling of an origin.
+pub fn origin_name(origin: Origin) -> &'static str {
+    match origin {
+        Origin::Unspecified => "Unspecified",
+        Origin::Manual => "Manual",
+        Origin::Scheduled => "Scheduled",
+        Origin::Final => "Final",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn service(namespace: &str, name: &str, uid: &str) -> Option<ServiceRef> {
+        Some(ServiceRef {
+            namespace: namespace.into(),
+            name: name.into(),
+            uid: uid.into(),
+        })
+    }
+
+    #[test]
+    fn a_snapshot_request_needs_a_key_and_a_whole_service() {
+        let request = RequestSnapshotRequest {
+            idempotency_key: "u1/final".into(),
+            service: service("ns", "db", "u1"),
+            origin: Origin::Final as i32,
+            backup_name: "db-final".into(),
+        };
+        let parsed = SnapshotRequest::from_proto(request.clone()).unwrap();
+        assert_eq!(parsed.backup.archive(), "ns/db-u1/db-final.dump");
+        assert_eq!(parsed.origin, Origin::Final);
+
+        let no_key = RequestSnapshotRequest {
+            idempotency_key: " ".into(),
+            ..request.clone()
+        };
+        assert!(SnapshotRequest::from_proto(no_key).is_err());
+        let no_uid = RequestSnapshotRequest {
+            service: service("ns", "db", ""),
+            ..request.clone()
+        };
+        assert!(SnapshotRequest::from_proto(no_uid).is_err());
+        let bad_origin = RequestSnapshotRequest {
+            origin: 42,
+            ..request
+        };
+        assert!(SnapshotRequest::from_proto(bad_origin).is_err());
+    }
+
+    #[test]
+    fn a_restore_into_another_namespace_is_refused() {
+        let request = RestoreSnapshotRequest {
+            source_service: service("team-a", "db", "u1"),
+            backup_name: "b".into(),
+            target: service("team-b", "db2", ""),
+        };
+        let error = RestoreRequest::from_proto(request).unwrap_err();
+        assert_eq!(error.code(), tonic::Code::FailedPrecondition);
+        assert!(
+            error
+                .to_string()
+                .starts_with("a backup can only be restored into a service of the same Project"),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn a_restore_in_the_same_namespace_names_the_archive() {
+        let request = RestoreSnapshotRequest {
+            source_service: service("team-a", "db", "u1"),
+            backup_name: "b".into(),
+            target: service("team-a", "db2", ""),
+        };
+        let parsed = RestoreRequest::from_proto(request).unwrap();
+        assert_eq!(parsed.source.archive(), "team-a/db-u1/b.dump");
+        assert_eq!(parsed.target_uid, None);
+    }
+}

@@ -1,0 +1,209 @@
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+/// What can go wrong in backup-runner, with what to do about it where that
+/// is not obvious. [`Error::code`] maps each to a gRPC status.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("invalid request: {0}")]
+    InvalidRequest(String),
+
+    #[error(
+        "idempotency key {key:?} already names backup {existing} of service {existing_service}; \
+         use a new key for another backup"
+    )]
+    KeyReused {
+        key: String,
+        existing: String,
+        existing_service: String,
+    },
+
+    #[error(
+        "backup {backup} of service {service} is already taken under idempotency key {other:?}; \
+         a ServiceBackup name can hold one backup"
+    )]
+    BackupNameTaken {
+        backup: String,
+        service: String,
+        other: String,
+    },
+
+    #[error(
+        "unknown idempotency key {0:?}; RequestSnapshot (idempotent) starts it or finds it again after a restart"
+    )]
+    UnknownKey(String),
+
+    #[error("invalid --store-url {url:?}: {reason}")]
+    StoreUrl { url: String, reason: String },
+
+    #[error("object store: cannot {action} {location}: {source}")]
+    Store {
+        action: &'static str,
+        location: String,
+        #[source]
+        source: object_store::Error,
+    },
+
+    #[error("{0}")]
+    PgTools(String),
+
+    #[error("service not found: {name}")]
+    ServiceNotFound { namespace: String, name: String },
+
+    #[error(
+        "service {namespace}/{name} has uid {actual}, not {expected}: it is another service of the same name"
+    )]
+    ServiceUidMismatch {
+        namespace: String,
+        name: String,
+        expected: String,
+        actual: String,
+    },
+
+    #[error("Secret {namespace}/{name} with the service's credentials does not exist")]
+    SecretMissing { namespace: String, name: String },
+
+    #[error("Secret {namespace}/{name}: {reason}")]
+    SecretInvalid {
+        namespace: String,
+        name: String,
+        reason: String,
+    },
+
+    #[error("Kubernetes API: cannot {action}: {source}")]
+    Kube {
+        action: String,
+        #[source]
+        source: kube::Error,
+    },
+
+    #[error("cannot run {}: {source}", program.display())]
+    Spawn {
+        program: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+
+    #[error("{what}: {source}")]
+    Io {
+        what: String,
+        #[source]
+        source: std::io::Error,
+    },
+
+    #[error("{tool} {context} failed ({status}): {stderr}")]
+    ToolFailed {
+        tool: &'static str,
+        context: String,
+        status: String,
+        stderr: String,
+    },
+
+    #[error("verification of {location} failed: {reason}")]
+    Verification { location: String, reason: String },
+
+    #[error(
+        "archive {location} does not match its manifest: {reason}; it cannot be trusted, take a new backup"
+    )]
+    Corrupt { location: String, reason: String },
+
+    #[error("no verified backup {backup} of service {service}: {manifest} does not exist")]
+    BackupNotFound {
+        backup: String,
+        service: String,
+        manifest: String,
+    },
+
+    #[error("invalid manifest {location}: {reason}")]
+    Manifest { location: String, reason: String },
+
+    #[error(
+        "a backup can only be restored into a service of the same Project: the backup is of {source_namespace}/{source_name}, the target is in {target_namespace}"
+    )]
+    CrossNamespace {
+        source_namespace: String,
+        source_name: String,
+        target_namespace: String,
+    },
+
+    #[error(
+        "the archive exceeds the {max} bytes that 10,000 upload parts hold; this store cannot take it in one object"
+    )]
+    TooLarge { max: u64 },
+
+    #[error("cannot read {what} {}: {source}", path.display())]
+    TlsFile {
+        what: &'static str,
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+
+    #[error("cannot serve gRPC on {addr}: {reason}")]
+    Serve { addr: SocketAddr, reason: String },
+
+    #[error("backup-runner is shutting down; request the snapshot again once it is back")]
+    ShuttingDown,
+
+    #[error(transparent)]
+    Runtime(#[from] navique_runtime::Error),
+}
+
+impl Error {
+    /// The gRPC status code that tells a client what to do: retry
+    /// (UNAVAILABLE), fix the request (INVALID_ARGUMENT...), or give up.
+    pub fn code(&self) -> tonic::Code {
+        use tonic::Code;
+        match self {
+            Self::InvalidRequest(_) => Code::InvalidArgument,
+            Self::KeyReused { .. } | Self::BackupNameTaken { .. } => Code::AlreadyExists,
+            Self::UnknownKey(_)
+            | Self::ServiceNotFound { .. }
+            | Self::SecretMissing { .. }
+            | Self::BackupNotFound { .. } => Code::NotFound,
+            Self::ServiceUidMismatch { .. }
+            | Self::SecretInvalid { .. }
+            | Self::CrossNamespace { .. }
+            | Self::TooLarge { .. } => Code::FailedPrecondition,
+            Self::Corrupt { .. } | Self::Manifest { .. } => Code::DataLoss,
+            Self::Store { .. } | Self::Kube { .. } | Self::ShuttingDown => Code::Unavailable,
+            Self::StoreUrl { .. }
+            | Self::PgTools(_)
+            | Self::Spawn { .. }
+            | Self::Io { .. }
+            | Self::ToolFailed { .. }
+            | Self::Verification { .. }
+            | Self::TlsFile { .. }
+            | Self::Serve { .. }
+            | Self::Runtime(_) => Code::Internal,
+        }
+    }
+
+    pub(crate) fn store(
+        action: &'static str,
+        location: impl Into<String>,
+    ) -> impl FnOnce(object_store::Error) -> Self {
+        let location = location.into();
+        move |source| Self::Store {
+            action,
+            location,
+            source,
+        }
+    }
+
+    pub(crate) fn kube(action: impl Into<String>) -> impl FnOnce(kube::Error) -> Self {
+        let action = action.into();
+        move |source| Self::Kube { action, source }
+    }
+
+    pub(crate) fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> Self {
+        let what = what.into();
+        move |source| Self::Io { what, source }
+    }
+}
+
+impl From<Error> for tonic::Status {
+    fn from(error: Error) -> Self {
+        tonic::Status::new(error.code(), navique_runtime::one_line(&error))
+    }
+}

@@ -1,0 +1,344 @@
+//! pg_dump and pg_restore: where they are, how they connect, what their
+//! output means.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+
+use k8s_openapi::ByteString;
+use tokio::io::{AsyncRead, AsyncReadExt};
+use tokio::process::Command;
+
+use crate::Error;
+
+/// Where Debian installs each PostgreSQL version.
+const DEBIAN_ROOT: &str = "/usr/lib/postgresql";
+/// How much of a tool's stderr a message keeps.
+const STDERR_LIMIT: usize = 16 * 1024;
+const MESSAGE_LIMIT: usize = 2000;
+
+/// The folder holding pg_dump and pg_restore.
+#[derive(Clone, Debug)]
+pub struct PgTools {
+    bin_dir: PathBuf,
+}
+
+impl PgTools {
+    /// `explicit`, else the folder of pg_dump on PATH, else the newest
+    /// `/usr/lib/postgresql/<version>/bin` (as scripts/postgres.sh looks).
+    pub fn locate(explicit: Option<&Path>) -> Result<Self, Error> {
+        if let Some(dir) = explicit {
+            return if has_tools(dir) {
+                Ok(Self {
+                    bin_dir: dir.to_owned(),
+                })
+            } else {
+                Err(Error::PgTools(format!(
+                    "--pg-bin-dir {} holds no pg_dump and pg_restore",
+                    dir.display()
+                )))
+            };
+        }
+        let on_path = std::env::var_os("PATH")
+            .map(|path| std::env::split_paths(&path).collect::<Vec<_>>())
+            .unwrap_or_default();
+        let debian = std::fs::read_dir(DEBIAN_ROOT)
+            .map(|entries| {
+                entries
+                    .filter_map(|e| e.ok()?.file_name().into_string().ok())
+                    .collect::<Vec<_>>()
+            })
+            .unwrap_or_default();
+        let newest = newest_versions(debian)
+            .into_iter()
+            .map(|version| Path::new(DEBIAN_ROOT).join(version).join("bin"));
+        on_path
+            .into_iter()
+            .chain(newest)
+            .find(|dir| has_tools(dir))
+            .map(|bin_dir| Self { bin_dir })
+            .ok_or_else(|| {
+                Error::PgTools(format!(
+                    "pg_dump and pg_restore are neither on PATH nor in {DEBIAN_ROOT}/<version>/bin; \
+                     install PostgreSQL's client tools or pass --pg-bin-dir"
+                ))
+            })
+    }
+
+    pub fn bin_dir(&self) -> &Path {
+        &self.bin_dir
+    }
+
+    fn command(&self, tool: &str) -> Command {
+        let mut command = Command::new(self.bin_dir.join(tool));
+        // Only what the connection says: no PG* variable of this process
+        // leaks in. PATH stays for Debian's pg_wrapper scripts.
+        command.env_clear();
+        if let Some(path) = std::env::var_os("PATH") {
+            command.env("PATH", path);
+        }
+        command
+            .env("LC_ALL", "C")
+            .stderr(Stdio::piped())
+            .kill_on_drop(true);
+        command
+    }
+
+    /// `pg_dump --format=custom` of the connection's database to stdout.
+    pub fn dump(&self, connection: &Connection) -> Command {
+        let mut command = self.command("pg_dump");
+        command
+            .args(["--format=custom", "--no-password"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped());
+        connection.apply(&mut command);
+        command
+    }
+
+    /// `pg_restore --list` of the archive on stdin.
+    pub fn list(&self) -> Command {
+        let mut command = self.command("pg_restore");
+        command
+            .arg("--list")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped());
+        command
+    }
+
+    /// `pg_restore` of the archive on stdin into the connection's database,
+    /// as one transaction that first drops what the archive recreates.
+    pub fn restore(&self, connection: &Connection) -> Command {
+        let mut command = self.command("pg_restore");
+        command
+            .args([
+                "--no-password",
+                "--no-owner",
+                "--no-privileges",
+                "--clean",
+                "--if-exists",
+                "--single-transaction",
+                "--exit-on-error",
+            ])
+            .arg(format!("--role={}", connection.user))
+            .arg(format!("--dbname={}", connection.database))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null());
+        connection.apply(&mut command);
+        command
+    }
+}
+
+fn has_tools(dir: &Path) -> bool {
+    ["pg_dump", "pg_restore"]
+        .iter()
+        .all(|tool| dir.join(tool).is_file())
+}
+
+/// Version folder names, newest first (`17` before `9.6`); others dropped.
+pub fn newest_versions(names: Vec<String>) -> Vec<String> {
+    let version = |name: &str| -> Option<Vec<u32>> {
+        name.split('.').map(|part| part.parse().ok()).collect()
+    };
+    let mut versions: Vec<(Vec<u32>, String)> = names
+        .into_iter()
+        .filter_map(|name| Some((version(&name)?, name)))
+        .collect();
+    versions.sort_by(|a, b| b.0.cmp(&a.0));
+    versions.into_iter().map(|(_, name)| name).collect()
+}
+
+/// A service's database, from its credential Secret.
+#[derive(Clone)]
+pub struct Connection {
+    pub host: String,
+    pub port: String,
+    pub database: String,
+    pub user: String,
+    password: String,
+    sslmode: Option<String>,
+}
+
+impl std::fmt::Debug for Connection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Connection")
+            .field("host", &self.host)
+            .field("port", &self.port)
+            .field("database", &self.database)
+            .field("user", &self.user)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Connection {
+    /// Reads `host`, `port`, `database`, `user`, `password` (required) and
+    /// `sslmode` (optional); the error names every missing key.
+    pub fn from_secret(
+        data: &BTreeMap<String, ByteString>,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Self, Error> {
+        let value = |key: &str| -> Option<String> {
+            let bytes = &data.get(key)?.0;
+            let text = String::from_utf8(bytes.clone()).ok()?;
+            let text = text.trim().to_owned();
+            (!text.is_empty()).then_some(text)
+        };
+        let required = ["host", "port", "database", "user", "password"];
+        let missing: Vec<&str> = required
+            .iter()
+            .copied()
+            .filter(|key| value(key).is_none())
+            .collect();
+        if !missing.is_empty() {
+            return Err(Error::SecretInvalid {
+                namespace: namespace.to_owned(),
+                name: name.to_owned(),
+                reason: format!("missing or empty keys: {}", missing.join(", ")),
+            });
+        }
+        let get = |key: &str| value(key).unwrap_or_default();
+        Ok(Self {
+            host: get("host"),
+            port: get("port"),
+            database: get("database"),
+            user: get("user"),
+            password: get("password"),
+            sslmode: value("sslmode"),
+        })
+    }
+
+    /// Connection settings go through libpq's variables, so that the
+    /// password never appears on a command line (`ps` shows those).
+    fn apply(&self, command: &mut Command) {
+        command
+            .env("PGHOST", &self.host)
+            .env("PGPORT", &self.port)
+            .env("PGDATABASE", &self.database)
+            .env("PGUSER", &self.user)
+            .env("PGPASSWORD", &self.password)
+            .env("PGCONNECT_TIMEOUT", "15")
+            .env("PGAPPNAME", "navique-backup-runner");
+        if let Some(sslmode) = &self.sslmode {
+            command.env("PGSSLMODE", sslmode);
+        }
+    }
+
+    /// `database orders on db.example:5432 as orders`, for messages.
+    pub fn describe(&self) -> String {
+        format!(
+            "database {} on {}:{} as {}",
+            self.database, self.host, self.port, self.user
+        )
+    }
+}
+
+/// Reads a tool's stderr to the end, keeping its first 16 KiB.
+pub async fn read_stderr(stderr: Option<impl AsyncRead + Unpin>) -> String {
+    let Some(mut stderr) = stderr else {
+        return String::new();
+    };
+    let mut kept = Vec::new();
+    let mut chunk = [0u8; 4096];
+    while let Ok(n) = stderr.read(&mut chunk).await {
+        if n == 0 {
+            break;
+        }
+        let room = STDERR_LIMIT.saturating_sub(kept.len());
+        kept.extend_from_slice(&chunk[..n.min(room)]);
+    }
+    String::from_utf8_lossy(&kept).into_owned()
+}
+
+/// A tool's stderr as one line for a status message.
+pub fn summarize(stderr: &str) -> String {
+    let line = stderr
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect::<Vec<_>>()
+        .join("; ");
+    let line = line.split_whitespace().collect::<Vec<_>>().join(" ");
+    if line.is_empty() {
+        return "no error output".to_owned();
+    }
+    match line.char_indices().nth(MESSAGE_LIMIT) {
+        Some((cut, _)) => format!("{}...", &line[..cut]),
+        None => line,
+    }
+}
+
+/// Whether a line of `pg_restore --list` is an archive entry (not a
+/// `;` comment or blank).
+pub fn is_list_entry(line: &str) -> bool {
+    let line = line.trim();
+    !line.is_empty() && !line.starts_with(';')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn newest_version_folders_come_first() {
+        let names = ["9.6", "15", "lost+found", "17", "16.2"]
+            .map(String::from)
+            .to_vec();
+        assert_eq!(newest_versions(names), ["17", "16.2", "15", "9.6"]);
+    }
+
+    #[test]
+    fn a_secret_missing_keys_names_them_all() {
+        let data: BTreeMap<String, ByteString> = [("host", "h"), ("port", "5432"), ("user", "")]
+            .into_iter()
+            .map(|(k, v)| (k.to_owned(), ByteString(v.as_bytes().to_vec())))
+            .collect();
+        let error = Connection::from_secret(&data, "ns", "db-credentials")
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            error,
+            "Secret ns/db-credentials: missing or empty keys: database, user, password"
+        );
+    }
+
+    #[test]
+    fn the_password_is_never_printed() {
+        let data: BTreeMap<String, ByteString> = [
+            ("host", "h"),
+            ("port", "5432"),
+            ("database", "orders"),
+            ("user", "orders"),
+            ("password", "s3cret"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), ByteString(v.as_bytes().to_vec())))
+        .collect();
+        let connection = Connection::from_secret(&data, "ns", "x").unwrap();
+        assert!(!format!("{connection:?}").contains("s3cret"));
+        assert_eq!(connection.describe(), "database orders on h:5432 as orders");
+        let tools = PgTools {
+            bin_dir: PathBuf::from("/bin"),
+        };
+        let dump = tools.dump(&connection);
+        let args: Vec<_> = dump.as_std().get_args().collect();
+        assert!(!args.iter().any(|a| a.to_string_lossy().contains("s3cret")));
+    }
+
+    #[test]
+    fn stderr_becomes_one_bounded_line() {
+        assert_eq!(
+            summarize(
+                "pg_dump: error: connection failed\n  FATAL:  password authentication failed\n"
+            ),
+            "pg_dump: error: connection failed; FATAL: password authentication failed"
+        );
+        assert_eq!(summarize(""), "no error output");
+        assert!(summarize(&"x ".repeat(5000)).len() < MESSAGE_LIMIT + 10);
+    }
+
+    #[test]
+    fn list_entries_skip_comments_and_blanks() {
+        let list = ";\n; Archive created at ...\n\n215; 1259 16386 TABLE public orders orders\n3; 0 0 ENCODING - ENCODING\n";
+        assert_eq!(list.lines().filter(|l| is_list_entry(l)).count(), 2);
+    }
+}

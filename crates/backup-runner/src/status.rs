@@ -1,0 +1,229 @@
+//! The status of the ServiceBackup that describes a snapshot, written with
+//! server-side apply as field manager `backup-runner`. backup-runner never
+//! creates records; it fills in those that exist.
+
+use std::time::Duration;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::Timestamp;
+use kube::Client;
+use kube::api::{Api, Patch, PatchParams};
+use navique_api::grpc::snapshot::v1::{Phase, Snapshot};
+use navique_api::services::{BackupPhase, ServiceBackup, ServiceBackupStatus};
+use tokio::sync::watch;
+
+use crate::Error;
+use crate::layout::BackupKey;
+use crate::snapshots::State;
+
+pub const FIELD_MANAGER: &str = "backup-runner";
+const ATTEMPTS: u32 = 4;
+
+/// The record's phase for a snapshot phase: VERIFYING is still Running,
+/// since only Completed promises a verified archive.
+pub fn backup_phase(phase: Phase) -> BackupPhase {
+    match phase {
+        Phase::Unspecified | Phase::Pending => BackupPhase::Pending,
+        Phase::Running | Phase::Verifying => BackupPhase::Running,
+        Phase::Completed => BackupPhase::Completed,
+        Phase::Failed => BackupPhase::Failed,
+    }
+}
+
+fn time(timestamp: Option<&prost_types::Timestamp>) -> Option<Time> {
+    let timestamp = timestamp?;
+    Timestamp::new(timestamp.seconds, timestamp.nanos)
+        .ok()
+        .map(Time)
+}
+
+/// The status that describes `snapshot`; location, size and checksum only
+/// once it is Completed.
+pub fn backup_status(snapshot: &Snapshot, message: &str) -> ServiceBackupStatus {
+    let phase = backup_phase(snapshot.phase());
+    let completed = phase == BackupPhase::Completed;
+    let terminal = completed || phase == BackupPhase::Failed;
+    ServiceBackupStatus {
+        phase: Some(phase),
+        location: completed.then(|| snapshot.location.clone()),
+        size_bytes: completed.then(|| i64::try_from(snapshot.size_bytes).unwrap_or(i64::MAX)),
+        checksum: completed.then(|| format!("sha256:{}", snapshot.sha256)),
+        start_time: time(snapshot.started_at.as_ref()),
+        completion_time: if terminal {
+            time(snapshot.completed_at.as_ref())
+        } else {
+            None
+        },
+        message: (!message.is_empty()).then(|| message.to_owned()),
+        conditions: Vec::new(),
+    }
+}
+
+#[derive(Clone)]
+pub struct StatusWriter {
+    client: Client,
+}
+
+impl StatusWriter {
+    pub fn new(client: Client) -> Self {
+        Self { client }
+    }
+
+    /// Writes `status` on the ServiceBackup `backup.backup_name` if it
+    /// exists and describes this service; false when there is none.
+    pub async fn write(
+        &self,
+        backup: &BackupKey,
+        status: &ServiceBackupStatus,
+    ) -> Result<bool, Error> {
+        let api = Api::<ServiceBackup>::namespaced(self.client.clone(), &backup.namespace);
+        let name = &backup.backup_name;
+        let Some(record) = api.get_opt(name).await.map_err(Error::kube(format!(
+            "read ServiceBackup {}/{name}",
+            backup.namespace
+        )))?
+        else {
+            return Ok(false);
+        };
+        let reference = &record.spec.service_ref;
+        if reference.name != backup.service
+            || reference
+                .uid
+                .as_deref()
+                .is_some_and(|uid| uid != backup.uid)
+        {
+            tracing::warn!(
+                record = %name,
+                service = %backup.service_display(),
+                "the ServiceBackup of this name describes another service; not writing its status"
+            );
+            return Ok(false);
+        }
+        self.apply(&backup.namespace, name, status).await
+    }
+
+    /// Server-side applies `status` to the ServiceBackup `namespace/name`;
+    /// false when it does not exist.
+    pub async fn apply(
+        &self,
+        namespace: &str,
+        name: &str,
+        status: &ServiceBackupStatus,
+    ) -> Result<bool, Error> {
+        let api = Api::<ServiceBackup>::namespaced(self.client.clone(), namespace);
+        let patch = serde_json::json!({
+            "apiVersion": "services.kube-dc.com/v1alpha1",
+            "kind": "ServiceBackup",
+            "status": status,
+        });
+        match api
+            .patch_status(
+                name,
+                &PatchParams::apply(FIELD_MANAGER).force(),
+                &Patch::Apply(patch),
+            )
+            .await
+        {
+            Ok(_) => Ok(true),
+            Err(kube::Error::Api(response)) if response.code == 404 => Ok(false),
+            Err(e) => Err(Error::kube(format!(
+                "write the status of ServiceBackup {namespace}/{name}"
+            ))(e)),
+        }
+    }
+
+    /// [`Self::write`], retried with backoff; a lasting failure is logged
+    /// (the manual controller and the requester heal it by asking again).
+    pub async fn write_retrying(&self, backup: &BackupKey, status: &ServiceBackupStatus) {
+        let mut delay = Duration::from_millis(500);
+        for attempt in 1..=ATTEMPTS {
+            match self.write(backup, status).await {
+                Ok(_) => return,
+                Err(e) if attempt == ATTEMPTS => {
+                    tracing::warn!(error = %navique_runtime::one_line(&e), "giving up writing the ServiceBackup status");
+                }
+                Err(e) => {
+                    tracing::debug!(error = %e, "retrying the ServiceBackup status");
+                    tokio::time::sleep(delay).await;
+                    delay *= 2;
+                }
+            }
+        }
+    }
+
+    /// Writes the status each time the record's phase or message changes,
+    /// until the snapshot is COMPLETED or FAILED. PENDING is not written: it
+    /// lasts while the store is searched, and a snapshot found there
+    /// completed must not flip its record back to Pending.
+    pub async fn follow(self, backup: BackupKey, mut state: watch::Receiver<State>) {
+        let mut written: Option<(BackupPhase, String)> = None;
+        loop {
+            let current = state.borrow_and_update().clone();
+            let key = (
+                backup_phase(current.snapshot.phase()),
+                current.message.clone(),
+            );
+            if key.0 != BackupPhase::Pending && written.as_ref() != Some(&key) {
+                self.write_retrying(&backup, &backup_status(&current.snapshot, &current.message))
+                    .await;
+                written = Some(key);
+            }
+            if current.is_terminal() || state.changed().await.is_err() {
+                return;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn snapshot(phase: Phase) -> Snapshot {
+        Snapshot {
+            phase: phase as i32,
+            location: "s3://b/k.dump".into(),
+            size_bytes: 12,
+            sha256: "ab".into(),
+            started_at: Some(prost_types::Timestamp {
+                seconds: 1_700_000_000,
+                nanos: 0,
+            }),
+            completed_at: Some(prost_types::Timestamp {
+                seconds: 1_700_000_060,
+                nanos: 0,
+            }),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn phases_map_to_the_record_phases() {
+        assert_eq!(backup_phase(Phase::Pending), BackupPhase::Pending);
+        assert_eq!(backup_phase(Phase::Running), BackupPhase::Running);
+        assert_eq!(backup_phase(Phase::Verifying), BackupPhase::Running);
+        assert_eq!(backup_phase(Phase::Completed), BackupPhase::Completed);
+        assert_eq!(backup_phase(Phase::Failed), BackupPhase::Failed);
+    }
+
+    #[test]
+    fn only_a_completed_snapshot_reports_where_and_what_it_stored() {
+        let done = backup_status(&snapshot(Phase::Completed), "");
+        assert_eq!(done.location.as_deref(), Some("s3://b/k.dump"));
+        assert_eq!(done.size_bytes, Some(12));
+        assert_eq!(done.checksum.as_deref(), Some("sha256:ab"));
+        assert!(done.completion_time.is_some());
+        assert_eq!(done.message, None);
+
+        let running = backup_status(&snapshot(Phase::Verifying), "reading back");
+        assert_eq!(running.phase, Some(BackupPhase::Running));
+        assert_eq!(running.location, None);
+        assert_eq!(running.checksum, None);
+        assert_eq!(running.completion_time, None);
+        assert_eq!(running.message.as_deref(), Some("reading back"));
+
+        let failed = backup_status(&snapshot(Phase::Failed), "pg_dump failed");
+        assert_eq!(failed.size_bytes, None);
+        assert!(failed.completion_time.is_some());
+    }
+}

@@ -1,0 +1,325 @@
+//! Moving archive bytes: from a reader into a multipart upload, and from a
+//! stored object into a process, hashing them on the way.
+//!
+//! Memory is bounded by the part size: one part filling and at most
+//! [`PARTS_IN_FLIGHT`] uploading; reading waits while they are full
+//! (backpressure reaches pg_dump through its stdout pipe).
+
+use std::future::Future;
+
+use bytes::Bytes;
+use futures::StreamExt;
+use object_store::{MultipartUpload, ObjectStoreExt, PutPayload};
+use sha2::{Digest, Sha256};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+
+use crate::parts::{MAX_PARTS, max_archive, part_size};
+use crate::store::Store;
+use crate::{Error, Metrics};
+
+/// Parts uploading while the next one fills.
+pub const PARTS_IN_FLIGHT: usize = 2;
+/// Progress is reported at least this often, in bytes.
+const PROGRESS_EVERY: u64 = 1024 * 1024;
+
+/// Size and sha256 (lowercase hex) of bytes that passed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Digested {
+    pub size: u64,
+    pub sha256: String,
+}
+
+pub fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Streams `reader` into a multipart upload of `key`. Once the reader ends,
+/// `finish` decides (pg_dump's exit status): the upload completes only if
+/// it and every part succeeded; otherwise, and on any error or
+/// cancellation, it is aborted, so nothing becomes visible.
+pub async fn upload<R, F, Fut>(
+    store: &Store,
+    key: &str,
+    reader: &mut R,
+    progress: &(dyn Fn(u64) + Send + Sync),
+    metrics: &Metrics,
+    cancel: &CancellationToken,
+    finish: F,
+) -> Result<Digested, Error>
+where
+    R: AsyncRead + Unpin,
+    F: FnOnce() -> Fut,
+    Fut: Future<Output = Result<(), Error>>,
+{
+    let location = store.location(key);
+    let mut upload = store
+        .inner()
+        .put_multipart(&store.path(key))
+        .await
+        .map_err(Error::store("start the upload of", &location))?;
+    let outcome = async {
+        let digested =
+            send_parts(&mut *upload, reader, progress, metrics, cancel, &location).await?;
+        finish().await?;
+        upload
+            .complete()
+            .await
+            .map_err(Error::store("complete the upload of", &location))?;
+        Ok(digested)
+    }
+    .await;
+    if outcome.is_err()
+        && let Err(e) = upload.abort().await
+    {
+        // Unfinished parts stay invisible; a bucket lifecycle rule removes them.
+        tracing::warn!(%location, error = %e, "cannot abort the multipart upload");
+    }
+    outcome
+}
+
+async fn send_parts<R: AsyncRead + Unpin>(
+    upload: &mut dyn MultipartUpload,
+    reader: &mut R,
+    progress: &(dyn Fn(u64) + Send + Sync),
+    metrics: &Metrics,
+    cancel: &CancellationToken,
+    location: &str,
+) -> Result<Digested, Error> {
+    let mut hasher = Sha256::new();
+    let mut size = 0u64;
+    // Dropping the set (an error, a cancellation) cancels unfinished parts.
+    let mut parts: JoinSet<Result<u64, object_store::Error>> = JoinSet::new();
+    let mut reported = 0u64;
+    for index in 0..=MAX_PARTS {
+        let Some(part) = part_size(index) else {
+            // All parts used: fine only if nothing is left.
+            let extra = read_part(reader, 1, cancel, &mut |_| {}).await?;
+            if extra.is_empty() {
+                break;
+            }
+            return Err(Error::TooLarge { max: max_archive() });
+        };
+        let part = usize::try_from(part).expect("parts are far below usize::MAX");
+        let buffer = read_part(reader, part, cancel, &mut |filled| {
+            let now = size + filled;
+            if now >= reported + PROGRESS_EVERY {
+                reported = now;
+                progress(now);
+            }
+        })
+        .await?;
+        if buffer.is_empty() {
+            break;
+        }
+        let last = buffer.len() < part;
+        hasher.update(&buffer);
+        let length = buffer.len() as u64;
+        size += length;
+        while parts.len() >= PARTS_IN_FLIGHT {
+            wait_for_part(&mut parts, metrics, cancel, location).await?;
+        }
+        let sending = upload.put_part(PutPayload::from(Bytes::from(buffer)));
+        parts.spawn(async move { sending.await.map(|()| length) });
+        progress(size);
+        reported = size;
+        if last {
+            break;
+        }
+    }
+    while !parts.is_empty() {
+        wait_for_part(&mut parts, metrics, cancel, location).await?;
+    }
+    Ok(Digested {
+        size,
+        sha256: hex(&hasher.finalize()),
+    })
+}
+
+async fn wait_for_part(
+    parts: &mut JoinSet<Result<u64, object_store::Error>>,
+    metrics: &Metrics,
+    cancel: &CancellationToken,
+    location: &str,
+) -> Result<(), Error> {
+    let joined = tokio::select! {
+        biased;
+        () = cancel.cancelled() => return Err(Error::ShuttingDown),
+        joined = parts.join_next() => joined,
+    };
+    match joined {
+        None => Ok(()),
+        Some(Ok(Ok(length))) => {
+            metrics.uploaded.inc_by(length);
+            Ok(())
+        }
+        Some(Ok(Err(e))) => Err(Error::store("upload a part of", location)(e)),
+        Some(Err(e)) => Err(Error::Io {
+            what: format!("uploading a part of {location}"),
+            source: std::io::Error::other(e),
+        }),
+    }
+}
+
+/// Reads until `size` bytes or the end; fewer bytes means the end.
+async fn read_part<R: AsyncRead + Unpin>(
+    reader: &mut R,
+    size: usize,
+    cancel: &CancellationToken,
+    progress: &mut (dyn FnMut(u64) + Send),
+) -> Result<Vec<u8>, Error> {
+    // Zeroed on demand by the allocator: a short last part costs little.
+    let mut buffer = vec![0u8; size];
+    let mut filled = 0;
+    while filled < size {
+        let read = tokio::select! {
+            biased;
+            () = cancel.cancelled() => return Err(Error::ShuttingDown),
+            read = reader.read(&mut buffer[filled..]) => read,
+        };
+        let n = read.map_err(Error::io("cannot read pg_dump's output"))?;
+        if n == 0 {
+            break;
+        }
+        filled += n;
+        progress(filled as u64);
+    }
+    buffer.truncate(filled);
+    if filled < size {
+        buffer.shrink_to_fit();
+    }
+    Ok(buffer)
+}
+
+/// Streams the object `key` into `sink` (a process's stdin), hashing it,
+/// and holds back its last chunk: the caller writes it only once the
+/// checksum matches, so that a restore of a corrupt archive never sees its
+/// end and cannot commit. If the sink closes early (the process exited), the
+/// rest is still read and hashed; the process's exit status tells why.
+pub async fn read_back<W: AsyncWrite + Unpin>(
+    store: &Store,
+    key: &str,
+    sink: &mut W,
+    cancel: &CancellationToken,
+) -> Result<(Digested, Bytes), Error> {
+    let location = store.location(key);
+    let mut stream = store
+        .inner()
+        .get(&store.path(key))
+        .await
+        .map_err(Error::store("read", &location))?
+        .into_stream();
+    let mut hasher = Sha256::new();
+    let mut size = 0u64;
+    let mut held = Bytes::new();
+    let mut sink_open = true;
+    loop {
+        let next = tokio::select! {
+            biased;
+            () = cancel.cancelled() => return Err(Error::ShuttingDown),
+            next = stream.next() => next,
+        };
+        let Some(chunk) = next else { break };
+        let chunk = chunk.map_err(Error::store("read", &location))?;
+        hasher.update(&chunk);
+        size += chunk.len() as u64;
+        let previous = std::mem::replace(&mut held, chunk);
+        if sink_open && !previous.is_empty() && sink.write_all(&previous).await.is_err() {
+            sink_open = false;
+        }
+    }
+    let digested = Digested {
+        size,
+        sha256: hex(&hasher.finalize()),
+    };
+    Ok((digested, if sink_open { held } else { Bytes::new() }))
+}
+
+/// Writes the held-back last chunk and closes `sink`; a closed pipe is left
+/// to the process's exit status to explain.
+pub async fn finish_sink<W: AsyncWrite + Unpin>(mut sink: W, last: Bytes) {
+    if !last.is_empty() {
+        let _ = sink.write_all(&last).await;
+    }
+    let _ = sink.shutdown().await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hex_is_lowercase_and_padded() {
+        assert_eq!(hex(&[0x00, 0x0f, 0xab]), "000fab");
+        assert_eq!(
+            hex(&Sha256::digest(b"abc")),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
+    }
+
+    fn local_store() -> (tempfile::TempDir, Store) {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::from_url_opts(&format!("file://{}", dir.path().display()), []).unwrap();
+        (dir, store)
+    }
+
+    #[tokio::test]
+    async fn an_upload_completes_only_when_finish_agrees() {
+        let (dir, store) = local_store();
+        let data: Vec<u8> = (0..3_000_000u32).map(|i| (i % 251) as u8).collect();
+        let cancel = CancellationToken::new();
+        let metrics = Metrics::default();
+        let digested = upload(
+            &store,
+            "ns/a.dump",
+            &mut &data[..],
+            &|_| {},
+            &metrics,
+            &cancel,
+            || async { Ok(()) },
+        )
+        .await
+        .unwrap();
+        assert_eq!(digested.size, data.len() as u64);
+        assert_eq!(digested.sha256, hex(&Sha256::digest(&data)));
+        assert_eq!(std::fs::read(dir.path().join("ns/a.dump")).unwrap(), data);
+        assert_eq!(metrics.uploaded.get(), data.len() as u64);
+
+        let refused = upload(
+            &store,
+            "ns/b.dump",
+            &mut &data[..],
+            &|_| {},
+            &metrics,
+            &cancel,
+            || async { Err(Error::PgTools("pg_dump failed".into())) },
+        )
+        .await;
+        assert!(refused.is_err());
+        let left: Vec<_> = std::fs::read_dir(dir.path().join("ns"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        assert_eq!(left, ["a.dump"], "an aborted upload leaves nothing");
+    }
+
+    #[tokio::test]
+    async fn reading_back_hashes_everything_and_holds_the_last_chunk() {
+        let (_dir, store) = local_store();
+        let data: Vec<u8> = (0..200_000u32).map(|i| (i % 7) as u8).collect();
+        store
+            .inner()
+            .put(&store.path("x"), PutPayload::from(data.clone()))
+            .await
+            .unwrap();
+        let mut sink = Vec::new();
+        let cancel = CancellationToken::new();
+        let (digested, last) = read_back(&store, "x", &mut sink, &cancel).await.unwrap();
+        assert_eq!(digested.size, data.len() as u64);
+        assert_eq!(digested.sha256, hex(&Sha256::digest(&data)));
+        assert!(!last.is_empty());
+        sink.extend_from_slice(&last);
+        assert_eq!(sink, data);
+    }
+}

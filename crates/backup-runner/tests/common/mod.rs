@@ -1,0 +1,579 @@
+//! What backup-runner's integration tests run against: a throwaway
+//! PostgreSQL (scripts/postgres.sh, passwords required over TCP), the dev
+//! API server (`cargo build -p dev-apiserver` first; `make test` builds every
+//! binary) with the CRDs from deploy/crds, an S3 protocol server (s3s-fs)
+//! on 127.0.0.1, and backup-runner itself, in-process or as its binary.
+#![allow(dead_code)]
+
+pub mod s3;
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::net::{SocketAddr, TcpListener};
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use backup_runner::engine::Engine;
+use backup_runner::grpc::Api;
+use backup_runner::pg::PgTools;
+use backup_runner::snapshots::Snapshots;
+use backup_runner::store::Store;
+use backup_runner::{Metrics, grpc, manual};
+use k8s_openapi::ByteString;
+use k8s_openapi::api::core::v1::{Namespace, Secret};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api as KubeApi, ObjectMeta, PostParams};
+use kube::{Client, ResourceExt};
+use navique_api::grpc::snapshot::v1::snapshot_service_client::SnapshotServiceClient;
+use navique_api::grpc::snapshot::v1::{
+    Origin, Phase, RequestSnapshotRequest, ServiceRef, Snapshot, WatchSnapshotRequest,
+};
+use navique_api::services::{ManagedService, ServiceBackup};
+use tokio_postgres::NoTls;
+use tokio_util::sync::CancellationToken;
+use tonic::transport::Channel;
+
+pub const TIMEOUT: Duration = Duration::from_secs(60);
+pub const ADMIN_PASSWORD: &str = "admin-pw";
+
+pub fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("no free port on 127.0.0.1")
+        .port()
+}
+
+fn describe(output: &Output) -> String {
+    format!(
+        "{}\nstdout:\n{}stderr:\n{}",
+        output.status,
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    )
+}
+
+/// Polls `check` until it returns Some, or fails with `what`.
+pub async fn eventually<T, F, Fut>(what: &str, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    let deadline = Instant::now() + TIMEOUT;
+    loop {
+        if let Some(value) = check().await {
+            return value;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// A throwaway PostgreSQL that wants passwords over TCP; stopped on drop.
+pub struct Postgres {
+    dir: tempfile::TempDir,
+    pub port: u16,
+}
+
+impl Postgres {
+    pub async fn start() -> Postgres {
+        let script = repo_root().join("scripts/postgres.sh");
+        let dir = tempfile::Builder::new()
+            .prefix("navique-br-pg-")
+            .tempdir_in("/tmp")
+            .expect("temp dir under /tmp");
+        // The script runs the server as an unprivileged user when root.
+        fs::set_permissions(dir.path(), fs::Permissions::from_mode(0o755)).unwrap();
+        let mut server = Postgres { dir, port: 0 };
+        let mut attempts = Vec::new();
+        for _ in 0..3 {
+            server.port = free_port();
+            let output = Command::new(&script)
+                .arg("start")
+                .arg(server.dir.path())
+                .arg(server.port.to_string())
+                .output()
+                .expect("run scripts/postgres.sh");
+            if output.status.success() {
+                server.require_passwords().await;
+                return server;
+            }
+            let text = describe(&output);
+            let port_taken = text.contains("Address already in use");
+            attempts.push(text);
+            if !port_taken {
+                break;
+            }
+        }
+        panic!(
+            "scripts/postgres.sh start failed:\n{}",
+            attempts.join("\n---\n")
+        );
+    }
+
+    /// Gives `postgres` a password and switches TCP logins to scram, so
+    /// that a wrong password in a Secret fails as in production.
+    async fn require_passwords(&self) {
+        let admin = self.connect("postgres", "", "postgres").await.unwrap();
+        // One statement each: ALTER SYSTEM refuses a multi-statement batch.
+        for statement in [
+            format!("ALTER ROLE postgres PASSWORD '{ADMIN_PASSWORD}'"),
+            "ALTER SYSTEM SET fsync = off".to_owned(),
+            "ALTER SYSTEM SET synchronous_commit = off".to_owned(),
+        ] {
+            admin.batch_execute(&statement).await.unwrap();
+        }
+        fs::write(
+            self.dir.path().join("data/pg_hba.conf"),
+            "local all all trust\nhost all all 127.0.0.1/32 scram-sha-256\n",
+        )
+        .unwrap();
+        admin
+            .batch_execute("SELECT pg_reload_conf()")
+            .await
+            .unwrap();
+        eventually("pg_hba.conf to be reloaded", || async {
+            self.connect("postgres", "wrong", "postgres")
+                .await
+                .err()
+                .map(|_| ())
+        })
+        .await;
+    }
+
+    pub async fn connect(
+        &self,
+        user: &str,
+        password: &str,
+        database: &str,
+    ) -> Result<tokio_postgres::Client, tokio_postgres::Error> {
+        let mut config = tokio_postgres::Config::new();
+        config
+            .host("127.0.0.1")
+            .port(self.port)
+            .user(user)
+            .password(password)
+            .dbname(database)
+            .connect_timeout(Duration::from_secs(10));
+        let (client, connection) = config.connect(NoTls).await?;
+        tokio::spawn(async move {
+            let _ = connection.await;
+        });
+        Ok(client)
+    }
+
+    pub async fn admin(&self) -> tokio_postgres::Client {
+        self.connect("postgres", ADMIN_PASSWORD, "postgres")
+            .await
+            .expect("connect as the admin")
+    }
+
+    /// A role `name` (password `<name>-pw`) owning an empty database `name`.
+    pub async fn create_database(&self, name: &str) {
+        let admin = self.admin().await;
+        for statement in [
+            format!("CREATE ROLE {name} LOGIN PASSWORD '{name}-pw'"),
+            format!("CREATE DATABASE {name} OWNER {name}"),
+        ] {
+            admin.batch_execute(&statement).await.unwrap();
+        }
+    }
+
+    /// Logs in to database `name` as its owner.
+    pub async fn owner(&self, name: &str) -> tokio_postgres::Client {
+        self.connect(name, &format!("{name}-pw"), name)
+            .await
+            .expect("log in as the owner")
+    }
+
+    /// The rows of `items` in database `name`, in order.
+    pub async fn items(&self, name: &str) -> Vec<(i32, String)> {
+        self.owner(name)
+            .await
+            .query("SELECT id, label FROM items ORDER BY id", &[])
+            .await
+            .unwrap()
+            .iter()
+            .map(|row| (row.get(0), row.get(1)))
+            .collect()
+    }
+}
+
+impl Drop for Postgres {
+    fn drop(&mut self) {
+        let _ = Command::new(repo_root().join("scripts/postgres.sh"))
+            .arg("stop")
+            .arg(self.dir.path())
+            .output();
+    }
+}
+
+/// The dev API server binary, killed on drop.
+pub struct ApiServer {
+    child: Child,
+    pub dir: tempfile::TempDir,
+}
+
+impl ApiServer {
+    pub fn start() -> ApiServer {
+        let exe = std::env::current_exe().expect("test executable path");
+        let binary = exe
+            .parent()
+            .and_then(Path::parent)
+            .expect("test executable lives in <target>/<profile>/deps")
+            .join("dev-apiserver");
+        assert!(
+            binary.exists(),
+            "{} is missing: run `cargo build -p dev-apiserver` (make test builds it) first",
+            binary.display()
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let child = Command::new(binary)
+            .arg("--dir")
+            .arg(dir.path())
+            .args(["--addr", "127.0.0.1:0", "--parent-pid"])
+            .arg(std::process::id().to_string())
+            .stdin(Stdio::null())
+            .stdout(fs::File::create(dir.path().join("stdout")).unwrap())
+            .stderr(fs::File::create(dir.path().join("stderr")).unwrap())
+            .spawn()
+            .expect("start dev-apiserver");
+        let server = ApiServer { child, dir };
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !fs::read_to_string(server.dir.path().join("stdout"))
+            .unwrap_or_default()
+            .contains("listening on")
+        {
+            assert!(Instant::now() < deadline, "dev-apiserver did not start");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        server
+    }
+
+    pub fn kubeconfig(&self) -> PathBuf {
+        self.dir.path().join("kubeconfig")
+    }
+
+    pub async fn client(&self) -> Client {
+        let kubeconfig = kube::config::Kubeconfig::read_from(self.kubeconfig()).unwrap();
+        let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+            .await
+            .unwrap();
+        Client::try_from(config).unwrap()
+    }
+}
+
+impl Drop for ApiServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn yaml_documents(path: &Path) -> Vec<serde_yaml::Value> {
+    let text = fs::read_to_string(path).unwrap();
+    serde_yaml::Deserializer::from_str(&text)
+        .map(|document| serde::Deserialize::deserialize(document).unwrap())
+        .filter(|value: &serde_yaml::Value| !value.is_null())
+        .collect()
+}
+
+/// PostgreSQL, the API server with the CRDs and the given namespaces.
+pub struct Env {
+    pub pg: Postgres,
+    pub client: Client,
+    pub apiserver: ApiServer,
+}
+
+impl Env {
+    pub async fn start(namespaces: &[&str]) -> Env {
+        // kube uses ring, object_store's client takes the process default.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let pg = Postgres::start().await;
+        let apiserver = ApiServer::start();
+        let client = apiserver.client().await;
+        let crds = KubeApi::<CustomResourceDefinition>::all(client.clone());
+        for entry in fs::read_dir(repo_root().join("deploy/crds")).unwrap() {
+            for document in yaml_documents(&entry.unwrap().path()) {
+                let crd: CustomResourceDefinition = serde_yaml::from_value(document).unwrap();
+                crds.create(&PostParams::default(), &crd).await.unwrap();
+            }
+        }
+        let backups = KubeApi::<ServiceBackup>::all(client.clone());
+        eventually("the CRDs to be served", || async {
+            backups.list(&Default::default()).await.ok()
+        })
+        .await;
+        for name in namespaces {
+            let namespace = Namespace {
+                metadata: ObjectMeta {
+                    name: Some((*name).to_owned()),
+                    ..Default::default()
+                },
+                ..Default::default()
+            };
+            KubeApi::<Namespace>::all(client.clone())
+                .create(&PostParams::default(), &namespace)
+                .await
+                .unwrap();
+        }
+        Env {
+            pg,
+            client,
+            apiserver,
+        }
+    }
+
+    /// A ManagedService `name` in `namespace` whose database `database`
+    /// (owned by the role of the same name) exists, and its credential
+    /// Secret, with `password` (the right one unless a test wants a wrong
+    /// one). Returns the service's uid.
+    pub async fn service(
+        &self,
+        namespace: &str,
+        name: &str,
+        database: &str,
+        password: Option<&str>,
+    ) -> String {
+        self.pg.create_database(database).await;
+        let mut service: ManagedService = serde_yaml::from_value(
+            yaml_documents(&repo_root().join("deploy/examples/orders-db.yaml")).remove(0),
+        )
+        .unwrap();
+        service.annotations_mut().clear();
+        service.metadata.name = Some(name.to_owned());
+        service.metadata.namespace = Some(namespace.to_owned());
+        let created = KubeApi::<ManagedService>::namespaced(self.client.clone(), namespace)
+            .create(&PostParams::default(), &service)
+            .await
+            .unwrap();
+        let password = password
+            .map(str::to_owned)
+            .unwrap_or_else(|| format!("{database}-pw"));
+        let data: BTreeMap<String, ByteString> = [
+            ("host", "127.0.0.1".to_owned()),
+            ("port", self.pg.port.to_string()),
+            ("database", database.to_owned()),
+            ("user", database.to_owned()),
+            ("password", password.clone()),
+            (
+                "uri",
+                format!(
+                    "postgresql://{database}:{password}@127.0.0.1:{}/{database}",
+                    self.pg.port
+                ),
+            ),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), ByteString(v.into_bytes())))
+        .collect();
+        let secret = Secret {
+            metadata: ObjectMeta {
+                name: Some(format!("{name}-credentials")),
+                ..Default::default()
+            },
+            data: Some(data),
+            ..Default::default()
+        };
+        KubeApi::<Secret>::namespaced(self.client.clone(), namespace)
+            .create(&PostParams::default(), &secret)
+            .await
+            .unwrap();
+        created.uid().unwrap()
+    }
+
+    /// Fills `items` in `database` with `rows` rows of `width` random hex
+    /// characters (which pg_dump compresses to about half).
+    pub async fn fill(&self, database: &str, rows: i32, width: usize) {
+        let random = vec!["md5(random()::text)"; width / 32 + 1].join(" || ");
+        self.pg
+            .owner(database)
+            .await
+            .batch_execute(&format!(
+                "CREATE TABLE items (id integer PRIMARY KEY, label text NOT NULL);
+                 CREATE INDEX items_label ON items (label);
+                 INSERT INTO items
+                   SELECT i, left({random}, {width})
+                   FROM generate_series(1, {rows}) AS i;"
+            ))
+            .await
+            .unwrap();
+    }
+
+    /// A ServiceBackup record `name` of `service`.
+    pub async fn record(&self, namespace: &str, name: &str, service: &str, origin: &str) {
+        let record: ServiceBackup = serde_json::from_value(serde_json::json!({
+            "apiVersion": "services.kube-dc.com/v1alpha1",
+            "kind": "ServiceBackup",
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": {"serviceRef": {"name": service}, "origin": origin},
+        }))
+        .unwrap();
+        KubeApi::<ServiceBackup>::namespaced(self.client.clone(), namespace)
+            .create(&PostParams::default(), &record)
+            .await
+            .unwrap();
+    }
+
+    pub async fn backup(&self, namespace: &str, name: &str) -> ServiceBackup {
+        KubeApi::<ServiceBackup>::namespaced(self.client.clone(), namespace)
+            .get(name)
+            .await
+            .unwrap()
+    }
+}
+
+/// backup-runner's server (and manual-backup controller) in this process.
+pub struct Runner {
+    pub addr: SocketAddr,
+    pub snapshots: Arc<Snapshots>,
+    pub metrics: Metrics,
+    shutdown: CancellationToken,
+}
+
+impl Runner {
+    pub async fn start(client: &Client, store: Store, with_manual_controller: bool) -> Runner {
+        let metrics = Metrics::default();
+        let tools = PgTools::locate(None).expect("pg_dump and pg_restore");
+        let engine = Arc::new(Engine::new(client.clone(), store, tools, metrics.clone()));
+        let shutdown = CancellationToken::new();
+        let snapshots = Snapshots::new(engine, shutdown.child_token());
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(grpc::serve(
+            listener,
+            None,
+            Api::new(snapshots.clone()).into_server(),
+            shutdown.clone(),
+        ));
+        if with_manual_controller {
+            tokio::spawn(manual::run(
+                client.clone(),
+                snapshots.clone(),
+                shutdown.clone(),
+            ));
+        }
+        Runner {
+            addr,
+            snapshots,
+            metrics,
+            shutdown,
+        }
+    }
+
+    pub async fn client(&self) -> SnapshotServiceClient<Channel> {
+        grpc_client(self.addr).await
+    }
+}
+
+impl Drop for Runner {
+    fn drop(&mut self) {
+        self.shutdown.cancel();
+    }
+}
+
+pub async fn grpc_client(addr: SocketAddr) -> SnapshotServiceClient<Channel> {
+    eventually("backup-runner's gRPC server", || async {
+        SnapshotServiceClient::connect(format!("http://{addr}"))
+            .await
+            .ok()
+    })
+    .await
+}
+
+pub fn service_ref(namespace: &str, name: &str, uid: &str) -> ServiceRef {
+    ServiceRef {
+        namespace: namespace.to_owned(),
+        name: name.to_owned(),
+        uid: uid.to_owned(),
+    }
+}
+
+pub fn request(key: &str, service: ServiceRef, backup_name: &str) -> RequestSnapshotRequest {
+    RequestSnapshotRequest {
+        idempotency_key: key.to_owned(),
+        service: Some(service),
+        origin: Origin::Final as i32,
+        backup_name: backup_name.to_owned(),
+    }
+}
+
+/// Follows the snapshot to its end; the final Snapshot.
+pub async fn watch_to_end(client: &mut SnapshotServiceClient<Channel>, key: &str) -> Snapshot {
+    let mut stream = client
+        .watch_snapshot(WatchSnapshotRequest {
+            idempotency_key: key.to_owned(),
+        })
+        .await
+        .expect("WatchSnapshot")
+        .into_inner();
+    let mut last = None;
+    let deadline = tokio::time::sleep(TIMEOUT);
+    tokio::pin!(deadline);
+    loop {
+        tokio::select! {
+            () = &mut deadline => panic!("snapshot {key} did not finish in time"),
+            message = stream.message() => match message.expect("stream") {
+                Some(progress) => last = Some(progress),
+                None => break,
+            },
+        }
+    }
+    let last = last.expect("at least one progress message");
+    let snapshot = last
+        .snapshot
+        .expect("the last message carries the snapshot");
+    assert!(
+        matches!(snapshot.phase(), Phase::Completed | Phase::Failed),
+        "{snapshot:?}"
+    );
+    snapshot
+}
+
+/// `pg_restore --list` of an archive file: its entries.
+pub fn restore_list(archive: &Path) -> Vec<String> {
+    let tools = PgTools::locate(None).unwrap();
+    let output = Command::new(tools.bin_dir().join("pg_restore"))
+        .arg("--list")
+        .arg(archive)
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", describe(&output));
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .filter(|l| backup_runner::pg::is_list_entry(l))
+        .map(str::to_owned)
+        .collect()
+}
+
+/// The files under `dir`, relative, sorted.
+pub fn files(dir: &Path) -> Vec<String> {
+    fn walk(root: &Path, dir: &Path, out: &mut Vec<String>) {
+        let Ok(entries) = fs::read_dir(dir) else {
+            return;
+        };
+        for entry in entries {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                walk(root, &path, out);
+            } else {
+                out.push(path.strip_prefix(root).unwrap().display().to_string());
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(dir, dir, &mut out);
+    out.sort();
+    out
+}
+
+pub fn sha256_file(path: &Path) -> String {
+    use sha2::Digest;
+    backup_runner::transfer::hex(&sha2::Sha256::digest(fs::read(path).unwrap()))
+}
