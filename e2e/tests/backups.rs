@@ -162,6 +162,31 @@ async fn snapshot_and_delete_leaves_one_verified_final_backup_that_restores() {
             .query_in("restored_orders", "select count(*), sum(id) from items"),
         "1000|500500"
     );
+
+    // The Project user's manual backup restores too.
+    let from_manual = env
+        .orders_db(&ns, "manual_orders", "Retain", false)
+        .replace("name: orders-db", "name: orders-from-manual")
+        .replace(
+            "  deletionPolicy: Retain",
+            "  deletionPolicy: Retain\n  restoreFrom:\n    backupName: before-delete",
+        );
+    env.apply(&from_manual).await;
+    eventually(
+        WAIT,
+        "the service restored from the manual backup",
+        || async {
+            env.state(&ns, "orders-from-manual")
+                .starts_with("Ready Available")
+                .then_some(())
+        },
+    )
+    .await;
+    assert_eq!(
+        env.postgres
+            .query_in("manual_orders", "select count(*) from items"),
+        "1000"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -284,11 +284,16 @@ pub fn restore_request(
         )));
     }
     let source = &record.spec.service_ref;
-    let uid = source.uid.clone().ok_or_else(|| {
-        Error::Restore(format!(
-            "spec.restoreFrom.backupName: ServiceBackup {name} does not name the uid of the service it backs up"
-        ))
-    })?;
+    let location = record.status.as_ref().and_then(|s| s.location.as_deref());
+    let uid = source
+        .uid
+        .clone()
+        .or_else(|| location.and_then(|l| uid_from_location(l, &source.name)))
+        .ok_or_else(|| {
+            Error::Restore(format!(
+                "spec.restoreFrom.backupName: ServiceBackup {name} does not say which service's archive it is"
+            ))
+        })?;
     Ok(pb::RestoreSnapshotRequest {
         source_service: Some(pb::ServiceRef {
             namespace: namespace.clone(),
@@ -302,6 +307,18 @@ pub fn restore_request(
             uid: service.uid().ok_or(Error::Unnamed)?,
         }),
     })
+}
+
+/// The uid of the service an archive was taken of, from its location:
+/// backup-runner stores archives at `.../<namespace>/<service>-<uid>/<backup>.dump`
+/// (docs/backups.md). What a user's Manual record, which names the service
+/// only, needs to be restored.
+fn uid_from_location(location: &str, service: &str) -> Option<String> {
+    let mut parts = location.rsplit('/');
+    let _archive = parts.next()?;
+    let uid = parts.next()?.strip_prefix(service)?.strip_prefix('-')?;
+    (uid.len() == 36 && uid.bytes().all(|b| b.is_ascii_hexdigit() || b == b'-'))
+        .then(|| uid.to_owned())
 }
 
 /// The snapshot request of the service's final backup.
@@ -358,6 +375,28 @@ mod tests {
         );
         assert_eq!(request.origin, pb::Origin::Final as i32);
         assert_eq!(request.service.unwrap().namespace, "shop");
+    }
+
+    #[test]
+    fn a_manual_records_archive_names_its_service_uid() {
+        let uid = "0a1b2c3d-4e5f-6789-abcd-ef0123456789";
+        assert_eq!(
+            uid_from_location(
+                &format!("s3://backups/navique/shop/orders-db-{uid}/before-migration.dump"),
+                "orders-db"
+            )
+            .as_deref(),
+            Some(uid)
+        );
+        assert_eq!(
+            uid_from_location(&format!("file:///b/shop/orders-{uid}/x.dump"), "orders-db"),
+            None,
+            "another service's folder"
+        );
+        assert_eq!(
+            uid_from_location("file:///b/shop/orders-db-latest/x.dump", "orders-db"),
+            None
+        );
     }
 
     #[test]
