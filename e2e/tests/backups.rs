@@ -242,3 +242,84 @@ async fn nothing_is_deleted_while_backup_runner_is_down_and_one_backup_is_taken_
     );
     assert_eq!(dumps(store.path()).len(), 1);
 }
+
+/// Files under the store named `*.json`: the manifests that make backups.
+fn manifests(store: &Path) -> usize {
+    let mut count = 0;
+    let mut dirs = vec![store.to_path_buf()];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                dirs.push(path);
+            } else if path.extension().is_some_and(|e| e == "json") {
+                count += 1;
+            }
+        }
+    }
+    count
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn backup_runner_killed_mid_snapshot_records_no_half_backup_and_drops_only_after_one() {
+    let port = free_port();
+    let env = ServiceEnv::start(&["--backup-runner-url", &format!("http://127.0.0.1:{port}")]);
+    let store = tempfile::tempdir().unwrap();
+    let store_url = format!("file://{}", store.path().display());
+    let mut runner = env.start_backup_runner(port, &store_url).await;
+    env.controller_ready().await;
+    let ns = env.cluster.namespace("killed");
+    let db = "killed_orders";
+    env.apply(&env.orders_db(&ns, db, "SnapshotAndDelete", false))
+        .await;
+    env.until_state(&ns, "orders-db", "Ready Available").await;
+    // Enough data (about 60 MB dumped) for the snapshot to take seconds.
+    env.postgres.query_in(
+        db,
+        &format!(
+            "set role {db}; create table blob as select g as id, md5(random()::text) || md5(random()::text) as a from generate_series(1, 1000000) g"
+        ),
+    );
+
+    env.cluster.kubectl_ok(&[
+        "delete",
+        "managedservice",
+        "orders-db",
+        "-n",
+        &ns,
+        "--wait=false",
+    ]);
+    eventually(WAIT, "the final backup to be running", || async {
+        backups(&env, &ns)
+            .iter()
+            .any(|b| b[1] == "Final" && b[2] == "Running")
+            .then_some(())
+    })
+    .await;
+    runner.kill();
+
+    // Nothing half-done counts as a backup, and nothing was dropped.
+    let all = backups(&env, &ns);
+    assert!(all.iter().all(|b| b[2] != "Completed"), "{all:?}");
+    assert_eq!(manifests(store.path()), 0);
+    assert_eq!(dumps(store.path()).len(), 0);
+    assert!(env.postgres.database_exists(db));
+    assert!(env.state(&ns, "orders-db").starts_with("Deleting"));
+
+    let _runner = env.start_backup_runner(port, &store_url).await;
+    eventually(WAIT, "the deletion to complete", || async {
+        env.field(&ns, "orders-db", "{.metadata.name}")
+            .is_empty()
+            .then_some(())
+    })
+    .await;
+    assert!(!env.postgres.database_exists(db));
+    let all = backups(&env, &ns);
+    assert_eq!(all.len(), 1, "{all:?}");
+    assert_eq!(
+        (all[0][1].as_str(), all[0][2].as_str()),
+        ("Final", "Completed")
+    );
+    assert_eq!(manifests(store.path()), 1, "exactly one backup");
+    assert_eq!(dumps(store.path()).len(), 1);
+}
