@@ -477,3 +477,35 @@ async fn protection_left_out_of_the_manifest_is_the_plans_default() {
     env.cluster
         .kubectl_ok(&["delete", "namespace", &ns, "--wait=false"]);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_object_of_the_same_name_that_is_not_the_services_is_left_alone() {
+    let env = env();
+    env.controller_ready().await;
+    let ns = env.cluster.namespace("taken");
+    env.cluster.kubectl_ok(&[
+        "create",
+        "secret",
+        "generic",
+        "orders-db-credentials",
+        "-n",
+        &ns,
+        "--from-literal=password=the-teams-own",
+    ]);
+    env.apply(&env.orders_db(&ns, "taken_orders", "Retain", false))
+        .await;
+    let failed = env.until_state(&ns, "orders-db", "Failed").await;
+    assert_eq!(
+        failed,
+        format!(
+            "Failed ProvisioningFailed: Secret {ns}/orders-db-credentials exists and does not belong to this service; rename or remove it, or choose another service name"
+        )
+    );
+    assert_eq!(
+        get(&ns, "secret/orders-db-credentials", "{.data.password}"),
+        base64("the-teams-own"),
+        "untouched"
+    );
+    env.cluster
+        .kubectl_ok(&["delete", "namespace", &ns, "--wait=false"]);
+}

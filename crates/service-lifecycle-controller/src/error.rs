@@ -11,6 +11,10 @@ pub enum Error {
         "{kind} {name} is retained from a deleted service of the same name; ask your provider to remove the retained objects, or choose another name"
     )]
     RetainedNameInUse { kind: &'static str, name: String },
+    #[error(
+        "{kind} {name} exists and does not belong to this service; rename or remove it, or choose another service name"
+    )]
+    NameTaken { kind: &'static str, name: String },
     #[error("ServiceClass {0} not found")]
     ClassMissing(String),
     #[error("ServiceClass {0} has no providerShared.adminSecretRef")]
@@ -108,7 +112,7 @@ impl Error {
     pub fn metric_label(&self) -> &'static str {
         match self {
             Error::InvalidParameters(_) => "invalid_parameters",
-            Error::RetainedNameInUse { .. } => "retained_name_in_use",
+            Error::RetainedNameInUse { .. } | Error::NameTaken { .. } => "name_in_use",
             Error::ClassMissing(_) | Error::NoProviderShared(_) => "class",
             Error::AdminSecretMissing { .. }
             | Error::AdminSecret { .. }

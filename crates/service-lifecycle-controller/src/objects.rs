@@ -86,7 +86,9 @@ impl<'a> Objects<'a> {
     }
 
     /// Server-side applies `body` (apiVersion, kind, metadata.name and what
-    /// the service wants of it) owned by the service as its controller.
+    /// the service wants of it) owned by the service as its controller. An
+    /// object of that name that is not the service's is left alone: taking
+    /// it over would overwrite someone else's data.
     pub async fn apply<K: ProjectObject>(&self, mut body: Value) -> Result<K, Error> {
         let owner = self
             .service
@@ -96,6 +98,14 @@ impl<'a> Objects<'a> {
             .as_str()
             .ok_or(Error::Unnamed)?
             .to_owned();
+        if let Some(existing) = self.get::<K>(&name).await?
+            && !self.owned(&existing)
+        {
+            return Err(Error::NameTaken {
+                kind: K::KIND,
+                name: self.full_name(&name),
+            });
+        }
         body["metadata"]["namespace"] = self.namespace.clone().into();
         body["metadata"]["ownerReferences"] =
             serde_json::to_value([owner]).expect("an owner reference serializes");
