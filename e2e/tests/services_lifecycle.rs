@@ -509,3 +509,32 @@ async fn an_object_of_the_same_name_that_is_not_the_services_is_left_alone() {
     env.cluster
         .kubectl_ok(&["delete", "namespace", &ns, "--wait=false"]);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn snapshot_and_delete_without_an_engine_retains_the_secrets_and_says_so() {
+    let env = env();
+    env.controller_ready().await;
+    let ns = env.cluster.namespace("no-engine");
+    let db = "vanished_orders";
+    env.apply(&env.orders_db(&ns, db, "SnapshotAndDelete", false))
+        .await;
+    env.until_state(&ns, "orders-db", "Ready Available").await;
+    // The engine disappears behind the platform's back.
+    env.postgres
+        .query(&format!("drop database {db} with (force)"));
+    env.cluster
+        .kubectl_ok(&["delete", "managedservice", "orders-db", "-n", &ns]);
+    env.until_gone(&ns, "orders-db").await;
+    assert_eq!(
+        get(
+            &ns,
+            "secret/orders-db-credentials",
+            "{.metadata.labels.services\\.kube-dc\\.com/retained}"
+        ),
+        "true"
+    );
+    assert_eq!(
+        event_messages(&ns, "DataRetained").trim(),
+        "Warning the engine no longer exists, so no final backup can be taken: the data volumes and credential Secrets are retained"
+    );
+}

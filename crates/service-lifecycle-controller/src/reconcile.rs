@@ -626,6 +626,18 @@ impl Context {
                 reference.clone(),
             ));
         }
+        if decision.step == Step::RetainData {
+            events.push((
+                Event {
+                    type_: EventType::Warning,
+                    reason: events::DATA_RETAINED.to_owned(),
+                    note: Some(decision.message.clone()),
+                    action: "Delete".to_owned(),
+                    secondary: None,
+                },
+                reference.clone(),
+            ));
+        }
         if decision.project_deleted
             && let Some(project) = project
         {
