@@ -346,6 +346,23 @@ impl ServiceEnv {
         .await;
     }
 
+    /// `kubectl get <what> -n <ns> -o jsonpath=<path>`; empty when missing.
+    pub fn get(&self, ns: &str, what: &str, path: &str) -> String {
+        let output = self.cluster.kubectl(
+            &[
+                "get",
+                what,
+                "-n",
+                ns,
+                "--ignore-not-found",
+                "-o",
+                &format!("jsonpath={path}"),
+            ],
+            None,
+        );
+        String::from_utf8_lossy(&output.stdout).into_owned()
+    }
+
     /// A field of a ManagedService by JSONPath; empty when it is gone.
     pub fn field(&self, ns: &str, name: &str, path: &str) -> String {
         let output = self.cluster.kubectl(
@@ -382,9 +399,10 @@ impl ServiceEnv {
         .await
     }
 
-    /// Waits until the ManagedService no longer exists.
+    /// Waits until the ManagedService no longer exists (a final backup may
+    /// be taken first).
     pub async fn until_gone(&self, ns: &str, name: &str) {
-        eventually(WAIT, &format!("{ns}/{name} to be gone"), || async {
+        eventually(2 * WAIT, &format!("{ns}/{name} to be gone"), || async {
             let output = self.cluster.kubectl(
                 &[
                     "get",

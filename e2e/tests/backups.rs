@@ -101,12 +101,7 @@ async fn snapshot_and_delete_leaves_one_verified_final_backup_that_restores() {
         &ns,
         "--wait=false",
     ]);
-    eventually(WAIT, "the service to be gone", || async {
-        env.field(&ns, "orders-db", "{.metadata.name}")
-            .is_empty()
-            .then_some(())
-    })
-    .await;
+    env.until_gone(&ns, "orders-db").await;
     assert!(
         !env.postgres.database_exists(db),
         "removed after the backup"
@@ -227,12 +222,7 @@ async fn nothing_is_deleted_while_backup_runner_is_down_and_one_backup_is_taken_
     let _runner = env
         .start_backup_runner(port, &format!("file://{}", store.path().display()))
         .await;
-    eventually(WAIT, "the deletion to complete", || async {
-        env.field(&ns, "orders-db", "{.metadata.name}")
-            .is_empty()
-            .then_some(())
-    })
-    .await;
+    env.until_gone(&ns, "orders-db").await;
     assert!(!env.postgres.database_exists(db));
     let all = backups(&env, &ns);
     assert_eq!(all.len(), 1, "{all:?}");
@@ -307,12 +297,7 @@ async fn backup_runner_killed_mid_snapshot_records_no_half_backup_and_drops_only
     assert!(env.state(&ns, "orders-db").starts_with("Deleting"));
 
     let _runner = env.start_backup_runner(port, &store_url).await;
-    eventually(WAIT, "the deletion to complete", || async {
-        env.field(&ns, "orders-db", "{.metadata.name}")
-            .is_empty()
-            .then_some(())
-    })
-    .await;
+    env.until_gone(&ns, "orders-db").await;
     assert!(!env.postgres.database_exists(db));
     let all = backups(&env, &ns);
     assert_eq!(all.len(), 1, "{all:?}");

@@ -22,23 +22,6 @@ fn env() -> &'static ServiceEnv {
     ENV.get_or_init(|| ServiceEnv::start(&[]))
 }
 
-/// `kubectl get <what> -n ns -o jsonpath=<path>`, empty when missing.
-fn get(ns: &str, what: &str, path: &str) -> String {
-    let output = env().cluster.kubectl(
-        &[
-            "get",
-            what,
-            "-n",
-            ns,
-            "--ignore-not-found",
-            "-o",
-            &format!("jsonpath={path}"),
-        ],
-        None,
-    );
-    String::from_utf8_lossy(&output.stdout).into_owned()
-}
-
 /// Event messages of `reason` in `ns`.
 fn event_messages(ns: &str, reason: &str) -> String {
     env().cluster.kubectl_ok(&[
@@ -77,10 +60,10 @@ async fn the_seed_service_is_protected_then_deleted_only_once_confirmed() {
         "Delete"
     );
     // The credential Secret works on PostgreSQL, and a Service names it.
-    let uri = get(&ns, "secret/orders-db-credentials", "{.data.uri}");
+    let uri = env.get(&ns, "secret/orders-db-credentials", "{.data.uri}");
     assert!(!uri.is_empty(), "credential Secret missing");
     assert_eq!(
-        get(
+        env.get(
             &ns,
             "service/orders-db",
             "{.spec.type} {.spec.externalName}"
@@ -154,7 +137,7 @@ async fn the_seed_service_is_protected_then_deleted_only_once_confirmed() {
     assert!(!env.postgres.database_exists(db));
     assert!(!env.postgres.role_exists(db));
     eventually(WAIT, "the credential Secret to be collected", || async {
-        get(&ns, "secret/orders-db-credentials", "{.metadata.name}")
+        env.get(&ns, "secret/orders-db-credentials", "{.metadata.name}")
             .is_empty()
             .then_some(())
     })
@@ -180,8 +163,7 @@ async fn retain_leaves_the_database_and_objects_unowned_and_protected() {
     assert!(env.postgres.role_exists(db));
     for object in ["secret/orders-db-credentials", "service/orders-db"] {
         assert_eq!(
-            get(
-                &ns,
+            env.get(&ns,
                 object,
                 "{.metadata.labels.services\\.kube-dc\\.com/retained} owners={.metadata.ownerReferences}"
             ),
@@ -359,7 +341,7 @@ async fn an_in_project_service_runs_a_stateful_set_and_delete_removes_its_volume
     env.apply(&manifest).await;
     let waiting = env.until_state(&ns, "orders-db", "Provisioning").await;
     eventually(WAIT, "the StatefulSet", || async {
-        (get(&ns, "statefulset/orders-db", "{.metadata.name}") == "orders-db").then_some(())
+        (env.get(&ns, "statefulset/orders-db", "{.metadata.name}") == "orders-db").then_some(())
     })
     .await;
     assert_eq!(
@@ -369,19 +351,18 @@ async fn an_in_project_service_runs_a_stateful_set_and_delete_removes_its_volume
         "{waiting}"
     );
     assert_eq!(
-        get(
-            &ns,
+        env.get(&ns,
             "statefulset/orders-db",
             "{.spec.volumeClaimTemplates[0].spec.resources.requests.storage} {.spec.persistentVolumeClaimRetentionPolicy.whenDeleted}"
         ),
         "10Gi Retain"
     );
     assert_eq!(
-        get(&ns, "secret/orders-db-credentials", "{.data.host}"),
+        env.get(&ns, "secret/orders-db-credentials", "{.data.host}"),
         base64(&format!("orders-db.{ns}.svc"))
     );
     assert_eq!(
-        get(&ns, "service/orders-db-headless", "{.spec.clusterIP}"),
+        env.get(&ns, "service/orders-db-headless", "{.spec.clusterIP}"),
         "None"
     );
 
@@ -417,8 +398,11 @@ async fn an_in_project_service_runs_a_stateful_set_and_delete_removes_its_volume
     env.cluster
         .kubectl_ok(&["delete", "managedservice", "orders-db", "-n", &ns]);
     env.until_gone(&ns, "orders-db").await;
-    assert_eq!(get(&ns, "statefulset/orders-db", "{.metadata.name}"), "");
-    assert_eq!(get(&ns, "pvc/data-orders-db-0", "{.metadata.name}"), "");
+    assert_eq!(
+        env.get(&ns, "statefulset/orders-db", "{.metadata.name}"),
+        ""
+    );
+    assert_eq!(env.get(&ns, "pvc/data-orders-db-0", "{.metadata.name}"), "");
 }
 
 fn base64(text: &str) -> String {
@@ -502,7 +486,7 @@ async fn an_object_of_the_same_name_that_is_not_the_services_is_left_alone() {
         )
     );
     assert_eq!(
-        get(&ns, "secret/orders-db-credentials", "{.data.password}"),
+        env.get(&ns, "secret/orders-db-credentials", "{.data.password}"),
         base64("the-teams-own"),
         "untouched"
     );
@@ -526,7 +510,7 @@ async fn snapshot_and_delete_without_an_engine_retains_the_secrets_and_says_so()
         .kubectl_ok(&["delete", "managedservice", "orders-db", "-n", &ns]);
     env.until_gone(&ns, "orders-db").await;
     assert_eq!(
-        get(
+        env.get(
             &ns,
             "secret/orders-db-credentials",
             "{.metadata.labels.services\\.kube-dc\\.com/retained}"

@@ -18,22 +18,6 @@ const WAIT: Duration = Duration::from_secs(30);
 const RETAINED: &str = "{.metadata.labels.services\\.kube-dc\\.com/retained}";
 const ERRORS: &str = "navique_service_lifecycle_controller_managed_service_reconcile_errors_total";
 
-fn get(env: &ServiceEnv, ns: &str, what: &str, path: &str) -> String {
-    let output = env.cluster.kubectl(
-        &[
-            "get",
-            what,
-            "-n",
-            ns,
-            "--ignore-not-found",
-            "-o",
-            &format!("jsonpath={path}"),
-        ],
-        None,
-    );
-    String::from_utf8_lossy(&output.stdout).into_owned()
-}
-
 /// Fails the controller's requests matching `fault` until the controller
 /// has met it in the deletion (its error counter for `error` grew and
 /// `reached` holds), then kills it.
@@ -135,14 +119,9 @@ async fn an_interrupted_delete_finishes_after_a_restart_at_every_step() {
         );
         assert!(!env.postgres.role_exists(&db));
         eventually(WAIT, "the credential Secret to be collected", || async {
-            get(
-                &env,
-                &ns,
-                "secret/orders-db-credentials",
-                "{.metadata.name}",
-            )
-            .is_empty()
-            .then_some(())
+            env.get(&ns, "secret/orders-db-credentials", "{.metadata.name}")
+                .is_empty()
+                .then_some(())
         })
         .await;
     }
@@ -161,7 +140,7 @@ async fn an_interrupted_retain_keeps_everything_after_a_restart() {
         &env,
         json!({"verb": "patch", "resource": "services"}),
         "write",
-        || get(&env, &ns, "secret/orders-db-credentials", RETAINED) == "true",
+        || env.get(&ns, "secret/orders-db-credentials", RETAINED) == "true",
         || {
             env.cluster.kubectl_ok(&[
                 "delete",
@@ -175,16 +154,16 @@ async fn an_interrupted_retain_keeps_everything_after_a_restart() {
     )
     .await;
     assert_eq!(
-        get(&env, &ns, "secret/orders-db-credentials", RETAINED),
+        env.get(&ns, "secret/orders-db-credentials", RETAINED),
         "true"
     );
-    assert_eq!(get(&env, &ns, "service/orders-db", RETAINED), "");
+    assert_eq!(env.get(&ns, "service/orders-db", RETAINED), "");
     restart(&env).await;
     env.until_gone(&ns, "orders-db").await;
     // Garbage collection had time to take anything still owned.
     tokio::time::sleep(Duration::from_secs(1)).await;
     for object in ["secret/orders-db-credentials", "service/orders-db"] {
-        assert_eq!(get(&env, &ns, object, RETAINED), "true", "{object}");
+        assert_eq!(env.get(&ns, object, RETAINED), "true", "{object}");
     }
     assert!(env.postgres.database_exists(db));
     assert!(env.postgres.role_exists(db));
@@ -206,7 +185,10 @@ async fn an_interrupted_in_project_delete_removes_the_volume_after_a_restart() {
         Some("apiVersion: v1\nkind: PersistentVolumeClaim\nmetadata:\n  name: data-orders-db-0\n  labels: {services.kube-dc.com/service: orders-db}\nspec:\n  accessModes: [ReadWriteOnce]\n  resources: {requests: {storage: 10Gi}}\n"),
     );
     eventually(WAIT, "the StatefulSet", || async {
-        (!get(&env, &ns, "statefulset/orders-db", "{.metadata.name}").is_empty()).then_some(())
+        (!env
+            .get(&ns, "statefulset/orders-db", "{.metadata.name}")
+            .is_empty())
+        .then_some(())
     })
     .await;
     // Stopped after the StatefulSet was deleted, before its volume.
@@ -214,7 +196,10 @@ async fn an_interrupted_in_project_delete_removes_the_volume_after_a_restart() {
         &env,
         json!({"verb": "delete", "resource": "persistentvolumeclaims"}),
         "delete",
-        || get(&env, &ns, "statefulset/orders-db", "{.metadata.name}").is_empty(),
+        || {
+            env.get(&ns, "statefulset/orders-db", "{.metadata.name}")
+                .is_empty()
+        },
         || {
             env.cluster.kubectl_ok(&[
                 "delete",
@@ -228,19 +213,16 @@ async fn an_interrupted_in_project_delete_removes_the_volume_after_a_restart() {
     )
     .await;
     assert_eq!(
-        get(&env, &ns, "statefulset/orders-db", "{.metadata.name}"),
+        env.get(&ns, "statefulset/orders-db", "{.metadata.name}"),
         ""
     );
     assert_eq!(
-        get(&env, &ns, "pvc/data-orders-db-0", "{.metadata.name}"),
+        env.get(&ns, "pvc/data-orders-db-0", "{.metadata.name}"),
         "data-orders-db-0"
     );
     restart(&env).await;
     env.until_gone(&ns, "orders-db").await;
-    assert_eq!(
-        get(&env, &ns, "pvc/data-orders-db-0", "{.metadata.name}"),
-        ""
-    );
+    assert_eq!(env.get(&ns, "pvc/data-orders-db-0", "{.metadata.name}"), "");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
