@@ -178,7 +178,8 @@ impl<'a> Objects<'a> {
         .await
     }
 
-    fn owned<K: Resource>(&self, object: &K) -> bool {
+    /// Whether the service owns the object.
+    pub fn owned<K: Resource>(&self, object: &K) -> bool {
         object.owner_references().iter().any(|o| o.uid == self.uid)
     }
 

@@ -289,11 +289,7 @@ impl Context {
         let objects = Objects::of(&self.client, service)?;
         let secret_name = service::credentials_secret_name(&name);
         let existing: Option<Secret> = objects.get(&secret_name).await?;
-        if existing.as_ref().is_none_or(|s| {
-            !s.owner_references()
-                .iter()
-                .any(|o| Some(&o.uid) == service.uid().as_ref())
-        }) {
+        if existing.as_ref().is_none_or(|s| !objects.owned(s)) {
             objects.check_no_retained().await?;
         }
         if service.status.as_ref().and_then(|s| s.phase).is_none() {
@@ -537,9 +533,9 @@ impl Context {
         let namespace = service.namespace().ok_or(Error::Unnamed)?;
         let runner = self.backup_runner.as_ref().ok_or(Error::NoBackupRunner)?;
         if let Some(other) = restore.namespace.as_ref().filter(|n| **n != namespace) {
-            return Err(Error::Restore(format!(
-                "spec.restoreFrom.namespace: {other} is another Project; a backup can only be restored into a service of the same Project"
-            )));
+            return Err(Error::Restore(
+                navique_api::messages::restore_from_another_project(other),
+            ));
         }
         let name = &restore.backup_name;
         let record = Api::<ServiceBackup>::namespaced(self.client.clone(), &namespace)
