@@ -25,7 +25,7 @@ pub use error::Error;
 pub use failures::FailureBackoff;
 pub use finalizers::set_finalizers;
 pub use leader::Leadership;
-pub use telemetry::{continue_trace, trace_headers};
+pub use telemetry::trace_headers;
 
 use std::error::Error as StdError;
 use std::future::Future;

@@ -82,19 +82,11 @@ fn tracer_provider(component: &'static str, endpoint: &str) -> Result<SdkTracerP
 
 /// The W3C trace context (`traceparent`, `tracestate`) of the current span,
 /// as headers to send with a request to another component, so that its
-/// spans continue this trace. Empty when traces are off.
+/// spans continue this trace (backup-runner reads them back from gRPC
+/// metadata). Empty when traces are off.
 pub fn trace_headers() -> HashMap<String, String> {
     let mut headers = HashMap::new();
     let context = tracing::Span::current().context();
     TraceContextPropagator::new().inject_context(&context, &mut headers);
     headers
-}
-
-/// Makes `span` a child of the trace context in a request's `headers`
-/// (see [`trace_headers`]); nothing when they carry none.
-pub fn continue_trace(span: &tracing::Span, headers: &HashMap<String, String>) {
-    let parent = TraceContextPropagator::new().extract(headers);
-    if let Err(e) = span.set_parent(parent) {
-        tracing::debug!(error = %e, "cannot continue the caller's trace");
-    }
 }
