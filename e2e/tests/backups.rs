@@ -30,8 +30,9 @@ fn backups(env: &ServiceEnv, ns: &str) -> Vec<Vec<String>> {
         .collect()
 }
 
-/// The `.dump` files under the store directory.
-fn dumps(store: &Path) -> Vec<std::path::PathBuf> {
+/// The files under the store directory with extension `extension`: `dump`
+/// for archives, `json` for the manifests that make them backups.
+fn stored(store: &Path, extension: &str) -> Vec<std::path::PathBuf> {
     let mut found = Vec::new();
     let mut dirs = vec![store.to_path_buf()];
     while let Some(dir) = dirs.pop() {
@@ -39,7 +40,7 @@ fn dumps(store: &Path) -> Vec<std::path::PathBuf> {
             let path = entry.unwrap().path();
             if path.is_dir() {
                 dirs.push(path);
-            } else if path.extension().is_some_and(|e| e == "dump") {
+            } else if path.extension().is_some_and(|e| e == extension) {
                 found.push(path);
             }
         }
@@ -125,7 +126,7 @@ async fn snapshot_and_delete_leaves_one_verified_final_backup_that_restores() {
     );
     assert_eq!(record[5], format!("sha256:{}", sha256(path)));
     assert_eq!(
-        dumps(store.path()).len(),
+        stored(store.path(), "dump").len(),
         2,
         "the manual and the final backup"
     );
@@ -230,24 +231,7 @@ async fn nothing_is_deleted_while_backup_runner_is_down_and_one_backup_is_taken_
         (all[0][1].as_str(), all[0][2].as_str()),
         ("Final", "Completed")
     );
-    assert_eq!(dumps(store.path()).len(), 1);
-}
-
-/// Files under the store named `*.json`: the manifests that make backups.
-fn manifests(store: &Path) -> usize {
-    let mut count = 0;
-    let mut dirs = vec![store.to_path_buf()];
-    while let Some(dir) = dirs.pop() {
-        for entry in std::fs::read_dir(&dir).unwrap() {
-            let path = entry.unwrap().path();
-            if path.is_dir() {
-                dirs.push(path);
-            } else if path.extension().is_some_and(|e| e == "json") {
-                count += 1;
-            }
-        }
-    }
-    count
+    assert_eq!(stored(store.path(), "dump").len(), 1);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -291,8 +275,8 @@ async fn backup_runner_killed_mid_snapshot_records_no_half_backup_and_drops_only
     // Nothing half-done counts as a backup, and nothing was dropped.
     let all = backups(&env, &ns);
     assert!(all.iter().all(|b| b[2] != "Completed"), "{all:?}");
-    assert_eq!(manifests(store.path()), 0);
-    assert_eq!(dumps(store.path()).len(), 0);
+    assert_eq!(stored(store.path(), "json").len(), 0);
+    assert_eq!(stored(store.path(), "dump").len(), 0);
     assert!(env.postgres.database_exists(db));
     assert!(env.state(&ns, "orders-db").starts_with("Deleting"));
 
@@ -305,6 +289,6 @@ async fn backup_runner_killed_mid_snapshot_records_no_half_backup_and_drops_only
         (all[0][1].as_str(), all[0][2].as_str()),
         ("Final", "Completed")
     );
-    assert_eq!(manifests(store.path()), 1, "exactly one backup");
-    assert_eq!(dumps(store.path()).len(), 1);
+    assert_eq!(stored(store.path(), "json").len(), 1, "exactly one backup");
+    assert_eq!(stored(store.path(), "dump").len(), 1);
 }
