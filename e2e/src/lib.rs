@@ -5,6 +5,7 @@
 mod cluster;
 pub mod lock_scenarios;
 pub mod locks;
+pub mod s3;
 pub mod services;
 mod webhook;
 pub use cluster::{Cluster, cluster, repo_root};
@@ -79,7 +80,7 @@ pub struct Process {
 impl Process {
     /// Starts `name` with `args`.
     pub fn spawn(name: &str, args: &[&str]) -> Self {
-        Self::spawn_command(binary(name), name, args)
+        Self::spawn_command(binary(name), name, args, &[])
     }
 
     /// Kills the binary with SIGKILL (no shutdown of any kind, as when a
@@ -102,7 +103,12 @@ impl Process {
         let _ = child.wait();
     }
 
-    fn spawn_command(program: impl AsRef<std::ffi::OsStr>, name: &str, args: &[&str]) -> Self {
+    fn spawn_command(
+        program: impl AsRef<std::ffi::OsStr>,
+        name: &str,
+        args: &[&str],
+        env: &[(String, String)],
+    ) -> Self {
         let dir = tempfile::tempdir().expect("temp dir");
         let stdout = std::fs::File::create(dir.path().join("stdout")).expect("stdout file");
         let stderr = std::fs::File::create(dir.path().join("stderr")).expect("stderr file");
@@ -111,6 +117,7 @@ impl Process {
             .env_remove("KUBECONFIG")
             .env_remove("RUST_LOG")
             .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
+            .envs(env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())
             .stdout(stdout)
             .stderr(stderr)
@@ -128,6 +135,11 @@ impl Process {
     /// does, even if it is never dropped (a process shared by a test
     /// binary's tests): a shell watches both and stops the child.
     pub fn spawn_tied(name: &str, args: &[&str]) -> Self {
+        Self::spawn_tied_env(name, args, &[])
+    }
+
+    /// [`Process::spawn_tied`] with `env` added to the environment.
+    pub fn spawn_tied_env(name: &str, args: &[&str], env: &[(String, String)]) -> Self {
         let watchdog = format!(
             r#""$0" "$@" & child=$!
 trap 'kill -TERM $child 2>/dev/null; wait $child; exit' TERM
@@ -142,9 +154,25 @@ kill -TERM $child 2>/dev/null; wait $child"#,
             binary.to_str().expect("utf-8 path"),
         ];
         all.extend_from_slice(args);
-        let mut process = Self::spawn_command("/bin/sh", name, &all);
+        let mut process = Self::spawn_command("/bin/sh", name, &all, env);
         process.tied = true;
         process
+    }
+
+    /// The binary's process id: for a process started by
+    /// [`Process::spawn_tied`], that of the binary the watching shell started.
+    pub fn pid(&self) -> u32 {
+        let child = self.child.as_ref().expect("process already reaped").id();
+        if !self.tied {
+            return child;
+        }
+        let binary = binary(&self.name);
+        std::fs::read_to_string(format!("/proc/{child}/task/{child}/children"))
+            .unwrap_or_default()
+            .split_whitespace()
+            .filter_map(|pid| pid.parse().ok())
+            .find(|pid| std::fs::read_link(format!("/proc/{pid}/exe")).is_ok_and(|e| e == binary))
+            .unwrap_or_else(|| panic!("{} is not running", self.name))
     }
 
     /// What the process wrote to stdout so far.

@@ -207,23 +207,37 @@ impl ServiceEnv {
     /// Starts backup-runner serving SnapshotService on `port` (plaintext)
     /// over the store at `store_url`; waits until it is ready.
     pub async fn start_backup_runner(&self, port: u16, store_url: &str) -> Process {
+        self.start_backup_runner_with(port, store_url, &[], &[])
+            .await
+    }
+
+    /// [`Self::start_backup_runner`] with more flags and environment
+    /// variables (an S3 store's AWS_*).
+    pub async fn start_backup_runner_with(
+        &self,
+        port: u16,
+        store_url: &str,
+        extra: &[&str],
+        env: &[(String, String)],
+    ) -> Process {
         let kubeconfig = self
             .cluster
             .kubeconfig_for(&format!("{BACKUP_RUNNER_USER}-token"), self._dir.path());
         let admin = SocketAddr::from(([127, 0, 0, 1], free_port()));
-        let process = Process::spawn_tied(
-            "backup-runner",
-            &[
-                "--kubeconfig",
-                kubeconfig.to_str().unwrap(),
-                "--admin-addr",
-                &admin.to_string(),
-                "--listen-addr",
-                &format!("127.0.0.1:{port}"),
-                "--store-url",
-                store_url,
-            ],
-        );
+        let admin_addr = admin.to_string();
+        let listen_addr = format!("127.0.0.1:{port}");
+        let mut args = vec![
+            "--kubeconfig",
+            kubeconfig.to_str().unwrap(),
+            "--admin-addr",
+            &admin_addr,
+            "--listen-addr",
+            &listen_addr,
+            "--store-url",
+            store_url,
+        ];
+        args.extend_from_slice(extra);
+        let process = Process::spawn_tied_env("backup-runner", &args, env);
         wait_for_status(admin, "/readyz", 200, WAIT).await;
         process
     }
@@ -344,6 +358,20 @@ impl ServiceEnv {
             output.status.success().then_some(())
         })
         .await;
+    }
+
+    /// Event types and messages of `reason` in `ns`, one per line.
+    pub fn event_messages(&self, ns: &str, reason: &str) -> String {
+        self.cluster.kubectl_ok(&[
+            "get",
+            "events",
+            "-n",
+            ns,
+            "--field-selector",
+            &format!("reason={reason}"),
+            "-o",
+            "jsonpath={range .items[*]}{.type} {.message}{\"\\n\"}{end}",
+        ])
     }
 
     /// `kubectl get <what> -n <ns> -o jsonpath=<path>`; empty when missing.

@@ -1,14 +1,16 @@
 //! Backups end to end: the real service-lifecycle-controller, webhook and
-//! backup-runner (over gRPC, storing into a local directory) on the dev API
-//! server, with a real PostgreSQL. `SnapshotAndDelete` leaves one verified
-//! Final backup that restores into a new service; a Project user takes a
-//! manual backup; with backup-runner down nothing is deleted until it is
-//! back, and then exactly one backup is taken.
+//! backup-runner (over gRPC, storing into a local directory or an S3
+//! protocol server) on the dev API server, with a real PostgreSQL.
+//! `SnapshotAndDelete` leaves one verified Final backup that restores into a
+//! new service; a Project user takes a manual backup; with backup-runner
+//! down nothing is deleted until it is back, and then exactly one backup is
+//! taken; a backup's retention removes its archive, then its record.
 
 use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
+use navique_e2e::s3::{BUCKET, S3Server};
 use navique_e2e::services::{ALICE, ServiceEnv};
 use navique_e2e::{eventually, free_port};
 
@@ -54,10 +56,14 @@ fn sha256(path: &Path) -> String {
     text.split(' ').next().unwrap().to_owned()
 }
 
-/// A service with 1,000 rows in a table its owner role owns.
-async fn service_with_rows(env: &ServiceEnv, ns: &str, db: &str) {
-    env.apply(&env.orders_db(ns, db, "SnapshotAndDelete", false))
-        .await;
+/// A service with 1,000 rows in a table its owner role owns; `spec` is
+/// added to the example's spec.
+async fn service_with_rows(env: &ServiceEnv, ns: &str, db: &str, spec: &str) {
+    let manifest = env.orders_db(ns, db, "SnapshotAndDelete", false).replace(
+        "  deletionPolicy: SnapshotAndDelete",
+        &format!("  deletionPolicy: SnapshotAndDelete\n{spec}"),
+    );
+    env.apply(&manifest).await;
     env.until_state(ns, "orders-db", "Ready Available").await;
     env.postgres.query_in(
         db,
@@ -78,14 +84,10 @@ async fn snapshot_and_delete_leaves_one_verified_final_backup_that_restores() {
     env.controller_ready().await;
     let ns = env.cluster.namespace("final");
     let db = "final_orders";
-    service_with_rows(&env, &ns, db).await;
+    service_with_rows(&env, &ns, db, "").await;
 
     // A Project user asks for a backup now.
-    let manual = format!(
-        "apiVersion: services.kube-dc.com/v1alpha1\nkind: ServiceBackup\nmetadata: {{name: before-delete, namespace: {ns}}}\nspec:\n  serviceRef: {{name: orders-db}}\n"
-    );
-    env.cluster
-        .kubectl_in(&["create", "-f", "-", "--as", ALICE], Some(&manual));
+    manual_backup(&env, &ns, "before-delete", None);
     eventually(WAIT, "the manual backup to complete", || async {
         backups(&env, &ns)
             .iter()
@@ -193,7 +195,7 @@ async fn nothing_is_deleted_while_backup_runner_is_down_and_one_backup_is_taken_
     env.controller_ready().await;
     let ns = env.cluster.namespace("runner-down");
     let db = "blocked_orders";
-    service_with_rows(&env, &ns, db).await;
+    service_with_rows(&env, &ns, db, "").await;
 
     env.cluster.kubectl_ok(&[
         "delete",
@@ -291,4 +293,162 @@ async fn backup_runner_killed_mid_snapshot_records_no_half_backup_and_drops_only
     );
     assert_eq!(stored(store.path(), "json").len(), 1, "exactly one backup");
     assert_eq!(stored(store.path(), "dump").len(), 1);
+}
+
+/// A manual backup record of orders-db, created as the Project user.
+fn manual_backup(env: &ServiceEnv, ns: &str, name: &str, retention: Option<&str>) {
+    let retention = retention
+        .map(|r| format!("  retention: {r}\n"))
+        .unwrap_or_default();
+    let manifest = format!(
+        "apiVersion: services.kube-dc.com/v1alpha1\nkind: ServiceBackup\nmetadata: {{name: {name}, namespace: {ns}}}\nspec:\n  serviceRef: {{name: orders-db}}\n{retention}"
+    );
+    env.cluster
+        .kubectl_in(&["create", "-f", "-", "--as", ALICE], Some(&manifest));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_s3_store_keeps_each_backup_until_its_retention_ends() {
+    let s3 = S3Server::start().await;
+    let port = free_port();
+    let env = ServiceEnv::start(&["--backup-runner-url", &format!("http://127.0.0.1:{port}")]);
+    let _runner = env
+        .start_backup_runner_with(
+            port,
+            &format!("s3://{BUCKET}/navique"),
+            &["--expiry-interval", "1s"],
+            &s3.env(),
+        )
+        .await;
+    env.controller_ready().await;
+    let ns = env.cluster.namespace("s3");
+    let db = "s3_orders";
+    service_with_rows(&env, &ns, db, "  finalBackup:\n    retention: 45s\n").await;
+
+    // A manual backup kept for 2 s goes, archive and record, while the
+    // service runs; one without a retention stays.
+    manual_backup(&env, &ns, "short-lived", Some("2s"));
+    manual_backup(&env, &ns, "kept", None);
+    eventually(WAIT, "the kept manual backup to complete", || async {
+        backups(&env, &ns)
+            .iter()
+            .any(|b| b[0] == "kept" && b[2] == "Completed")
+            .then_some(())
+    })
+    .await;
+    eventually(WAIT, "the short-lived backup to expire", || async {
+        backups(&env, &ns)
+            .iter()
+            .all(|b| b[0] != "short-lived")
+            .then_some(())
+    })
+    .await;
+    assert!(
+        env.event_messages(&ns, "BackupExpired")
+            .contains("Normal retention 2s ended: deleted the archive s3://backups/navique/"),
+        "{}",
+        env.event_messages(&ns, "BackupExpired")
+    );
+    assert_eq!(
+        stored(&s3.bucket_dir(), "dump").len(),
+        1,
+        "only the kept one"
+    );
+    assert_eq!(stored(&s3.bucket_dir(), "json").len(), 1);
+
+    env.cluster.kubectl_ok(&[
+        "delete",
+        "managedservice",
+        "orders-db",
+        "-n",
+        &ns,
+        "--wait=false",
+    ]);
+    env.until_gone(&ns, "orders-db").await;
+    assert!(!env.postgres.database_exists(db));
+
+    // The Final backup is in the bucket, as recorded, with its expiry.
+    let all = backups(&env, &ns);
+    let record = all
+        .iter()
+        .find(|b| b[1] == "Final")
+        .unwrap_or_else(|| panic!("{all:?}"));
+    assert_eq!(record[2], "Completed");
+    let key = record[3]
+        .strip_prefix(&format!("s3://{BUCKET}/navique/"))
+        .unwrap_or_else(|| panic!("{record:?}"));
+    let object = s3.bucket_dir().join("navique").join(key);
+    assert_eq!(
+        std::fs::metadata(&object).unwrap().len().to_string(),
+        record[4]
+    );
+    assert_eq!(record[5], format!("sha256:{}", sha256(&object)));
+    let completed = env.get(
+        &ns,
+        &format!("servicebackup/{}", record[0]),
+        "{.status.completionTime}",
+    );
+    let expires = env.get(
+        &ns,
+        &format!("servicebackup/{}", record[0]),
+        "{.status.expirationTime}",
+    );
+    assert!(
+        !completed.is_empty() && !expires.is_empty(),
+        "{completed} {expires}"
+    );
+    assert!(expires > completed, "{completed} {expires}");
+
+    // It restores while it lasts.
+    let restored = env
+        .orders_db(&ns, "s3_restored", "Retain", false)
+        .replace("name: orders-db", "name: orders-restored")
+        .replace(
+            "  deletionPolicy: Retain",
+            &format!(
+                "  deletionPolicy: Retain\n  restoreFrom:\n    backupName: {}",
+                record[0]
+            ),
+        );
+    env.apply(&restored).await;
+    env.until_state(&ns, "orders-restored", "Ready Available")
+        .await;
+    assert_eq!(
+        env.postgres
+            .query_in("s3_restored", "select count(*), sum(id) from items"),
+        "1000|500500"
+    );
+
+    // Then it goes: the archive and manifest, then the record.
+    eventually(
+        Duration::from_secs(90),
+        "the final backup to expire",
+        || async {
+            backups(&env, &ns)
+                .iter()
+                .all(|b| b[1] != "Final")
+                .then_some(())
+        },
+    )
+    .await;
+    assert!(!object.exists(), "{} is still stored", object.display());
+    assert_eq!(
+        stored(&s3.bucket_dir(), "dump").len(),
+        1,
+        "only the kept one"
+    );
+    assert_eq!(stored(&s3.bucket_dir(), "json").len(), 1);
+    let kept: Vec<String> = backups(&env, &ns)
+        .into_iter()
+        .map(|b| b[0].clone())
+        .collect();
+    assert_eq!(kept, ["kept"]);
+    assert!(
+        env.event_messages(&ns, "BackupExpired").contains(&format!(
+            "Normal retention 45s ended: deleted the archive {} and this record",
+            record[3]
+        )),
+        "{}",
+        env.event_messages(&ns, "BackupExpired")
+    );
 }

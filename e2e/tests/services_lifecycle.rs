@@ -22,20 +22,6 @@ fn env() -> &'static ServiceEnv {
     ENV.get_or_init(|| ServiceEnv::start(&[]))
 }
 
-/// Event messages of `reason` in `ns`.
-fn event_messages(ns: &str, reason: &str) -> String {
-    env().cluster.kubectl_ok(&[
-        "get",
-        "events",
-        "-n",
-        ns,
-        "--field-selector",
-        &format!("reason={reason}"),
-        "-o",
-        "jsonpath={range .items[*]}{.type} {.message}{\"\\n\"}{end}",
-    ])
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_seed_service_is_protected_then_deleted_only_once_confirmed() {
     let env = env();
@@ -283,7 +269,7 @@ async fn a_policy_the_plan_no_longer_allows_is_downgraded_with_a_warning() {
         .kubectl_ok(&["delete", "managedservice", "orders-db", "-n", &ns]);
     env.until_gone(&ns, "orders-db").await;
     assert!(env.postgres.database_exists(db), "ran under Retain");
-    let events = event_messages(&ns, "DeletionPolicyDowngraded");
+    let events = env.event_messages(&ns, "DeletionPolicyDowngraded");
     assert!(events.starts_with("Warning "), "{events}");
     assert!(events.contains("Retain"), "{events}");
     assert!(events.contains("e2e-downgrade"), "{events}");
@@ -320,7 +306,7 @@ async fn deleting_the_project_removes_every_service_and_its_database() {
     for (name, db, _, _) in services {
         assert!(!env.postgres.database_exists(db), "{name}'s database");
         assert!(!env.postgres.role_exists(db), "{name}'s role");
-        let events = event_messages("default", "ProjectDeleted");
+        let events = env.event_messages("default", "ProjectDeleted");
         assert!(
             events.contains(&format!(
                 "ManagedService {name}: the Project is being deleted"
@@ -518,7 +504,7 @@ async fn snapshot_and_delete_without_an_engine_retains_the_secrets_and_says_so()
         "true"
     );
     assert_eq!(
-        event_messages(&ns, "DataRetained").trim(),
+        env.event_messages(&ns, "DataRetained").trim(),
         "Warning the engine no longer exists, so no final backup can be taken: the data volumes and credential Secrets are retained"
     );
 }

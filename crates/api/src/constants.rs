@@ -114,6 +114,8 @@ pub mod events {
     pub const DELETION_APPROVAL_REQUIRED: &str = "DeletionApprovalRequired";
     /// Warning: admission denied the delete of a Stack resource (a Lock).
     pub const DELETION_DENIED: &str = "DeletionDenied";
+    /// Normal: a backup's retention ended; its archive and record are gone.
+    pub const BACKUP_EXPIRED: &str = "BackupExpired";
     /// Normal: a credential policy gave its service a new password.
     pub const CREDENTIALS_ROTATED: &str = "CredentialsRotated";
 }

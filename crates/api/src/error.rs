@@ -8,4 +8,11 @@ pub enum Error {
         #[source]
         source: serde_yaml::Error,
     },
+    /// A duration field that does not hold a duration the API takes.
+    #[error("{field}: {value:?} {problem}")]
+    Duration {
+        field: &'static str,
+        value: String,
+        problem: &'static str,
+    },
 }

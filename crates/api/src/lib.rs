@@ -13,6 +13,7 @@ pub mod conditions;
 pub mod constants;
 pub mod core;
 pub mod crds;
+pub mod duration;
 pub mod grpc;
 pub mod messages;
 pub mod schema;

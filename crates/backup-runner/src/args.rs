@@ -2,6 +2,7 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use navique_runtime::CommonArgs;
 
@@ -59,9 +60,24 @@ pub struct Args {
     #[arg(long, env = "NAVIQUE_BACKUP_STORE_URL", value_name = "URL")]
     pub store_url: String,
 
+    /// How often backups whose `spec.retention` ended are looked for and
+    /// removed (archive, then record), as a duration such as `5m`.
+    #[arg(
+        long,
+        env = "NAVIQUE_BACKUP_EXPIRY_INTERVAL",
+        default_value = "5m",
+        value_name = "DURATION",
+        value_parser = expiry_interval
+    )]
+    pub expiry_interval: Duration,
+
     /// Folder holding pg_dump and pg_restore. Default: PATH, then the newest
     /// /usr/lib/postgresql/<version>/bin. They must be at least as new as
     /// the servers they dump.
     #[arg(long, env = "NAVIQUE_PG_BIN_DIR", value_name = "PATH")]
     pub pg_bin_dir: Option<PathBuf>,
+}
+
+fn expiry_interval(text: &str) -> Result<Duration, navique_api::Error> {
+    navique_api::duration::parse("--expiry-interval", text)
 }

@@ -11,6 +11,7 @@
 mod args;
 pub mod engine;
 mod error;
+pub mod expiry;
 pub mod grpc;
 pub mod layout;
 pub mod manifest;
@@ -95,9 +96,15 @@ pub async fn run(args: Args) -> Result<(), Error> {
             served
         };
         component.readiness().set(GRPC_CHECK, true);
-        let (served, ()) = tokio::join!(
+        let (served, (), ()) = tokio::join!(
             serving,
-            manual::run(client, snapshots.clone(), shutdown.clone())
+            manual::run(client.clone(), snapshots.clone(), shutdown.clone()),
+            expiry::run(
+                client,
+                snapshots.engine().clone(),
+                args.expiry_interval,
+                shutdown.clone()
+            )
         );
         snapshots.drain().await;
         served.map_err(|e| navique_runtime::Error::Component(e.into()))

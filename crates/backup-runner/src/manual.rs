@@ -22,7 +22,7 @@ use crate::Error;
 use crate::engine::SnapshotRequest;
 use crate::layout::{BackupKey, manual_key};
 use crate::snapshots::{Snapshots, is_terminal};
-use crate::status::backup_status;
+use crate::status::{backup_status, with_expiration};
 
 /// How often an unfinished record is looked at again, so that a status
 /// write lost to an API outage is made good.
@@ -96,7 +96,9 @@ async fn reconcile(backup: Arc<ServiceBackup>, context: Arc<Context>) -> Result<
                 message: Some(e.to_string()),
                 ..Default::default()
             };
-            writer.apply(&namespace, &name, &status).await?;
+            writer
+                .apply(&namespace, &name, &with_expiration(&backup, &status))
+                .await?;
             context.failures.succeeded(&object_key(&backup));
             return Ok(Action::await_change());
         }
@@ -155,6 +157,7 @@ mod tests {
                     uid: None,
                 },
                 origin,
+                retention: None,
             },
         );
         backup.metadata.namespace = Some("ns".into());

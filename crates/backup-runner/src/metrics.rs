@@ -14,6 +14,7 @@ pub struct Metrics {
     pub duration: Histogram,
     pub restores: Counter,
     pub restore_failures: Counter,
+    pub expired: Counter,
 }
 
 impl Default for Metrics {
@@ -27,6 +28,7 @@ impl Default for Metrics {
             duration: Histogram::new(exponential_buckets(1.0, 2.0, 16)),
             restores: Counter::default(),
             restore_failures: Counter::default(),
+            expired: Counter::default(),
         }
     }
 }
@@ -65,6 +67,11 @@ impl Metrics {
             "restore_failures",
             "Restores that failed",
             self.restore_failures.clone(),
+        );
+        registry.register(
+            "backups_expired",
+            "Backups whose retention ended: archive and record removed",
+            self.expired.clone(),
         );
     }
 }

@@ -54,8 +54,24 @@ pub fn backup_status(snapshot: &Snapshot, message: &str) -> ServiceBackupStatus 
         } else {
             None
         },
+        expiration_time: None,
         message: (!message.is_empty()).then(|| message.to_owned()),
         conditions: Vec::new(),
+    }
+}
+
+/// `status` with the `expirationTime` that `record`'s retention gives it.
+pub fn with_expiration(
+    record: &ServiceBackup,
+    status: &ServiceBackupStatus,
+) -> ServiceBackupStatus {
+    let described = ServiceBackup {
+        status: Some(status.clone()),
+        ..record.clone()
+    };
+    ServiceBackupStatus {
+        expiration_time: described.expiration().ok().flatten().map(Time),
+        ..status.clone()
     }
 }
 
@@ -99,7 +115,8 @@ impl StatusWriter {
             );
             return Ok(false);
         }
-        self.apply(&backup.namespace, name, status).await
+        self.apply(&backup.namespace, name, &with_expiration(&record, status))
+            .await
     }
 
     /// Server-side applies `status` to the ServiceBackup `namespace/name`;

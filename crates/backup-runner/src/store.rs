@@ -87,6 +87,16 @@ impl Store {
         format!("{}/{key}", self.base)
     }
 
+    /// The key of `location` when it is in this store: the inverse of
+    /// [`Self::location`].
+    pub fn key_of(&self, location: &str) -> Option<String> {
+        location
+            .strip_prefix(&self.base)?
+            .strip_prefix('/')
+            .filter(|key| !key.is_empty())
+            .map(str::to_owned)
+    }
+
     /// `key` as a store path.
     pub fn path(&self, key: &str) -> Path {
         Path::from(key)
@@ -112,6 +122,12 @@ mod tests {
         )
         .unwrap();
         assert_eq!(s3.location("k"), "s3://backups/navique/k");
+        assert_eq!(
+            s3.key_of("s3://backups/navique/ns/a-1/b.dump").as_deref(),
+            Some("ns/a-1/b.dump")
+        );
+        assert_eq!(s3.key_of("s3://backups/navique-old/ns/a-1/b.dump"), None);
+        assert_eq!(s3.key_of("s3://backups/navique/"), None);
     }
 
     #[test]

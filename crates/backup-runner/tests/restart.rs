@@ -11,7 +11,6 @@ use std::net::SocketAddr;
 use std::process::{Child, Command, Stdio};
 
 use backup_runner::parts::BASE_PART;
-use common::s3::{BUCKET, S3Server};
 use common::{
     Env, eventually, files, free_port, grpc_client, request, restore_list, service_ref,
     sha256_file, watch_to_end,
@@ -19,6 +18,7 @@ use common::{
 use navique_api::grpc::snapshot::v1::snapshot_service_client::SnapshotServiceClient;
 use navique_api::grpc::snapshot::v1::{Phase, WatchSnapshotRequest};
 use navique_api::services::BackupPhase;
+use navique_e2e::s3::{BUCKET, S3Server};
 
 const NS: &str = "my-project";
 

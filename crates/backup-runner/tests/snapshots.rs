@@ -7,7 +7,6 @@ mod common;
 use std::path::PathBuf;
 
 use backup_runner::store::Store;
-use common::s3::{BUCKET, S3Server};
 use common::{
     Env, Runner, eventually, files, request, restore_list, service_ref, sha256_file, watch_to_end,
 };
@@ -15,6 +14,7 @@ use navique_api::grpc::snapshot::v1::{
     GetSnapshotRequest, Phase, RestoreSnapshotRequest, ServiceRef,
 };
 use navique_api::services::BackupPhase;
+use navique_e2e::s3::{BUCKET, S3Server};
 
 const NS: &str = "my-project";
 

@@ -90,11 +90,8 @@ pub enum Error {
         #[source]
         source: kube::Error,
     },
-    #[error("spec.rotationInterval: {value:?} {problem}")]
-    RotationInterval {
-        value: String,
-        problem: &'static str,
-    },
+    #[error(transparent)]
+    InvalidDuration(#[from] navique_api::Error),
     #[error(
         "Secret {secret} changed while its password was being rotated; the rotation is retried"
     )]
@@ -131,7 +128,7 @@ impl Error {
             Error::Finalizer(_) => "finalizer",
             Error::Unnamed | Error::Unidentified(_) => "unnamed",
             Error::WriteObjectStatus { .. } => "write_status",
-            Error::RotationInterval { .. } => "rotation_interval",
+            Error::InvalidDuration(_) => "invalid_duration",
             Error::RotationOverwritten { .. } => "rotation_overwritten",
         }
     }

@@ -255,6 +255,11 @@ pub async fn ensure_record(
                 uid: Some(uid),
             },
             origin: BackupOrigin::Final,
+            retention: service
+                .spec
+                .final_backup
+                .as_ref()
+                .and_then(|f| f.retention.clone()),
         },
     );
     match api.create(&PostParams::default(), &record).await {
@@ -362,6 +367,7 @@ mod tests {
         assert_eq!(record_name(&service(None)), "orders-db-final-0a1b2c3d");
         let named = FinalBackup {
             name: Some("orders-last".to_owned()),
+            retention: None,
         };
         assert_eq!(record_name(&service(Some(named))), "orders-last");
     }

@@ -158,6 +158,9 @@ impl ServiceGuard {
         if let Some(denial) = restore_denial(request) {
             return denial;
         }
+        if let Some(denial) = duration_denial(request, "spec.finalBackup.retention") {
+            return denial;
+        }
         match request.operation {
             Operation::Delete => self.service_delete(request),
             Operation::Create => match &request.object {
@@ -233,6 +236,9 @@ impl ServiceGuard {
     }
 
     fn backup(&self, request: &Request) -> Decision {
+        if let Some(denial) = duration_denial(request, "spec.retention") {
+            return denial;
+        }
         if self.by_provider(request) {
             return Decision::Allow;
         }
@@ -254,6 +260,19 @@ impl ServiceGuard {
             Operation::Connect => Decision::Allow,
         }
     }
+}
+
+/// A duration at `field` (a dotted path from the object's root) that the
+/// schema's pattern admits but the API does not take, such as `0s`.
+fn duration_denial(request: &Request, field: &'static str) -> Option<Decision> {
+    if !matches!(request.operation, Operation::Create | Operation::Update) {
+        return None;
+    }
+    let pointer = format!("/{}", field.replace('.', "/"));
+    let text = request.object.as_ref()?.data.pointer(&pointer)?.as_str()?;
+    navique_api::duration::parse(field, text)
+        .err()
+        .map(|e| Decision::Deny(e.to_string()))
 }
 
 /// A restore the guide refuses: from another Project, or in place (an
@@ -814,6 +833,30 @@ mod tests {
     }
 
     // --- ServiceBackup records ---
+
+    #[test]
+    fn retentions_the_schema_admits_but_the_api_does_not_take_are_refused() {
+        let decision = decide("create-service-backup", |r| {
+            r["request"]["object"]["spec"]["origin"] = json!("Manual");
+            r["request"]["object"]["spec"]["retention"] = json!("0s");
+        });
+        assert_eq!(
+            decision,
+            denied("spec.retention: \"0s\" must be longer than zero")
+        );
+        let decision = decide("create-service-backup", |r| {
+            r["request"]["object"]["spec"]["origin"] = json!("Manual");
+            r["request"]["object"]["spec"]["retention"] = json!("720h");
+        });
+        assert_eq!(decision, Decision::Allow);
+        let decision = decide("create-service", |r| {
+            r["request"]["object"]["spec"]["finalBackup"] = json!({"retention": "99999h"});
+        });
+        assert_eq!(
+            decision,
+            denied("spec.finalBackup.retention: \"99999h\" is longer than ten years")
+        );
+    }
 
     #[test]
     fn a_project_identity_cannot_delete_a_backup_record() {

@@ -1,4 +1,5 @@
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::{CustomResource, KubeSchema};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -44,6 +45,14 @@ pub struct ServiceBackupSpec {
     /// plan's schedule) or `Final` (before a `SnapshotAndDelete` removal).
     #[serde(default)]
     pub origin: BackupOrigin,
+    /// How long the record and its archive are kept once the backup has
+    /// ended (`Completed` or `Failed`), as a duration such as `720h`; then
+    /// backup-runner deletes the archive and the record. Unset: kept until
+    /// the Project goes. A `Final` backup is never removed while its
+    /// service still exists.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = crate::duration::PATTERN))]
+    pub retention: Option<String>,
 }
 
 /// Why a backup was taken.
@@ -84,6 +93,9 @@ pub struct ServiceBackupStatus {
     pub start_time: Option<Time>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub completion_time: Option<Time>,
+    /// When `spec.retention` ends: `completionTime` plus the retention.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expiration_time: Option<Time>,
     /// Why the backup failed, or what it is doing.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
@@ -99,4 +111,84 @@ pub enum BackupPhase {
     Running,
     Completed,
     Failed,
+}
+
+impl ServiceBackup {
+    /// When the record and its archive expire: the end of a finished
+    /// backup plus `spec.retention`. None while it runs or without a
+    /// retention; an error for a retention that is not a duration.
+    pub fn expiration(&self) -> Result<Option<Timestamp>, crate::Error> {
+        let Some(retention) = self.spec.retention.as_deref() else {
+            return Ok(None);
+        };
+        let retention = crate::duration::parse("spec.retention", retention)?;
+        let Some(status) = self.status.as_ref() else {
+            return Ok(None);
+        };
+        let finished = matches!(
+            status.phase,
+            Some(BackupPhase::Completed | BackupPhase::Failed)
+        );
+        let Some(Time(completed)) = status.completion_time.as_ref().filter(|_| finished) else {
+            return Ok(None);
+        };
+        // At most ten years from a valid timestamp: always representable.
+        let retention = SignedDuration::try_from(retention).unwrap_or(SignedDuration::MAX);
+        Ok(completed.checked_add(retention).ok())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(
+        retention: Option<&str>,
+        phase: BackupPhase,
+        completed: Option<i64>,
+    ) -> ServiceBackup {
+        let mut backup = ServiceBackup::new(
+            "b",
+            ServiceBackupSpec {
+                service_ref: ServiceRef {
+                    name: "db".into(),
+                    uid: None,
+                },
+                origin: BackupOrigin::Final,
+                retention: retention.map(str::to_owned),
+            },
+        );
+        backup.status = Some(ServiceBackupStatus {
+            phase: Some(phase),
+            completion_time: completed.map(|s| Time(Timestamp::from_second(s).unwrap())),
+            ..Default::default()
+        });
+        backup
+    }
+
+    #[test]
+    fn a_finished_backup_expires_its_retention_after_completion() {
+        let at = |s| Some(Timestamp::from_second(s).unwrap());
+        let completed = record(Some("1h30m"), BackupPhase::Completed, Some(1_000));
+        assert_eq!(completed.expiration().unwrap(), at(1_000 + 5_400));
+        let failed = record(Some("10s"), BackupPhase::Failed, Some(1_000));
+        assert_eq!(failed.expiration().unwrap(), at(1_010));
+    }
+
+    #[test]
+    fn running_or_unretained_backups_do_not_expire() {
+        let running = record(Some("10s"), BackupPhase::Running, None);
+        assert_eq!(running.expiration().unwrap(), None);
+        let kept = record(None, BackupPhase::Completed, Some(1_000));
+        assert_eq!(kept.expiration().unwrap(), None);
+    }
+
+    #[test]
+    fn a_malformed_retention_names_the_field() {
+        let bad = record(Some("30d"), BackupPhase::Completed, Some(1_000));
+        assert_eq!(
+            bad.expiration().unwrap_err().to_string(),
+            "spec.retention: \"30d\" is not a duration such as 720h, 1h30m or 90s"
+        );
+    }
 }

@@ -47,7 +47,7 @@ pub struct ServiceCredentialPolicySpec {
     /// The service whose credentials are rotated.
     pub service_ref: ServiceRef,
     /// Time between rotations, as a duration such as `720h` or `90m`.
-    #[schemars(regex(pattern = r"^([0-9]+(h|m|s))+$"))]
+    #[schemars(regex(pattern = crate::duration::PATTERN))]
     pub rotation_interval: String,
 }
 

@@ -99,6 +99,12 @@ pub struct FinalBackup {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1, max = 253))]
     pub name: Option<String>,
+    /// How long the final backup is kept once the service is gone, as a
+    /// duration such as `720h`; recorded as the ServiceBackup's
+    /// `spec.retention`. Unset: kept until the Project goes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = crate::duration::PATTERN))]
+    pub retention: Option<String>,
 }
 
 /// Where a service's engine runs.

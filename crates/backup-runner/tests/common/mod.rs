@@ -1,11 +1,9 @@
 //! What backup-runner's integration tests run against: a throwaway
 //! PostgreSQL (scripts/postgres.sh, passwords required over TCP), the dev
 //! API server (`cargo build -p dev-apiserver` first; `make test` builds every
-//! binary) with the CRDs from deploy/crds, an S3 protocol server (s3s-fs)
-//! on 127.0.0.1, and backup-runner itself, in-process or as its binary.
+//! binary) with the CRDs from deploy/crds, and backup-runner itself,
+//! in-process or as its binary. The S3 protocol server is navique_e2e::s3.
 #![allow(dead_code)]
-
-pub mod s3;
 
 use std::collections::BTreeMap;
 use std::fs;

@@ -1,5 +1,6 @@
 //! An S3 protocol server (s3s over a folder, s3s-fs) on 127.0.0.1, and the
-//! store options that point object_store at it.
+//! store options that point object_store at it: a real S3 protocol peer
+//! for backup-runner, not a mock of its client.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};

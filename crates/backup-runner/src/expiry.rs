@@ -1,0 +1,311 @@
+//! Expired backups: a finished ServiceBackup whose `spec.retention` has run
+//! out loses its archive, then its record. The manifest goes first, so that
+//! a restore racing the sweep finds no backup rather than half of one; the
+//! record goes last, so that a sweep cut short is finished by the next.
+//! A `Final` backup is kept while its service exists (the deletion that
+//! asked for it may still be running).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Api, DeleteParams, ListParams, Preconditions};
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::{Client, Resource, ResourceExt};
+use navique_api::constants::events;
+use navique_api::services::{BackupOrigin, ServiceBackup};
+use object_store::ObjectStoreExt;
+use tokio_util::sync::CancellationToken;
+
+use crate::Error;
+use crate::engine::Engine;
+use crate::store::Store;
+
+/// What a sweep does with one record.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Verdict {
+    /// No retention, not finished, or not yet expired.
+    Keep,
+    /// Expired: remove these store keys (manifest first), then the record.
+    Expired { keys: Vec<String> },
+    /// Expired, but its archive is not in this store (the store URL
+    /// changed): kept, since deleting the record would orphan the archive.
+    Foreign { location: String },
+    /// `spec.retention` is not a duration (written before the webhook
+    /// checked it): kept.
+    Invalid(String),
+}
+
+/// The verdict on `record` at `now` for the archives in `store`.
+pub fn verdict(record: &ServiceBackup, now: Timestamp, store: &Store) -> Verdict {
+    let expiration = match record.expiration() {
+        Ok(Some(expiration)) => expiration,
+        Ok(None) => return Verdict::Keep,
+        Err(e) => return Verdict::Invalid(e.to_string()),
+    };
+    if expiration > now {
+        return Verdict::Keep;
+    }
+    let Some(location) = record.status.as_ref().and_then(|s| s.location.clone()) else {
+        // A failed backup stored nothing.
+        return Verdict::Expired { keys: Vec::new() };
+    };
+    match store
+        .key_of(&location)
+        .and_then(|archive| Some((archive.strip_suffix(".dump")?.to_owned(), archive)))
+    {
+        Some((stem, archive)) => Verdict::Expired {
+            keys: vec![format!("{stem}.json"), archive],
+        },
+        None => Verdict::Foreign { location },
+    }
+}
+
+/// Sweeps every `interval` until `shutdown`.
+pub async fn run(
+    client: Client,
+    engine: Arc<Engine>,
+    interval: Duration,
+    shutdown: CancellationToken,
+) {
+    let sweeper = Sweeper {
+        recorder: Recorder::new(
+            client.clone(),
+            Reporter {
+                controller: crate::NAME.to_owned(),
+                instance: None,
+            },
+        ),
+        client,
+        engine,
+    };
+    loop {
+        if let Err(e) = sweeper.sweep().await {
+            tracing::warn!(error = %navique_runtime::one_line(&e), "cannot sweep expired backups");
+        }
+        tokio::select! {
+            () = shutdown.cancelled() => return,
+            () = tokio::time::sleep(interval) => {}
+        }
+    }
+}
+
+struct Sweeper {
+    client: Client,
+    engine: Arc<Engine>,
+    recorder: Recorder,
+}
+
+impl Sweeper {
+    async fn sweep(&self) -> Result<(), Error> {
+        let records = Api::<ServiceBackup>::all(self.client.clone())
+            .list(&ListParams::default())
+            .await
+            .map_err(Error::kube("list ServiceBackups"))?;
+        let now = Timestamp::now();
+        for record in records {
+            let name = format!(
+                "{}/{}",
+                record.namespace().unwrap_or_default(),
+                record.name_any()
+            );
+            let result = match verdict(&record, now, self.engine.store()) {
+                Verdict::Keep => Ok(()),
+                Verdict::Expired { keys } => self.expire(&record, &keys).await,
+                Verdict::Foreign { location } => {
+                    tracing::warn!(record = %name, %location, "expired, but its archive is not in this store; keeping the record");
+                    Ok(())
+                }
+                Verdict::Invalid(problem) => {
+                    tracing::warn!(record = %name, %problem, "cannot tell when this backup expires; keeping it");
+                    Ok(())
+                }
+            };
+            if let Err(e) = result {
+                tracing::warn!(record = %name, error = %navique_runtime::one_line(&e), "cannot remove the expired backup; retried at the next sweep");
+            }
+        }
+        Ok(())
+    }
+
+    async fn expire(&self, record: &ServiceBackup, keys: &[String]) -> Result<(), Error> {
+        let namespace = record.namespace().unwrap_or_default();
+        let name = record.name_any();
+        if record.spec.origin == BackupOrigin::Final && self.service_exists(record).await? {
+            return Ok(());
+        }
+        let store = self.engine.store();
+        for key in keys {
+            match store.inner().delete(&store.path(key)).await {
+                Ok(()) | Err(object_store::Error::NotFound { .. }) => {}
+                Err(e) => return Err(Error::store("delete", store.location(key))(e)),
+            }
+        }
+        let event = Event {
+            type_: EventType::Normal,
+            reason: events::BACKUP_EXPIRED.to_owned(),
+            note: Some(expired_note(record)),
+            action: "Expire".to_owned(),
+            secondary: None,
+        };
+        if let Err(e) = self.recorder.publish(&event, &record.object_ref(&())).await {
+            tracing::warn!(error = %navique_runtime::one_line(&e), "cannot record the event");
+        }
+        let api = Api::<ServiceBackup>::namespaced(self.client.clone(), &namespace);
+        let params = DeleteParams {
+            preconditions: Some(Preconditions {
+                uid: record.uid(),
+                resource_version: None,
+            }),
+            ..DeleteParams::default()
+        };
+        match api.delete(&name, &params).await {
+            Ok(_) => {}
+            // Gone already, or a new record of the same name: not ours.
+            Err(kube::Error::Api(e)) if e.code == 404 || e.code == 409 => {}
+            Err(e) => {
+                return Err(Error::kube(format!(
+                    "delete ServiceBackup {namespace}/{name}"
+                ))(e));
+            }
+        }
+        self.engine.metrics().expired.inc();
+        tracing::info!(record = %format!("{namespace}/{name}"), "removed the expired backup");
+        Ok(())
+    }
+
+    /// Whether the service the record was taken of still exists.
+    async fn service_exists(&self, record: &ServiceBackup) -> Result<bool, Error> {
+        let reference = &record.spec.service_ref;
+        let namespace = record.namespace().unwrap_or_default();
+        match self
+            .engine
+            .service(&namespace, &reference.name, reference.uid.as_deref())
+            .await
+        {
+            Ok(_) => Ok(true),
+            Err(Error::ServiceNotFound { .. } | Error::ServiceUidMismatch { .. }) => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+}
+
+/// The Event's note: what was removed and why.
+pub fn expired_note(record: &ServiceBackup) -> String {
+    let retention = record.spec.retention.as_deref().unwrap_or_default();
+    let location = record.status.as_ref().and_then(|s| s.location.as_deref());
+    match location {
+        Some(location) => {
+            format!("retention {retention} ended: deleted the archive {location} and this record")
+        }
+        None => format!("retention {retention} ended: deleted this record"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+    use navique_api::services::{BackupPhase, ServiceBackupSpec, ServiceBackupStatus, ServiceRef};
+
+    fn store() -> Store {
+        Store::from_url_opts(
+            "s3://backups/navique",
+            [("AWS_REGION".to_owned(), "eu-west-1".to_owned())],
+        )
+        .unwrap()
+    }
+
+    fn record(phase: BackupPhase, location: Option<&str>) -> ServiceBackup {
+        let mut backup = ServiceBackup::new(
+            "db-final-1234abcd",
+            ServiceBackupSpec {
+                service_ref: ServiceRef {
+                    name: "db".into(),
+                    uid: Some("1234abcd-0000".into()),
+                },
+                origin: BackupOrigin::Final,
+                retention: Some("1h".into()),
+            },
+        );
+        backup.status = Some(ServiceBackupStatus {
+            phase: Some(phase),
+            location: location.map(str::to_owned),
+            completion_time: Some(Time(Timestamp::from_second(1_000).unwrap())),
+            ..Default::default()
+        });
+        backup
+    }
+
+    fn at(second: i64) -> Timestamp {
+        Timestamp::from_second(second).unwrap()
+    }
+
+    const LOCATION: &str = "s3://backups/navique/ns/db-1234abcd-0000/db-final-1234abcd.dump";
+
+    #[test]
+    fn an_expired_backup_loses_its_manifest_then_its_archive() {
+        let record = record(BackupPhase::Completed, Some(LOCATION));
+        assert_eq!(verdict(&record, at(1_000 + 3_599), &store()), Verdict::Keep);
+        assert_eq!(
+            verdict(&record, at(1_000 + 3_600), &store()),
+            Verdict::Expired {
+                keys: vec![
+                    "ns/db-1234abcd-0000/db-final-1234abcd.json".to_owned(),
+                    "ns/db-1234abcd-0000/db-final-1234abcd.dump".to_owned(),
+                ]
+            }
+        );
+    }
+
+    #[test]
+    fn a_failed_backup_expires_without_touching_the_store() {
+        let record = record(BackupPhase::Failed, None);
+        assert_eq!(
+            verdict(&record, at(10_000), &store()),
+            Verdict::Expired { keys: Vec::new() }
+        );
+    }
+
+    #[test]
+    fn an_archive_in_another_store_keeps_its_record() {
+        let record = record(
+            BackupPhase::Completed,
+            Some("s3://elsewhere/ns/db-1234abcd-0000/db-final-1234abcd.dump"),
+        );
+        assert_eq!(
+            verdict(&record, at(10_000), &store()),
+            Verdict::Foreign {
+                location: "s3://elsewhere/ns/db-1234abcd-0000/db-final-1234abcd.dump".to_owned()
+            }
+        );
+    }
+
+    #[test]
+    fn running_unretained_or_malformed_backups_are_kept() {
+        let mut running = record(BackupPhase::Running, None);
+        running.status.as_mut().unwrap().completion_time = None;
+        assert_eq!(verdict(&running, at(10_000), &store()), Verdict::Keep);
+        let mut kept = record(BackupPhase::Completed, Some(LOCATION));
+        kept.spec.retention = None;
+        assert_eq!(verdict(&kept, at(10_000), &store()), Verdict::Keep);
+        let mut malformed = record(BackupPhase::Completed, Some(LOCATION));
+        malformed.spec.retention = Some("0s".into());
+        assert_eq!(
+            verdict(&malformed, at(10_000), &store()),
+            Verdict::Invalid("spec.retention: \"0s\" must be longer than zero".to_owned())
+        );
+    }
+
+    #[test]
+    fn the_event_says_what_was_removed() {
+        assert_eq!(
+            expired_note(&record(BackupPhase::Completed, Some(LOCATION))),
+            format!("retention 1h ended: deleted the archive {LOCATION} and this record")
+        );
+        assert_eq!(
+            expired_note(&record(BackupPhase::Failed, None)),
+            "retention 1h ended: deleted this record"
+        );
+    }
+}
