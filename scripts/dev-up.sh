@@ -63,6 +63,7 @@ if [[ ! -f $tls/tls.crt ]]; then
 fi
 webhook_port=${DEV_WEBHOOK_PORT:-18443}
 backup_port=${DEV_BACKUP_RUNNER_PORT:-19090}
+approvals_port=${DEV_APPROVALS_PORT:-19091}
 
 # The API server keeps everything in memory: when it (re)starts, the
 # components, which trusted the previous one, restart with it.
@@ -99,7 +100,7 @@ for component in "${components[@]}"; do
   sed "s/token: .*/token: $component-dev-token/" "$dev/kubeconfig" >"$dev/kubeconfig-$component"
   args=(--kubeconfig "$dev/kubeconfig-$component" --admin-addr "127.0.0.1:$port")
   case $component in
-    service-lifecycle-controller) args+=(--lease-namespace navique-system --backup-runner-url "http://127.0.0.1:$backup_port") ;;
+    service-lifecycle-controller) args+=(--lease-namespace navique-system --backup-runner-url "http://127.0.0.1:$backup_port" --approvals-listen-addr "127.0.0.1:$approvals_port") ;;
     *controller) args+=(--lease-namespace navique-system) ;;
     # Backups go to a local directory (an S3, GCS or Azure URL works the same).
     backup-runner) mkdir -p "$dev/backups"; args+=(--listen-addr "127.0.0.1:$backup_port" --store-url "file://$dev/backups") ;;
@@ -120,6 +121,7 @@ echo "services admission: ValidatingWebhookConfiguration navique-services -> web
 cat >"$dev/env" <<ENV
 export KUBECONFIG=$dev/kubeconfig
 export DATABASE_URL=$database_url
-export PATH=$root/.tools/bin:\$PATH
+export PATH=$root/.tools/bin:$root/target/debug:\$PATH
+export NAVIQUE_APPROVALS_URL=http://127.0.0.1:$approvals_port
 ENV
 echo "environment: source .dev/env  (KUBECONFIG=.dev/kubeconfig, DATABASE_URL=$database_url)"

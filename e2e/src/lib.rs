@@ -7,6 +7,7 @@ pub mod lock_scenarios;
 pub mod locks;
 pub mod s3;
 pub mod services;
+pub mod stacks;
 mod webhook;
 pub use cluster::{Cluster, cluster, repo_root};
 pub use webhook::WebhookServer;

@@ -113,6 +113,8 @@ pub struct ServiceEnv {
     pub cluster: Cluster,
     pub postgres: Postgres,
     pub controller_admin: SocketAddr,
+    /// The controller's ApprovalEvents gRPC server.
+    pub approvals_addr: SocketAddr,
     controller: Mutex<Option<Process>>,
     controller_kubeconfig: PathBuf,
     _webhook: Process,
@@ -195,6 +197,7 @@ impl ServiceEnv {
             cluster,
             postgres,
             controller_admin: SocketAddr::from(([127, 0, 0, 1], free_port())),
+            approvals_addr: SocketAddr::from(([127, 0, 0, 1], free_port())),
             controller: Mutex::new(None),
             controller_kubeconfig,
             _webhook: webhook,
@@ -246,11 +249,14 @@ impl ServiceEnv {
     /// keeps its name, so it takes its Lease back at once.
     pub fn start_controller(&self, extra: &[&str]) {
         let admin = self.controller_admin.to_string();
+        let approvals = self.approvals_addr.to_string();
         let mut args = vec![
             "--kubeconfig",
             self.controller_kubeconfig.to_str().unwrap(),
             "--admin-addr",
             &admin,
+            "--approvals-listen-addr",
+            &approvals,
             "--lease-namespace",
             "navique-system",
             "--lease-identity",

@@ -39,8 +39,12 @@ fn admin_args(admin: SocketAddr, kubeconfig: &std::path::Path) -> Vec<String> {
 /// backup-runner needs a store, and listens on a free port here.
 fn spawn(component: &str, args: &[&str]) -> Process {
     let mut all = args.to_vec();
-    if component == "backup-runner" {
-        all.extend(["--store-url", "file:///tmp", "--listen-addr", "127.0.0.1:0"]);
+    match component {
+        "backup-runner" => {
+            all.extend(["--store-url", "file:///tmp", "--listen-addr", "127.0.0.1:0"]);
+        }
+        "service-lifecycle-controller" => all.extend(["--approvals-listen-addr", "127.0.0.1:0"]),
+        _ => {}
     }
     Process::spawn(component, &all)
 }

@@ -97,6 +97,12 @@ pub mod reasons {
 
     // Stack.
     pub const SYNCED: &str = "Synced";
+    pub const PROGRESSING: &str = "Progressing";
+    pub const SYNC_FAILED: &str = "SyncFailed";
+    pub const INVALID_MANIFEST: &str = "InvalidManifest";
+    /// Resources left the Stack but are marked `Prune=false`.
+    pub const PRUNE_SKIPPED: &str = "PruneSkipped";
+    pub const DELETING: &str = "Deleting";
     pub const WAITING_FOR_APPROVAL: &str = "WaitingForApproval";
     pub const DELETION_DENIED: &str = "DeletionDenied";
 }

@@ -189,12 +189,12 @@ impl ControllerMetrics {
 }
 
 /// Counts a controller's reconciles and failures and spaces out retries.
-pub struct Tracker<K: Dependent> {
+pub struct Tracker<K: Resource<DynamicType = ()>> {
     metrics: ControllerMetrics,
     failures: FailureBackoff<ObjectRef<K>>,
 }
 
-impl<K: Dependent> Tracker<K> {
+impl<K: Resource<DynamicType = ()>> Tracker<K> {
     pub fn new(metrics: ControllerMetrics) -> Self {
         Self {
             metrics,

@@ -92,6 +92,25 @@ pub enum Error {
     },
     #[error(transparent)]
     InvalidDuration(#[from] navique_api::Error),
+    #[error("spec.resources[{index}]: {problem}")]
+    InvalidManifest { index: usize, problem: String },
+    #[error("{api_version} {kind} cannot be managed by a Stack: {problem}")]
+    UnknownKind {
+        api_version: String,
+        kind: String,
+        problem: String,
+    },
+    #[error("cannot {action} {resource}")]
+    StackResource {
+        action: &'static str,
+        resource: String,
+        #[source]
+        source: kube::Error,
+    },
+    #[error(
+        "{resource} exists and is not managed by Stack {stack}; remove it, or take it out of the Stack"
+    )]
+    NotStackManaged { resource: String, stack: String },
     #[error(
         "Secret {secret} changed while its password was being rotated; the rotation is retried"
     )]
@@ -129,6 +148,9 @@ impl Error {
             Error::Unnamed | Error::Unidentified(_) => "unnamed",
             Error::WriteObjectStatus { .. } => "write_status",
             Error::InvalidDuration(_) => "invalid_duration",
+            Error::InvalidManifest { .. } | Error::UnknownKind { .. } => "invalid_manifest",
+            Error::StackResource { .. } => "stack_resource",
+            Error::NotStackManaged { .. } => "name_in_use",
             Error::RotationOverwritten { .. } => "rotation_overwritten",
         }
     }

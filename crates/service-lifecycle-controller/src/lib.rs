@@ -4,7 +4,16 @@
 //! `ApprovalEvents` gRPC stream.
 #![forbid(unsafe_code)]
 
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use anyhow::Context as _;
 use navique_runtime::{CommonArgs, Component, LeaderElectionArgs};
+use tokio::net::TcpListener;
+use tokio_stream::wrappers::TcpListenerStream;
+use tonic::transport::{Identity, Server, ServerTlsConfig};
+
+use crate::stack::approvals::{Approvals, Notifier};
 
 pub mod binding;
 pub mod credential_policy;
@@ -18,6 +27,7 @@ pub mod objects;
 pub mod postgres;
 pub mod reconcile;
 pub mod service;
+pub mod stack;
 
 pub use error::Error;
 
@@ -37,15 +47,99 @@ pub struct Args {
     pub postgres_image: String,
     #[command(flatten)]
     pub backup_runner: final_backup::BackupRunnerArgs,
+    #[command(flatten)]
+    pub approvals: ApprovalArgs,
+}
+
+/// The `ApprovalEvents` gRPC server and approval notifications.
+#[derive(clap::Args, Debug, Clone)]
+pub struct ApprovalArgs {
+    /// Address of the ApprovalEvents gRPC server (every replica serves it;
+    /// the leader's has the events).
+    #[arg(
+        long,
+        env = "NAVIQUE_APPROVALS_LISTEN_ADDR",
+        default_value = "0.0.0.0:9091"
+    )]
+    pub approvals_listen_addr: SocketAddr,
+    /// PEM certificate chain of the ApprovalEvents server; without it and
+    /// --approvals-tls-key-file it speaks plaintext gRPC.
+    #[arg(
+        long,
+        env = "NAVIQUE_APPROVALS_TLS_CERT_FILE",
+        value_name = "PATH",
+        requires = "approvals_tls_key_file"
+    )]
+    pub approvals_tls_cert_file: Option<PathBuf>,
+    /// PEM private key of --approvals-tls-cert-file.
+    #[arg(
+        long,
+        env = "NAVIQUE_APPROVALS_TLS_KEY_FILE",
+        value_name = "PATH",
+        requires = "approvals_tls_cert_file"
+    )]
+    pub approvals_tls_key_file: Option<PathBuf>,
+    /// Where to POST a JSON notification (Slack-compatible `text`, plus
+    /// the Stack and resources) when Stack resources start to wait for
+    /// deletion approval.
+    #[arg(long, env = "NAVIQUE_APPROVAL_NOTIFICATION_URL", value_name = "URL")]
+    pub approval_notification_url: Option<String>,
+}
+
+impl ApprovalArgs {
+    fn tls(&self) -> anyhow::Result<Option<ServerTlsConfig>> {
+        let (Some(cert), Some(key)) = (&self.approvals_tls_cert_file, &self.approvals_tls_key_file)
+        else {
+            return Ok(None);
+        };
+        let read = |path: &PathBuf| {
+            std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))
+        };
+        Ok(Some(
+            ServerTlsConfig::new().identity(Identity::from_pem(read(cert)?, read(key)?)),
+        ))
+    }
 }
 
 pub async fn run(args: Args) -> anyhow::Result<()> {
     let backup_runner = final_backup::BackupRunner::from_args(&args.backup_runner)?;
+    let tls = args.approvals.tls()?;
+    let notifier = args
+        .approvals
+        .approval_notification_url
+        .as_deref()
+        .map(Notifier::new)
+        .transpose()
+        .context("--approval-notification-url")?;
+    let listener = TcpListener::bind(args.approvals.approvals_listen_addr)
+        .await
+        .with_context(|| {
+            format!(
+                "cannot serve ApprovalEvents on {}",
+                args.approvals.approvals_listen_addr
+            )
+        })?;
+    let approvals = Approvals::default();
     Component::run(NAME, &args.common, async |component, client| {
         let metrics = reconcile::Metrics::register(component);
         let binding_metrics = binding::Metrics::register(component);
         let policy_metrics = credential_policy::Metrics::register(component);
-        component
+        let stack_metrics = stack::register_metrics(component, &approvals);
+        let mut server = Server::builder();
+        if let Some(tls) = tls {
+            server = server
+                .tls_config(tls)
+                .map_err(|e| navique_runtime::Error::Component(e.into()))?;
+        }
+        let serving = server
+            .add_service(approvals.clone().into_server())
+            .serve_with_incoming_shutdown(
+                TcpListenerStream::new(listener),
+                component.shutdown().clone().cancelled_owned(),
+            );
+        let serving = tokio::spawn(serving);
+        let approvals = approvals.clone();
+        let led = component
             .run_as_leader(
                 client.clone(),
                 &args.leader_election,
@@ -56,18 +150,26 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
                             .with_backup_runner(backup_runner);
                     let bindings =
                         binding::Context::new(client.clone(), binding_metrics, leadership.clone());
-                    let policies =
-                        credential_policy::Context::new(client, policy_metrics, leadership);
-                    // One leadership for all three: each ends when it does.
-                    let (services, bindings, policies) = tokio::join!(
+                    let policies = credential_policy::Context::new(
+                        client.clone(),
+                        policy_metrics,
+                        leadership.clone(),
+                    );
+                    let stacks =
+                        stack::Context::new(client, stack_metrics, leadership, approvals, notifier);
+                    // One leadership for all: each ends when it does.
+                    let (services, bindings, policies, stacks) = tokio::join!(
                         reconcile::run(services),
                         binding::run(bindings),
                         credential_policy::run(policies),
+                        stack::run(stacks),
                     );
-                    services.and(bindings).and(policies)
+                    services.and(bindings).and(policies).and(stacks)
                 },
             )
-            .await
+            .await;
+        serving.abort();
+        led
     })
     .await?;
     Ok(())

@@ -1,0 +1,425 @@
+//! Pending deletion approvals: the leader's record of what waits, the
+//! `ApprovalEvents` gRPC service that lists and streams it, and the
+//! notifications posted when something starts to wait.
+
+use std::collections::BTreeMap;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::{Stream, StreamExt};
+use k8s_openapi::jiff::Timestamp;
+use navique_api::grpc::approvals::v1::approval_events_server::{
+    ApprovalEvents, ApprovalEventsServer,
+};
+use navique_api::grpc::approvals::v1::{
+    ApprovalEvent, EventType, ListPendingApprovalsRequest, ListPendingApprovalsResponse, Operation,
+    PendingApproval, ResourceRef, StackRef, StreamApprovalEventsRequest,
+};
+use prometheus_client::metrics::gauge::Gauge;
+use serde_json::json;
+use tokio::sync::broadcast;
+use tokio_stream::wrappers::BroadcastStream;
+use tonic::{Request, Response, Status};
+
+use super::plan::ResourceKey;
+
+/// Events kept for subscribers that fall behind; older ones are dropped
+/// (the subscriber is told, and can list again).
+const EVENT_BUFFER: usize = 1024;
+
+type StackKey = (String, String);
+
+/// What waits for approval, per Stack, and the event stream.
+#[derive(Clone)]
+pub struct Approvals {
+    pending: Arc<Mutex<BTreeMap<StackKey, BTreeMap<ResourceKey, PendingApproval>>>>,
+    events: broadcast::Sender<ApprovalEvent>,
+    gauge: Gauge,
+}
+
+impl Default for Approvals {
+    fn default() -> Self {
+        Self {
+            pending: Arc::default(),
+            events: broadcast::channel(EVENT_BUFFER).0,
+            gauge: Gauge::default(),
+        }
+    }
+}
+
+/// A removal that waits, as the controller sees it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Waiting {
+    pub key: ResourceKey,
+    pub uid: String,
+    pub operation: Operation,
+}
+
+fn timestamp(time: Timestamp) -> prost_types::Timestamp {
+    prost_types::Timestamp {
+        seconds: time.as_second(),
+        nanos: time.subsec_nanosecond(),
+    }
+}
+
+fn approval(stack: &StackKey, waiting: &Waiting, since: Timestamp) -> PendingApproval {
+    PendingApproval {
+        stack: Some(StackRef {
+            namespace: stack.0.clone(),
+            name: stack.1.clone(),
+        }),
+        resource: Some(ResourceRef {
+            group: waiting.key.group.clone(),
+            version: waiting.key.version.clone(),
+            kind: waiting.key.kind.clone(),
+            namespace: waiting.key.namespace.clone(),
+            name: waiting.key.name.clone(),
+            uid: waiting.uid.clone(),
+        }),
+        operation: waiting.operation as i32,
+        since: Some(timestamp(since)),
+    }
+}
+
+impl Approvals {
+    /// The gauge of pending approvals, for the metrics registry.
+    pub fn gauge(&self) -> Gauge {
+        self.gauge.clone()
+    }
+
+    /// Records what waits in Stack `namespace/name` now. Approvals new to
+    /// this process are added; those in `announced` (already waiting in the
+    /// Stack's stored status, e.g. before a restart) are not announced
+    /// again. Returns the approvals announced now: an
+    /// `APPROVAL_REQUIRED` event went out for each.
+    pub fn update(
+        &self,
+        namespace: &str,
+        name: &str,
+        waiting: &[Waiting],
+        announced: impl Fn(&ResourceKey) -> bool,
+    ) -> Vec<PendingApproval> {
+        let stack = (namespace.to_owned(), name.to_owned());
+        let now = Timestamp::now();
+        let mut all = self.pending.lock().unwrap_or_else(|e| e.into_inner());
+        let previous = all.remove(&stack).unwrap_or_default();
+        let mut current = BTreeMap::new();
+        let mut new = Vec::new();
+        for item in waiting {
+            let known = previous.get(&item.key).filter(|p| {
+                p.operation == item.operation as i32
+                    && p.resource.as_ref().is_some_and(|r| r.uid == item.uid)
+            });
+            let pending = match known {
+                Some(pending) => pending.clone(),
+                None => {
+                    let pending = approval(&stack, item, now);
+                    if !announced(&item.key) {
+                        self.send(EventType::ApprovalRequired, &pending, now);
+                        new.push(pending.clone());
+                    }
+                    pending
+                }
+            };
+            current.insert(item.key.clone(), pending);
+        }
+        if !current.is_empty() {
+            all.insert(stack, current);
+        }
+        self.gauge
+            .set(i64::try_from(all.values().map(BTreeMap::len).sum::<usize>()).unwrap_or(i64::MAX));
+        new
+    }
+
+    /// An approved resource's removal ran: APPROVED, then DELETED.
+    pub fn removed(&self, namespace: &str, name: &str, removed: &Waiting, was_approved: bool) {
+        let stack = (namespace.to_owned(), name.to_owned());
+        let now = Timestamp::now();
+        let pending = approval(&stack, removed, now);
+        if was_approved {
+            self.send(EventType::Approved, &pending, now);
+        }
+        self.send(EventType::Deleted, &pending, now);
+    }
+
+    /// The Stack is gone: nothing of it waits any more.
+    pub fn forget(&self, namespace: &str, name: &str) {
+        self.update(namespace, name, &[], |_| true);
+    }
+
+    fn send(&self, type_: EventType, pending: &PendingApproval, now: Timestamp) {
+        // No subscriber is not an error.
+        let _ = self.events.send(ApprovalEvent {
+            r#type: type_ as i32,
+            approval: Some(pending.clone()),
+            time: Some(timestamp(now)),
+        });
+    }
+
+    /// Pending approvals in `namespace` (all when empty), of Stack `stack`
+    /// (all when empty).
+    pub fn list(&self, namespace: &str, stack: &str) -> Vec<PendingApproval> {
+        let all = self.pending.lock().unwrap_or_else(|e| e.into_inner());
+        all.iter()
+            .filter(|((ns, name), _)| {
+                (namespace.is_empty() || ns == namespace) && (stack.is_empty() || name == stack)
+            })
+            .flat_map(|(_, pending)| pending.values().cloned())
+            .collect()
+    }
+
+    pub fn into_server(self) -> ApprovalEventsServer<Self> {
+        ApprovalEventsServer::new(self)
+    }
+}
+
+fn in_namespace(event: &ApprovalEvent, namespace: &str) -> bool {
+    namespace.is_empty()
+        || event
+            .approval
+            .as_ref()
+            .and_then(|a| a.stack.as_ref())
+            .is_some_and(|s| s.namespace == namespace)
+}
+
+type EventStream = Pin<Box<dyn Stream<Item = Result<ApprovalEvent, Status>> + Send>>;
+
+#[tonic::async_trait]
+impl ApprovalEvents for Approvals {
+    async fn list_pending_approvals(
+        &self,
+        request: Request<ListPendingApprovalsRequest>,
+    ) -> Result<Response<ListPendingApprovalsResponse>, Status> {
+        let request = request.into_inner();
+        Ok(Response::new(ListPendingApprovalsResponse {
+            approvals: self.list(&request.namespace, &request.stack),
+        }))
+    }
+
+    type StreamApprovalEventsStream = EventStream;
+
+    async fn stream_approval_events(
+        &self,
+        request: Request<StreamApprovalEventsRequest>,
+    ) -> Result<Response<EventStream>, Status> {
+        let request = request.into_inner();
+        // Subscribe before listing, so nothing falls between the two.
+        let live = BroadcastStream::new(self.events.subscribe());
+        let existing = if request.include_existing {
+            let now = timestamp(Timestamp::now());
+            self.list(&request.namespace, "")
+                .into_iter()
+                .map(|approval| ApprovalEvent {
+                    r#type: EventType::ApprovalRequired as i32,
+                    approval: Some(approval),
+                    time: Some(now),
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
+        let namespace = request.namespace;
+        let live = live.filter_map(move |event| {
+            let event = match event {
+                Ok(event) if in_namespace(&event, &namespace) => Some(Ok(event)),
+                Ok(_) => None,
+                Err(lagged) => Some(Err(Status::data_loss(format!(
+                    "{lagged}; list the pending approvals again"
+                )))),
+            };
+            std::future::ready(event)
+        });
+        let stream = futures::stream::iter(existing.into_iter().map(Ok)).chain(live);
+        Ok(Response::new(Box::pin(stream)))
+    }
+}
+
+/// Posts a JSON notification (Slack-compatible: a `text` field, plus the
+/// details) for each Stack whose resources start to wait.
+#[derive(Clone)]
+pub struct Notifier {
+    url: String,
+    http: reqwest::Client,
+}
+
+const NOTIFY_ATTEMPTS: u32 = 4;
+
+impl Notifier {
+    pub fn new(url: &str) -> Result<Self, reqwest::Error> {
+        let http = reqwest::Client::builder()
+            .timeout(Duration::from_secs(10))
+            .build()?;
+        Ok(Self {
+            url: url.to_owned(),
+            http,
+        })
+    }
+
+    /// Sends in the background, retrying with backoff; never blocks the
+    /// reconcile that found the approvals.
+    pub fn notify(&self, namespace: &str, stack: &str, waiting: &[PendingApproval]) {
+        if waiting.is_empty() {
+            return;
+        }
+        let body = notification(namespace, stack, waiting);
+        let (http, url) = (self.http.clone(), self.url.clone());
+        tokio::spawn(async move {
+            let mut delay = Duration::from_millis(500);
+            for attempt in 1..=NOTIFY_ATTEMPTS {
+                let sent = http.post(&url).json(&body).send().await;
+                match sent.and_then(reqwest::Response::error_for_status) {
+                    Ok(_) => return,
+                    Err(e) if attempt == NOTIFY_ATTEMPTS => {
+                        tracing::warn!(%url, error = %navique_runtime::one_line(&e), "cannot post the approval notification");
+                    }
+                    Err(_) => {
+                        tokio::time::sleep(delay).await;
+                        delay *= 2;
+                    }
+                }
+            }
+        });
+    }
+}
+
+fn operation_name(operation: i32) -> &'static str {
+    match Operation::try_from(operation) {
+        Ok(Operation::Prune) => "prune",
+        Ok(Operation::Delete) => "delete",
+        _ => "removal",
+    }
+}
+
+/// The notification's body: `text` for chat tools, then the details.
+pub fn notification(
+    namespace: &str,
+    stack: &str,
+    waiting: &[PendingApproval],
+) -> serde_json::Value {
+    let resources: Vec<serde_json::Value> = waiting
+        .iter()
+        .filter_map(|p| {
+            let r = p.resource.as_ref()?;
+            Some(json!({
+                "apiVersion": if r.group.is_empty() { r.version.clone() } else { format!("{}/{}", r.group, r.version) },
+                "kind": r.kind,
+                "namespace": r.namespace,
+                "name": r.name,
+                "operation": operation_name(p.operation),
+            }))
+        })
+        .collect();
+    let lines: Vec<String> = waiting
+        .iter()
+        .filter_map(|p| {
+            let r = p.resource.as_ref()?;
+            Some(format!(
+                "• {} {}/{}",
+                operation_name(p.operation),
+                r.kind,
+                r.name
+            ))
+        })
+        .collect();
+    json!({
+        "text": format!(
+            "Stack {namespace}/{stack} waits for deletion approval of {} resource(s):\n{}\nApprove with: kubectl navique approve --all --stack {stack} -n {namespace}",
+            waiting.len(),
+            lines.join("\n")
+        ),
+        "stack": {"namespace": namespace, "name": stack},
+        "resources": resources,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn waiting(name: &str, operation: Operation) -> Waiting {
+        Waiting {
+            key: ResourceKey {
+                group: String::new(),
+                version: "v1".into(),
+                kind: "ConfigMap".into(),
+                namespace: "team".into(),
+                name: name.into(),
+            },
+            uid: format!("uid-{name}"),
+            operation,
+        }
+    }
+
+    fn types(events: &mut broadcast::Receiver<ApprovalEvent>) -> Vec<(EventType, String)> {
+        let mut seen = Vec::new();
+        while let Ok(event) = events.try_recv() {
+            let type_ = event.r#type();
+            let name = event.approval.unwrap().resource.unwrap().name;
+            seen.push((type_, name));
+        }
+        seen
+    }
+
+    #[test]
+    fn each_wait_is_announced_once_and_counted() {
+        let approvals = Approvals::default();
+        let mut events = approvals.events.subscribe();
+        let a = waiting("a", Operation::Prune);
+        let new = approvals.update("team", "web", std::slice::from_ref(&a), |_| false);
+        assert_eq!(new.len(), 1);
+        assert_eq!(
+            approvals.update("team", "web", std::slice::from_ref(&a), |_| false),
+            []
+        );
+        assert_eq!(approvals.gauge.get(), 1);
+        assert_eq!(
+            types(&mut events),
+            [(EventType::ApprovalRequired, "a".to_owned())]
+        );
+
+        approvals.removed("team", "web", &a, true);
+        approvals.update("team", "web", &[], |_| false);
+        assert_eq!(approvals.gauge.get(), 0);
+        assert_eq!(
+            types(&mut events),
+            [
+                (EventType::Approved, "a".to_owned()),
+                (EventType::Deleted, "a".to_owned())
+            ]
+        );
+    }
+
+    #[test]
+    fn waits_already_in_the_stored_status_are_not_announced_again() {
+        let approvals = Approvals::default();
+        let mut events = approvals.events.subscribe();
+        let new = approvals.update("team", "web", &[waiting("a", Operation::Delete)], |_| true);
+        assert_eq!(new, []);
+        assert_eq!(types(&mut events), []);
+        assert_eq!(approvals.list("team", "web").len(), 1, "still listed");
+        assert_eq!(approvals.list("other", "").len(), 0);
+    }
+
+    #[test]
+    fn the_notification_lists_the_resources_that_wait() {
+        let approvals = Approvals::default();
+        let new = approvals.update(
+            "team",
+            "web",
+            &[
+                waiting("a", Operation::Delete),
+                waiting("b", Operation::Delete),
+            ],
+            |_| false,
+        );
+        let body = notification("team", "web", &new);
+        assert_eq!(
+            body["text"],
+            "Stack team/web waits for deletion approval of 2 resource(s):\n• delete ConfigMap/a\n• delete ConfigMap/b\nApprove with: kubectl navique approve --all --stack web -n team"
+        );
+        assert_eq!(body["resources"][1]["name"], "b");
+        assert_eq!(body["resources"][1]["apiVersion"], "v1");
+        assert_eq!(body["resources"][1]["operation"], "delete");
+    }
+}

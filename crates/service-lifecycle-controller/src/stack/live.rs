@@ -1,0 +1,200 @@
+//! The Stack's resources in the cluster, whatever their kind: found through
+//! discovery, applied with server-side apply, deleted with a uid
+//! precondition.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, Preconditions};
+use kube::core::GroupVersionKind;
+use kube::discovery::{self, ApiCapabilities, ApiResource, Scope};
+use kube::{Client, ResourceExt};
+use navique_api::constants::{annotations, labels};
+use serde_json::{Value, json};
+
+use super::plan::ResourceKey;
+use crate::Error;
+
+/// The field manager of everything a Stack applies.
+pub const MANAGER: &str = "navique-stack";
+
+/// How a delete went.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Deleted {
+    /// Deleted, or already gone.
+    Done,
+    /// Refused by the API server, e.g. admission denied it (a Lock).
+    Denied(String),
+}
+
+pub struct Live {
+    client: Client,
+    kinds: Mutex<HashMap<(String, String, String), ApiResource>>,
+}
+
+impl Live {
+    pub fn new(client: Client) -> Self {
+        Self {
+            client,
+            kinds: Mutex::default(),
+        }
+    }
+
+    fn failed(action: &'static str, key: &ResourceKey) -> impl FnOnce(kube::Error) -> Error {
+        let resource = format!("{} {}", key.display(), key.namespace);
+        move |source| Error::StackResource {
+            action,
+            resource,
+            source,
+        }
+    }
+
+    /// The namespaced API of `key`'s kind; a kind the server does not serve,
+    /// or a cluster-scoped one, is refused.
+    async fn api(&self, key: &ResourceKey) -> Result<Api<DynamicObject>, Error> {
+        let id = (key.group.clone(), key.version.clone(), key.kind.clone());
+        let known = self
+            .kinds
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&id)
+            .cloned();
+        let resource = match known {
+            Some(resource) => resource,
+            None => {
+                let gvk = GroupVersionKind::gvk(&key.group, &key.version, &key.kind);
+                let (resource, capabilities): (ApiResource, ApiCapabilities) =
+                    discovery::pinned_kind(&self.client, &gvk)
+                        .await
+                        .map_err(|e| Error::UnknownKind {
+                            api_version: key.api_version(),
+                            kind: key.kind.clone(),
+                            problem: navique_runtime::one_line(&e),
+                        })?;
+                if capabilities.scope != Scope::Namespaced {
+                    return Err(Error::UnknownKind {
+                        api_version: key.api_version(),
+                        kind: key.kind.clone(),
+                        problem: "it is cluster-scoped; a Stack manages namespaced resources"
+                            .to_owned(),
+                    });
+                }
+                self.kinds
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .insert(id, resource.clone());
+                resource
+            }
+        };
+        Ok(Api::namespaced_with(
+            self.client.clone(),
+            &key.namespace,
+            &resource,
+        ))
+    }
+
+    pub async fn get(&self, key: &ResourceKey) -> Result<Option<DynamicObject>, Error> {
+        self.api(key)
+            .await?
+            .get_opt(&key.name)
+            .await
+            .map_err(Self::failed("read", key))
+    }
+
+    /// Server-side applies `manifest`, labelled with the Stack's name.
+    pub async fn apply(
+        &self,
+        key: &ResourceKey,
+        stack: &str,
+        mut manifest: Value,
+    ) -> Result<DynamicObject, Error> {
+        manifest["metadata"]["labels"][labels::STACK] = json!(stack);
+        self.api(key)
+            .await?
+            .patch(
+                &key.name,
+                &PatchParams::apply(MANAGER).force(),
+                &Patch::Apply(manifest),
+            )
+            .await
+            .map_err(Self::failed("apply", key))
+    }
+
+    /// Deletes the object `object` is, if it still is that object.
+    pub async fn delete(
+        &self,
+        key: &ResourceKey,
+        object: &DynamicObject,
+    ) -> Result<Deleted, Error> {
+        let params = DeleteParams {
+            preconditions: Some(Preconditions {
+                uid: object.uid(),
+                resource_version: None,
+            }),
+            ..DeleteParams::default()
+        };
+        match self.api(key).await?.delete(&key.name, &params).await {
+            Ok(_) => Ok(Deleted::Done),
+            // Gone, or replaced by another object of that name: not ours to delete.
+            Err(kube::Error::Api(e)) if e.code == 404 || e.code == 409 => Ok(Deleted::Done),
+            Err(kube::Error::Api(e)) if e.code == 403 || e.code == 422 => {
+                Ok(Deleted::Denied(e.message))
+            }
+            Err(e) => Err(Self::failed("delete", key)(e)),
+        }
+    }
+
+    /// Takes away `cd.hanzo.ai/deletion-approved` from the object, unless it
+    /// changed since it was read.
+    pub async fn clear_approval(
+        &self,
+        key: &ResourceKey,
+        object: &DynamicObject,
+    ) -> Result<(), Error> {
+        self.merge(
+            key,
+            object,
+            json!({"annotations": {annotations::DELETION_APPROVED: null}}),
+        )
+        .await
+    }
+
+    /// Lets go of the object (`Delete=false` on a deleted Stack): it keeps
+    /// existing, no longer labelled as the Stack's.
+    pub async fn release(&self, key: &ResourceKey, object: &DynamicObject) -> Result<(), Error> {
+        self.merge(key, object, json!({"labels": {labels::STACK: null}}))
+            .await
+    }
+
+    async fn merge(
+        &self,
+        key: &ResourceKey,
+        object: &DynamicObject,
+        mut metadata: Value,
+    ) -> Result<(), Error> {
+        metadata["resourceVersion"] = json!(object.resource_version());
+        match self
+            .api(key)
+            .await?
+            .patch(
+                &key.name,
+                &PatchParams::default(),
+                &Patch::Merge(json!({"metadata": metadata})),
+            )
+            .await
+        {
+            // A newer version is seen at the next reconcile.
+            Ok(_) => Ok(()),
+            Err(kube::Error::Api(e)) if e.code == 404 || e.code == 409 => Ok(()),
+            Err(e) => Err(Self::failed("patch", key)(e)),
+        }
+    }
+}
+
+/// Whether `object` belongs to Stack `stack`.
+pub fn owned_by(object: &DynamicObject, stack: &str) -> bool {
+    object
+        .labels()
+        .get(labels::STACK)
+        .is_some_and(|s| s == stack)
+}

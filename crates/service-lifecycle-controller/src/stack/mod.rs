@@ -1,0 +1,753 @@
+//! Stacks: applies `spec.resources` with server-side apply in sync-wave
+//! order, prunes what left the list, and tears everything down in reverse
+//! wave order when the Stack is deleted, behind its finalizer. Removals
+//! marked `Prune=confirm` or `Delete=confirm` wait for
+//! `cd.hanzo.ai/deletion-approved: "true"`, and an approval is used once.
+//!
+//! Resources carry the label `core.navique.com/stack` and no owner
+//! reference: garbage collection (a foreground or orphaning delete of the
+//! Stack) must never remove them past the approval gate.
+
+pub mod approvals;
+pub mod live;
+pub mod plan;
+
+use std::collections::BTreeSet;
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Api, DynamicObject, Patch, PatchParams};
+use kube::runtime::controller::{Action, Controller};
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::runtime::watcher;
+use kube::{Client, Resource, ResourceExt};
+use navique_api::conditions;
+use navique_api::constants::{events, finalizers, reasons};
+use navique_api::core::{
+    HealthState, HealthStatus, OperationPhase, OperationState, ResourceStatus, Stack, StackStatus,
+    SyncStatus,
+};
+use navique_api::grpc::approvals::v1::Operation;
+use navique_runtime::{Leadership, one_line, set_finalizers};
+
+use self::approvals::{Approvals, Notifier, Waiting};
+use self::live::{Deleted, Live, owned_by};
+use self::plan::{Desired, Removal, ResourceKey, SyncOptions};
+use crate::Error;
+use crate::dependents::{ControllerMetrics, Tracker};
+use crate::objects::MANAGER;
+
+/// How often a Stack that waits (for approval, a wave, a delete) is looked
+/// at again: approvals are annotations on objects of any kind, which no
+/// watch covers.
+const WAITING_POLL: Duration = Duration::from_secs(2);
+/// How often a synced Stack is applied again, repairing drift.
+const RESYNC: Duration = Duration::from_secs(300);
+
+pub struct Context {
+    client: Client,
+    live: Live,
+    approvals: Approvals,
+    notifier: Option<Notifier>,
+    recorder: Recorder,
+    leadership: Leadership,
+    tracker: Tracker<Stack>,
+}
+
+impl Context {
+    pub fn new(
+        client: Client,
+        metrics: ControllerMetrics,
+        leadership: Leadership,
+        approvals: Approvals,
+        notifier: Option<Notifier>,
+    ) -> Self {
+        let recorder = Recorder::new(
+            client.clone(),
+            Reporter {
+                controller: crate::NAME.to_owned(),
+                instance: None,
+            },
+        );
+        Self {
+            live: Live::new(client.clone()),
+            client,
+            approvals,
+            notifier,
+            recorder,
+            leadership,
+            tracker: Tracker::new(metrics),
+        }
+    }
+}
+
+/// Reconciles Stacks until leadership ends.
+pub async fn run(context: Context) -> Result<(), Infallible> {
+    let token = context.leadership.token().clone();
+    Controller::new(
+        Api::<Stack>::all(context.client.clone()),
+        watcher::Config::default(),
+    )
+    .graceful_shutdown_on(token.cancelled_owned())
+    .run(reconcile, error_policy, Arc::new(context))
+    .for_each(|result| async move {
+        match result {
+            Ok(_) | Err(kube::runtime::controller::Error::ReconcilerFailed(..)) => {}
+            Err(e) => tracing::debug!(error = %one_line(&e), "Stack controller"),
+        }
+    })
+    .await;
+    Ok(())
+}
+
+pub async fn reconcile(stack: Arc<Stack>, context: Arc<Context>) -> Result<Action, Error> {
+    context
+        .tracker
+        .reconcile(&stack, context.reconcile(&stack))
+        .await
+}
+
+pub fn error_policy(stack: Arc<Stack>, error: &Error, context: Arc<Context>) -> Action {
+    context.tracker.failed(&stack, error)
+}
+
+/// Health where the kind tells it; `None` for kinds the operator cannot judge.
+pub fn health(kind: &str, object: &DynamicObject) -> Option<HealthStatus> {
+    let healthy = || HealthStatus {
+        status: HealthState::Healthy,
+        message: None,
+    };
+    let progressing = |message: String| HealthStatus {
+        status: HealthState::Progressing,
+        message: Some(message),
+    };
+    let data = &object.data;
+    let number = |pointer: &str| data.pointer(pointer).and_then(serde_json::Value::as_i64);
+    match kind {
+        "ConfigMap" | "Secret" | "Service" | "ServiceAccount" | "Role" | "RoleBinding" => {
+            Some(healthy())
+        }
+        "Deployment" | "StatefulSet" => {
+            let wanted = number("/spec/replicas").unwrap_or(1);
+            let ready = number("/status/readyReplicas").unwrap_or(0);
+            Some(if ready >= wanted {
+                healthy()
+            } else {
+                progressing(format!("{ready} of {wanted} replicas ready"))
+            })
+        }
+        "PersistentVolumeClaim" => {
+            let phase = data.pointer("/status/phase").and_then(|p| p.as_str());
+            Some(if phase == Some("Bound") {
+                healthy()
+            } else {
+                progressing("waiting for the claim to be bound".to_owned())
+            })
+        }
+        "ManagedService" => {
+            let phase = data.pointer("/status/phase").and_then(|p| p.as_str());
+            Some(match phase {
+                Some("Ready") => healthy(),
+                Some("Failed") => HealthStatus {
+                    status: HealthState::Degraded,
+                    message: Some("the service failed".to_owned()),
+                },
+                _ => progressing("the service is being provisioned".to_owned()),
+            })
+        }
+        _ => None,
+    }
+}
+
+fn row(key: &ResourceKey, wave: Option<i32>, status: SyncStatus) -> ResourceStatus {
+    ResourceStatus {
+        group: key.group.clone(),
+        version: key.version.clone(),
+        kind: key.kind.clone(),
+        namespace: Some(key.namespace.clone()),
+        name: key.name.clone(),
+        status,
+        health: None,
+        requires_pruning: false,
+        requires_deletion_approval: false,
+        sync_wave: wave,
+        message: None,
+    }
+}
+
+/// What one pass over a Stack found.
+#[derive(Default)]
+struct Pass {
+    rows: Vec<ResourceStatus>,
+    waiting: Vec<Waiting>,
+    /// Why the operation is not finished (first cause).
+    progressing: Option<String>,
+    /// Why it failed (first cause).
+    failed: Option<String>,
+    /// Deletes refused by the API server: `Kind/name` and its message.
+    denied: Vec<(String, String)>,
+    /// Resources kept because of `Prune=false`.
+    prune_skipped: Vec<String>,
+}
+
+impl Pass {
+    fn progressing(&mut self, why: impl FnOnce() -> String) {
+        if self.progressing.is_none() {
+            self.progressing = Some(why());
+        }
+    }
+}
+
+fn names(items: &[Waiting]) -> String {
+    items
+        .iter()
+        .map(|w| w.key.display())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+impl Context {
+    async fn reconcile(&self, stack: &Stack) -> Result<Action, Error> {
+        let namespace = stack.namespace().ok_or(Error::Unidentified("Stack"))?;
+        let name = stack.name_any();
+        let previous = stack.status.clone().unwrap_or_default();
+        if stack.metadata.deletion_timestamp.is_some() {
+            return self.teardown(stack, &namespace, &name, &previous).await;
+        }
+        if !stack.finalizers().iter().any(|f| f == finalizers::STACK) {
+            let mut all = stack.finalizers().to_vec();
+            all.push(finalizers::STACK.to_owned());
+            let api = Api::<Stack>::namespaced(self.client.clone(), &namespace);
+            set_finalizers(&api, &name, stack.resource_version(), all)
+                .await
+                .map_err(Error::Finalizer)?;
+        }
+        let desired = match plan::desired(&namespace, &stack.spec.resources) {
+            Ok(desired) => desired,
+            Err(e) => {
+                let status = self.status(
+                    stack,
+                    &previous,
+                    previous.resources.clone(),
+                    OperationPhase::Failed,
+                    e.to_string(),
+                    (false, reasons::INVALID_MANIFEST),
+                );
+                self.write_status(stack, &previous, status).await?;
+                return Ok(Action::await_change());
+            }
+        };
+        let mut pass = Pass::default();
+        self.apply_waves(&name, &desired, &mut pass).await?;
+        self.prune(&namespace, &name, &desired, &previous, &mut pass)
+            .await?;
+
+        let (phase, message, ready) = if let Some(failed) = pass.failed.take() {
+            (
+                OperationPhase::Failed,
+                failed,
+                (false, reasons::SYNC_FAILED),
+            )
+        } else if let Some((resource, denial)) = pass.denied.first() {
+            (
+                OperationPhase::Progressing,
+                format!("the prune of {resource} was denied: {denial}"),
+                (false, reasons::DELETION_DENIED),
+            )
+        } else if !pass.waiting.is_empty() {
+            (
+                OperationPhase::Progressing,
+                format!("waiting for deletion approval of {}", names(&pass.waiting)),
+                (false, reasons::WAITING_FOR_APPROVAL),
+            )
+        } else if let Some(why) = pass.progressing.take() {
+            (
+                OperationPhase::Progressing,
+                why,
+                (false, reasons::PROGRESSING),
+            )
+        } else if !pass.prune_skipped.is_empty() {
+            (
+                OperationPhase::Succeeded,
+                format!(
+                    "synced; not pruned (Prune=false): {}",
+                    pass.prune_skipped.join(", ")
+                ),
+                (false, reasons::PRUNE_SKIPPED),
+            )
+        } else {
+            (
+                OperationPhase::Succeeded,
+                format!("{} resource(s) synced", desired.len()),
+                (true, reasons::SYNCED),
+            )
+        };
+        self.announce(
+            &namespace,
+            &name,
+            &previous,
+            &pass.waiting,
+            Operation::Prune,
+        )
+        .await;
+        let waits = phase != OperationPhase::Succeeded;
+        let status = self.status(stack, &previous, pass.rows, phase, message, ready);
+        self.write_status(stack, &previous, status).await?;
+        Ok(Action::requeue(if waits { WAITING_POLL } else { RESYNC }))
+    }
+
+    /// Applies the manifests wave by wave; a wave whose resources are not
+    /// healthy (or failed) holds back the later ones.
+    async fn apply_waves(
+        &self,
+        stack: &str,
+        desired: &[Desired],
+        pass: &mut Pass,
+    ) -> Result<(), Error> {
+        let mut held: Option<String> = None;
+        for wave in plan::waves(desired.iter().map(|d| d.wave)) {
+            for item in desired.iter().filter(|d| d.wave == wave) {
+                let mut row = row(&item.key, Some(item.wave), SyncStatus::OutOfSync);
+                if let Some(why) = &held {
+                    row.message = Some(why.clone());
+                    pass.rows.push(row);
+                    continue;
+                }
+                match self.apply(stack, item).await {
+                    Ok(object) => {
+                        row.status = SyncStatus::Synced;
+                        row.health = health(&item.key.kind, &object);
+                        if let Some(h) = row.health.as_ref().filter(|h| {
+                            matches!(h.status, HealthState::Progressing | HealthState::Degraded)
+                        }) {
+                            let detail = h.message.clone().unwrap_or_default();
+                            pass.progressing(|| {
+                                format!(
+                                    "waiting for {} in wave {wave}: {detail}",
+                                    item.key.display()
+                                )
+                            });
+                            held.get_or_insert_with(|| format!("waits for wave {wave}"));
+                        }
+                    }
+                    Err(e) => {
+                        let message = one_line(&e);
+                        row.message = Some(message.clone());
+                        if pass.failed.is_none() {
+                            pass.failed = Some(message);
+                        }
+                        held.get_or_insert_with(|| format!("waits for wave {wave}"));
+                    }
+                }
+                pass.rows.push(row);
+            }
+        }
+        Ok(())
+    }
+
+    /// Applies one manifest; an object of that name that is not the
+    /// Stack's is left alone. An approval the manifest does not declare is
+    /// taken away: nothing of a desired resource waits for one.
+    async fn apply(&self, stack: &str, item: &Desired) -> Result<DynamicObject, Error> {
+        if let Some(existing) = self.live.get(&item.key).await?
+            && !owned_by(&existing, stack)
+        {
+            return Err(Error::NotStackManaged {
+                resource: item.key.display(),
+                stack: stack.to_owned(),
+            });
+        }
+        let object = self
+            .live
+            .apply(&item.key, stack, item.manifest.clone())
+            .await?;
+        let approved = plan::approved(object.metadata.annotations.as_ref());
+        if plan::stale_approval(approved, false, item.declares_approval) {
+            self.live.clear_approval(&item.key, &object).await?;
+        }
+        Ok(object)
+    }
+
+    /// Prunes what left `spec.resources`, last wave first.
+    async fn prune(
+        &self,
+        namespace: &str,
+        stack: &str,
+        desired: &[Desired],
+        previous: &StackStatus,
+        pass: &mut Pass,
+    ) -> Result<(), Error> {
+        let wanted: BTreeSet<&ResourceKey> = desired.iter().map(|d| &d.key).collect();
+        let mut gone: Vec<&ResourceStatus> = previous
+            .resources
+            .iter()
+            .filter(|r| !wanted.contains(&ResourceKey::of_status(r, namespace)))
+            .collect();
+        gone.sort_by_key(|r| std::cmp::Reverse(r.sync_wave.unwrap_or(0)));
+        for previous_row in gone {
+            let key = ResourceKey::of_status(previous_row, namespace);
+            self.remove(stack, &key, previous_row, Operation::Prune, pass)
+                .await?;
+        }
+        Ok(())
+    }
+
+    /// One removal (prune or teardown) of `key`, as its sync options allow.
+    async fn remove(
+        &self,
+        stack: &str,
+        key: &ResourceKey,
+        previous_row: &ResourceStatus,
+        operation: Operation,
+        pass: &mut Pass,
+    ) -> Result<(), Error> {
+        let Some(object) = self.live.get(key).await? else {
+            return Ok(());
+        };
+        if !owned_by(&object, stack) {
+            return Ok(());
+        }
+        let pruning = operation == Operation::Prune;
+        let mut row = row(key, previous_row.sync_wave, previous_row.status);
+        if pruning {
+            row.status = SyncStatus::OutOfSync;
+            row.requires_pruning = true;
+        }
+        row.health = health(&key.kind, &object);
+        if object.metadata.deletion_timestamp.is_some() {
+            row.message = Some("being deleted".to_owned());
+            pass.progressing(|| format!("waiting for {} to be deleted", key.display()));
+            pass.rows.push(row);
+            return Ok(());
+        }
+        let options = SyncOptions::of(object.metadata.annotations.as_ref());
+        let gate = if pruning {
+            options.prune
+        } else {
+            options.delete
+        };
+        let approved = plan::approved(object.metadata.annotations.as_ref());
+        let waiting = Waiting {
+            key: key.clone(),
+            uid: object.uid().unwrap_or_default(),
+            operation,
+        };
+        match plan::removal(gate, approved) {
+            Removal::Keep if pruning => {
+                row.message = Some("not pruned: Prune=false".to_owned());
+                pass.prune_skipped.push(key.display());
+                pass.rows.push(row);
+            }
+            Removal::Keep => self.live.release(key, &object).await?,
+            Removal::AwaitApproval => {
+                row.requires_deletion_approval = true;
+                row.message = Some(format!(
+                    "waiting for approval: annotate cd.hanzo.ai/deletion-approved=true to {}",
+                    if pruning { "prune it" } else { "delete it" }
+                ));
+                pass.waiting.push(waiting);
+                pass.rows.push(row);
+            }
+            Removal::Delete => {
+                self.leadership.confirm().await.map_err(Error::NotLeader)?;
+                match self.live.delete(key, &object).await? {
+                    Deleted::Done => {
+                        let (namespace, stack) = (&key.namespace, stack);
+                        self.approvals.removed(
+                            namespace,
+                            stack,
+                            &waiting,
+                            gate == plan::Gate::Confirm,
+                        );
+                        tracing::info!(resource = %key.display(), %namespace, %stack, ?operation, "deleted");
+                    }
+                    Deleted::Denied(message) => {
+                        if previous_row.message.as_deref() != Some(message.as_str()) {
+                            self.publish(
+                                &key.namespace,
+                                stack,
+                                EventType::Warning,
+                                events::DELETION_DENIED,
+                                format!("the delete of {} was denied: {message}", key.display()),
+                            )
+                            .await;
+                        }
+                        pass.denied.push((key.display(), message.clone()));
+                        row.message = Some(message);
+                        pass.rows.push(row);
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Deletes the Stack's resources in reverse wave order: a wave is
+    /// finished (deleted, or let go with `Delete=false`) before the next
+    /// lower one starts; then the finalizer goes.
+    async fn teardown(
+        &self,
+        stack: &Stack,
+        namespace: &str,
+        name: &str,
+        previous: &StackStatus,
+    ) -> Result<Action, Error> {
+        if !stack.finalizers().iter().any(|f| f == finalizers::STACK) {
+            self.approvals.forget(namespace, name);
+            return Ok(Action::await_change());
+        }
+        // The inventory, and manifests applied before it was first written.
+        let mut inventory: Vec<ResourceStatus> = previous.resources.clone();
+        if let Ok(desired) = plan::desired(namespace, &stack.spec.resources) {
+            for item in desired {
+                let known = inventory
+                    .iter()
+                    .any(|r| ResourceKey::of_status(r, namespace) == item.key);
+                if !known {
+                    inventory.push(row(&item.key, Some(item.wave), SyncStatus::Synced));
+                }
+            }
+        }
+        let mut present = Vec::new();
+        for item in &inventory {
+            let key = ResourceKey::of_status(item, namespace);
+            if let Some(object) = self.live.get(&key).await?
+                && owned_by(&object, name)
+            {
+                present.push(item);
+            }
+        }
+        let Some(wave) = present.iter().map(|r| r.sync_wave.unwrap_or(0)).max() else {
+            self.approvals.forget(namespace, name);
+            let api = Api::<Stack>::namespaced(self.client.clone(), namespace);
+            let rest = stack
+                .finalizers()
+                .iter()
+                .filter(|f| *f != finalizers::STACK)
+                .cloned()
+                .collect();
+            set_finalizers(&api, name, stack.resource_version(), rest)
+                .await
+                .map_err(Error::Finalizer)?;
+            return Ok(Action::await_change());
+        };
+        let mut pass = Pass::default();
+        for item in present {
+            let key = ResourceKey::of_status(item, namespace);
+            if item.sync_wave.unwrap_or(0) < wave {
+                let mut kept = item.clone();
+                kept.requires_deletion_approval = false;
+                kept.message = Some(format!("waits for wave {wave} to be deleted"));
+                pass.rows.push(kept);
+                continue;
+            }
+            self.remove(name, &key, item, Operation::Delete, &mut pass)
+                .await?;
+        }
+        let (message, reason) = if let Some((resource, denial)) = pass.denied.first() {
+            (
+                format!("deleting wave {wave}: the delete of {resource} was denied: {denial}"),
+                reasons::DELETION_DENIED,
+            )
+        } else if !pass.waiting.is_empty() {
+            (
+                format!(
+                    "deleting wave {wave}: waiting for deletion approval of {}",
+                    names(&pass.waiting)
+                ),
+                reasons::WAITING_FOR_APPROVAL,
+            )
+        } else {
+            (format!("deleting wave {wave}"), reasons::DELETING)
+        };
+        self.announce(namespace, name, previous, &pass.waiting, Operation::Delete)
+            .await;
+        let status = self.status(
+            stack,
+            previous,
+            pass.rows,
+            OperationPhase::Progressing,
+            message,
+            (false, reason),
+        );
+        self.write_status(stack, previous, status).await?;
+        Ok(Action::requeue(WAITING_POLL))
+    }
+
+    /// Records what waits; for what starts to wait now, an Event on the
+    /// Stack and a notification.
+    async fn announce(
+        &self,
+        namespace: &str,
+        name: &str,
+        previous: &StackStatus,
+        waiting: &[Waiting],
+        operation: Operation,
+    ) {
+        let announced = |key: &ResourceKey| {
+            previous.resources.iter().any(|r| {
+                r.requires_deletion_approval
+                    && r.requires_pruning == (operation == Operation::Prune)
+                    && ResourceKey::of_status(r, namespace) == *key
+            })
+        };
+        let new = self.approvals.update(namespace, name, waiting, announced);
+        if new.is_empty() {
+            return;
+        }
+        let fresh: Vec<&Waiting> = waiting.iter().filter(|w| !announced(&w.key)).collect();
+        let list = fresh
+            .iter()
+            .map(|w| w.key.display())
+            .collect::<Vec<_>>()
+            .join(", ");
+        let verb = if operation == Operation::Prune {
+            "prune"
+        } else {
+            "delete"
+        };
+        self.publish(
+            namespace,
+            name,
+            EventType::Normal,
+            events::DELETION_APPROVAL_REQUIRED,
+            format!(
+                "waiting for approval to {verb} {list}: annotate cd.hanzo.ai/deletion-approved=true, or run kubectl navique approve --all --stack {name}"
+            ),
+        )
+        .await;
+        if let Some(notifier) = &self.notifier {
+            notifier.notify(namespace, name, &self.approvals.list(namespace, name));
+        }
+    }
+
+    async fn publish(
+        &self,
+        namespace: &str,
+        stack: &str,
+        type_: EventType,
+        reason: &str,
+        note: String,
+    ) {
+        let reference = k8s_openapi::api::core::v1::ObjectReference {
+            api_version: Some(Stack::api_version(&()).into_owned()),
+            kind: Some(Stack::kind(&()).into_owned()),
+            namespace: Some(namespace.to_owned()),
+            name: Some(stack.to_owned()),
+            ..Default::default()
+        };
+        let event = Event {
+            type_,
+            reason: reason.to_owned(),
+            note: Some(note),
+            action: "Reconcile".to_owned(),
+            secondary: None,
+        };
+        if let Err(e) = self.recorder.publish(&event, &reference).await {
+            tracing::warn!(error = %one_line(&e), "cannot record the event");
+        }
+    }
+
+    /// The status to write: `previous` with this pass's inventory, operation
+    /// and `Ready`, keeping times that did not change.
+    fn status(
+        &self,
+        stack: &Stack,
+        previous: &StackStatus,
+        resources: Vec<ResourceStatus>,
+        phase: OperationPhase,
+        message: String,
+        (ready, reason): (bool, &str),
+    ) -> StackStatus {
+        let now = Timestamp::now();
+        let generation = stack.metadata.generation;
+        let earlier = previous.operation.as_ref();
+        let unchanged = earlier
+            .is_some_and(|o| o.phase == phase && o.message.as_deref() == Some(message.as_str()));
+        // The operation goes on while it progresses; a new one starts with a
+        // new generation or once the last one finished.
+        let continues = earlier.is_some_and(|o| {
+            previous.observed_generation == generation
+                && (o.phase == OperationPhase::Progressing || unchanged)
+        });
+        let started_at = match earlier {
+            Some(o) if continues => o.started_at.clone(),
+            _ => Some(Time(now)),
+        };
+        let finished_at = match phase {
+            OperationPhase::Progressing => None,
+            _ if unchanged => earlier.and_then(|o| o.finished_at.clone()),
+            _ => Some(Time(now)),
+        };
+        let mut status_conditions = previous.conditions.clone();
+        conditions::upsert(
+            &mut status_conditions,
+            conditions::ready(ready, reason, message.clone(), generation, now),
+        );
+        StackStatus {
+            observed_generation: generation,
+            operation: Some(OperationState {
+                phase,
+                message: Some(message),
+                started_at,
+                finished_at,
+            }),
+            resources,
+            conditions: status_conditions,
+        }
+    }
+
+    async fn write_status(
+        &self,
+        stack: &Stack,
+        previous: &StackStatus,
+        status: StackStatus,
+    ) -> Result<(), Error> {
+        if stack.status.is_some() && *previous == status {
+            return Ok(());
+        }
+        let namespace = stack.namespace().unwrap_or_default();
+        let name = stack.name_any();
+        let patch = serde_json::json!({
+            "apiVersion": Stack::api_version(&()),
+            "kind": Stack::kind(&()),
+            "status": status,
+        });
+        Api::<Stack>::namespaced(self.client.clone(), &namespace)
+            .patch_status(
+                &name,
+                &PatchParams::apply(MANAGER).force(),
+                &Patch::Apply(patch),
+            )
+            .await
+            .map(|_| ())
+            .or_else(|e| match e {
+                kube::Error::Api(s) if s.code == 404 => Ok(()),
+                source => Err(Error::WriteObjectStatus {
+                    kind: "Stack",
+                    name: format!("{namespace}/{name}"),
+                    source,
+                }),
+            })
+    }
+}
+
+/// The metrics of the Stack controller.
+pub fn register_metrics(
+    component: &navique_runtime::Component,
+    approvals: &Approvals,
+) -> ControllerMetrics {
+    let gauge = approvals.gauge();
+    component.register_metrics(|registry| {
+        registry.register(
+            "pending_approvals",
+            "Prunes and deletes of Stack resources waiting for approval",
+            gauge,
+        );
+    });
+    ControllerMetrics::register(component, "stack", "Stack")
+}

@@ -1,0 +1,165 @@
+//! The Stacks environment: the Locks environment (CRDs, the Lock guard as
+//! ValidatingAdmissionPolicies, the lock-controller) plus the real
+//! service-lifecycle-controller, its ApprovalEvents gRPC server, and an HTTP
+//! endpoint that records the approval notifications it posts.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpListener};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::locks::{GuardMode, LockEnv};
+use crate::services::{CONTROLLER_REPLICA, CONTROLLER_USER};
+use crate::{Process, eventually, free_port, wait_for_status};
+
+const WAIT: Duration = Duration::from_secs(30);
+
+/// A cluster whose Stacks are reconciled.
+pub struct StackEnv {
+    pub locks: LockEnv,
+    pub controller_admin: SocketAddr,
+    /// The controller's ApprovalEvents gRPC server.
+    pub approvals_addr: SocketAddr,
+    pub notifications: Notifications,
+    _controller: Process,
+    _dir: tempfile::TempDir,
+}
+
+impl StackEnv {
+    pub fn start() -> Self {
+        let locks = LockEnv::start(GuardMode::Policy);
+        let dir = tempfile::tempdir().expect("temp dir");
+        locks.cluster.add_user(
+            CONTROLLER_USER,
+            &[
+                "system:serviceaccounts",
+                "system:serviceaccounts:navique-system",
+                "system:authenticated",
+            ],
+        );
+        let kubeconfig = locks
+            .cluster
+            .kubeconfig_for(&format!("{CONTROLLER_USER}-token"), dir.path());
+        let notifications = Notifications::start();
+        let admin = SocketAddr::from(([127, 0, 0, 1], free_port()));
+        let approvals = SocketAddr::from(([127, 0, 0, 1], free_port()));
+        let controller = Process::spawn_tied(
+            "service-lifecycle-controller",
+            &[
+                "--kubeconfig",
+                kubeconfig.to_str().unwrap(),
+                "--admin-addr",
+                &admin.to_string(),
+                "--approvals-listen-addr",
+                &approvals.to_string(),
+                "--approval-notification-url",
+                &notifications.url(),
+                "--lease-namespace",
+                "navique-system",
+                "--lease-identity",
+                CONTROLLER_REPLICA,
+                "--lease-duration",
+                "6",
+                "--lease-grace",
+                "2",
+            ],
+        );
+        Self {
+            locks,
+            controller_admin: admin,
+            approvals_addr: approvals,
+            notifications,
+            _controller: controller,
+            _dir: dir,
+        }
+    }
+
+    /// Waits until both controllers lead.
+    pub async fn ready(&self) {
+        self.locks.ready().await;
+        wait_for_status(self.controller_admin, "/readyz", 200, WAIT).await;
+        eventually(WAIT, "the service-lifecycle-controller to lead", || async {
+            let metrics = crate::http_get(self.controller_admin, "/metrics")
+                .await
+                .ok()?;
+            metrics
+                .body
+                .contains("navique_service_lifecycle_controller_leader 1\n")
+                .then_some(())
+        })
+        .await;
+    }
+
+    /// The controller's log so far, for failure messages.
+    pub fn controller_log(&self) -> String {
+        self._controller.stdout() + &self._controller.stderr()
+    }
+}
+
+/// JSON bodies POSTed to an HTTP endpoint, served from a thread of its own
+/// so that it outlives any one test's runtime.
+#[derive(Clone)]
+pub struct Notifications {
+    addr: SocketAddr,
+    received: Arc<Mutex<Vec<Value>>>,
+}
+
+impl Notifications {
+    fn start() -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let addr = listener.local_addr().expect("address");
+        let received = Arc::<Mutex<Vec<Value>>>::default();
+        let sink = received.clone();
+        std::thread::spawn(move || {
+            for stream in listener.incoming().flatten() {
+                if let Some(body) = read_post(&stream) {
+                    sink.lock().unwrap().push(body);
+                }
+                let mut stream = stream;
+                let _ = stream.write_all(
+                    b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\nconnection: close\r\n\r\nok",
+                );
+            }
+        });
+        Self { addr, received }
+    }
+
+    pub fn url(&self) -> String {
+        format!("http://{}/hooks/approvals", self.addr)
+    }
+
+    /// The notifications about Stacks of `namespace`.
+    pub fn about(&self, namespace: &str) -> Vec<Value> {
+        self.received
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|n| n["stack"]["namespace"] == namespace)
+            .cloned()
+            .collect()
+    }
+}
+
+/// The JSON body of one HTTP/1.1 request.
+fn read_post(stream: &std::net::TcpStream) -> Option<Value> {
+    let mut reader = BufReader::new(stream);
+    let mut length = 0;
+    loop {
+        let mut line = String::new();
+        reader.read_line(&mut line).ok()?;
+        let line = line.trim_end();
+        if line.is_empty() {
+            break;
+        }
+        if let Some((name, value)) = line.split_once(':')
+            && name.eq_ignore_ascii_case("content-length")
+        {
+            length = value.trim().parse().ok()?;
+        }
+    }
+    let mut body = vec![0; length];
+    reader.read_exact(&mut body).ok()?;
+    serde_json::from_slice(&body).ok()
+}

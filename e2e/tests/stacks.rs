@@ -1,0 +1,490 @@
+//! Stacks end to end: the real service-lifecycle-controller and
+//! lock-controller on the dev API server, driven with kubectl. Waves apply
+//! in order; `Prune=confirm` and `Delete=confirm` wait for approval, which
+//! the gRPC stream, an Event and a notification announce; `Prune=false`
+//! never prunes; an approval is used once; a Lock keeps a deleted Stack
+//! partially torn down.
+
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use navique_api::grpc::approvals::v1::approval_events_client::ApprovalEventsClient;
+use navique_api::grpc::approvals::v1::{ApprovalEvent, EventType, StreamApprovalEventsRequest};
+use navique_e2e::locks::lock;
+use navique_e2e::services::CONTROLLER_USER;
+use navique_e2e::stacks::StackEnv;
+use navique_e2e::{Cluster, eventually};
+use serde_json::{Value, json};
+use tokio_stream::StreamExt;
+
+const WAIT: Duration = Duration::from_secs(30);
+
+fn env() -> &'static StackEnv {
+    static ENV: OnceLock<StackEnv> = OnceLock::new();
+    ENV.get_or_init(StackEnv::start)
+}
+
+fn cluster() -> &'static Cluster {
+    &env().locks.cluster
+}
+
+/// A ConfigMap manifest in wave `wave`, with `options` as its sync options.
+fn config_map(name: &str, wave: i32, options: Option<&str>) -> Value {
+    let mut annotations = json!({"cd.hanzo.ai/sync-wave": wave.to_string()});
+    if let Some(options) = options {
+        annotations["cd.hanzo.ai/sync-options"] = json!(options);
+    }
+    json!({
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": name, "annotations": annotations},
+        "data": {"name": name},
+    })
+}
+
+fn apply_stack(ns: &str, name: &str, resources: &[Value]) {
+    let stack = json!({
+        "apiVersion": "core.navique.com/v1alpha1",
+        "kind": "Stack",
+        "metadata": {"name": name, "namespace": ns},
+        "spec": {"resources": resources},
+    });
+    cluster().kubectl_in(&["apply", "-f", "-"], Some(&stack.to_string()));
+}
+
+fn stack(ns: &str, name: &str) -> Option<Value> {
+    let output = cluster().kubectl(&["get", "stack", name, "-n", ns, "-o", "json"], None);
+    output
+        .status
+        .success()
+        .then(|| serde_json::from_slice(&output.stdout).unwrap())
+}
+
+/// `phase reason` of the Stack's operation and Ready condition.
+fn state(stack: &Value) -> (String, String) {
+    let phase = stack["status"]["operation"]["phase"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    let reason = stack["status"]["conditions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|c| c["type"] == "Ready")
+        .and_then(|c| c["reason"].as_str())
+        .unwrap_or_default()
+        .to_owned();
+    (phase, reason)
+}
+
+/// The inventory row of `name`.
+fn row(stack: &Value, name: &str) -> Option<Value> {
+    stack["status"]["resources"]
+        .as_array()?
+        .iter()
+        .find(|r| r["name"] == name)
+        .cloned()
+}
+
+async fn until_stack(ns: &str, name: &str, what: &str, check: impl Fn(&Value) -> bool) -> Value {
+    eventually(WAIT, what, || async {
+        stack(ns, name).filter(|s| check(s))
+    })
+    .await
+}
+
+fn exists(ns: &str, kind: &str, name: &str) -> bool {
+    cluster()
+        .kubectl(&["get", kind, name, "-n", ns, "-o", "name"], None)
+        .status
+        .success()
+}
+
+fn annotation(ns: &str, kind: &str, name: &str, key: &str) -> String {
+    let path = format!(
+        "jsonpath={{.metadata.annotations.{}}}",
+        key.replace('.', "\\.")
+    );
+    cluster().kubectl_ok(&["get", kind, name, "-n", ns, "-o", &path])
+}
+
+fn approve(ns: &str, kind: &str, name: &str) {
+    cluster().kubectl_ok(&[
+        "annotate",
+        kind,
+        name,
+        "-n",
+        ns,
+        "cd.hanzo.ai/deletion-approved=true",
+        "--overwrite",
+    ]);
+}
+
+fn event_lines(ns: &str, reason: &str) -> String {
+    cluster().kubectl_ok(&[
+        "get",
+        "events",
+        "-n",
+        ns,
+        "--field-selector",
+        &format!("reason={reason}"),
+        "-o",
+        "jsonpath={range .items[*]}{.type} {.involvedObject.kind}/{.involvedObject.name}: {.message}{\"\\n\"}{end}",
+    ])
+}
+
+/// Approval events of `ns`, as they arrive.
+async fn subscribe(ns: &str) -> tonic::Streaming<ApprovalEvent> {
+    let mut client = ApprovalEventsClient::connect(format!("http://{}", env().approvals_addr))
+        .await
+        .expect("connect to ApprovalEvents");
+    client
+        .stream_approval_events(StreamApprovalEventsRequest {
+            namespace: ns.to_owned(),
+            include_existing: true,
+        })
+        .await
+        .expect("stream approval events")
+        .into_inner()
+}
+
+/// The next event's type and resource name.
+async fn next_event(events: &mut tonic::Streaming<ApprovalEvent>) -> (EventType, String) {
+    let event = tokio::time::timeout(WAIT, events.next())
+        .await
+        .expect("an approval event in time")
+        .expect("the stream goes on")
+        .expect("an event, not an error");
+    let name = event
+        .approval
+        .as_ref()
+        .and_then(|a| a.resource.as_ref())
+        .map(|r| r.name.clone())
+        .unwrap_or_default();
+    (event.r#type(), name)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waves_apply_in_order_and_a_confirmed_prune_waits_for_approval() {
+    let env = env();
+    env.ready().await;
+    let ns = cluster().namespace("waves");
+    let deployment = json!({
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "db", "annotations": {"cd.hanzo.ai/sync-wave": "0"}},
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": {"app": "db"}},
+            "template": {"metadata": {"labels": {"app": "db"}}, "spec": {"containers": [{"name": "db", "image": "postgres:17"}]}},
+        },
+    });
+    let settings = config_map("settings", 1, Some("Prune=confirm"));
+    let flags = config_map("flags", 1, None);
+    apply_stack(&ns, "web", &[deployment.clone(), settings, flags.clone()]);
+
+    // Wave 1 waits for wave 0 to be healthy.
+    let waiting = until_stack(&ns, "web", "wave 0 to hold wave 1 back", |s| {
+        state(s).0 == "Progressing" && row(s, "db").is_some()
+    })
+    .await;
+    assert_eq!(
+        waiting["status"]["operation"]["message"],
+        "waiting for Deployment/db in wave 0: 0 of 1 replicas ready"
+    );
+    assert_eq!(
+        row(&waiting, "flags").unwrap()["message"],
+        "waits for wave 0"
+    );
+    assert!(!exists(&ns, "configmap", "settings") && !exists(&ns, "configmap", "flags"));
+    // The test stands in for the Deployment controller.
+    cluster().kubectl_ok(&[
+        "patch",
+        "deployment",
+        "db",
+        "-n",
+        &ns,
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        r#"{"status":{"replicas":1,"readyReplicas":1}}"#,
+    ]);
+    let synced = until_stack(&ns, "web", "every resource to be synced", |s| {
+        state(s) == ("Succeeded".to_owned(), "Synced".to_owned())
+    })
+    .await;
+    let rows = synced["status"]["resources"].as_array().unwrap();
+    assert_eq!(rows.len(), 3);
+    for row in rows {
+        assert_eq!(row["status"], "Synced", "{row}");
+        assert_eq!(row["health"]["status"], "Healthy", "{row}");
+    }
+    assert_eq!(
+        cluster().kubectl_ok(&[
+            "get",
+            "configmap",
+            "settings",
+            "-n",
+            &ns,
+            "-o",
+            "jsonpath={.metadata.labels.core\\.navique\\.com/stack}"
+        ]),
+        "web"
+    );
+
+    // settings leaves the Stack: it waits for approval.
+    let mut events = subscribe(&ns).await;
+    apply_stack(&ns, "web", &[deployment.clone(), flags.clone()]);
+    let pending = until_stack(&ns, "web", "the prune to wait for approval", |s| {
+        row(s, "settings").is_some_and(|r| r["requiresDeletionApproval"] == true)
+    })
+    .await;
+    let settings_row = row(&pending, "settings").unwrap();
+    assert_eq!(settings_row["requiresPruning"], true);
+    assert_eq!(settings_row["status"], "OutOfSync");
+    assert_eq!(
+        state(&pending),
+        ("Progressing".to_owned(), "WaitingForApproval".to_owned())
+    );
+    assert_eq!(
+        pending["status"]["operation"]["message"],
+        "waiting for deletion approval of ConfigMap/settings"
+    );
+    assert_eq!(
+        next_event(&mut events).await,
+        (EventType::ApprovalRequired, "settings".to_owned())
+    );
+    assert!(event_lines(&ns, "DeletionApprovalRequired").contains(
+        "Normal Stack/web: waiting for approval to prune ConfigMap/settings: annotate cd.hanzo.ai/deletion-approved=true, or run kubectl navique approve --all --stack web"
+    ));
+    eventually(WAIT, "one notification", || async {
+        (env.notifications.about(&ns).len() == 1).then_some(())
+    })
+    .await;
+    let notification = &env.notifications.about(&ns)[0];
+    assert_eq!(notification["stack"]["name"], "web");
+    assert_eq!(notification["resources"][0]["name"], "settings");
+    assert_eq!(notification["resources"][0]["operation"], "prune");
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert!(
+        exists(&ns, "configmap", "settings"),
+        "not pruned before approval"
+    );
+
+    approve(&ns, "configmap", "settings");
+    until_stack(&ns, "web", "the sync to complete", |s| {
+        state(s).0 == "Succeeded" && row(s, "settings").is_none()
+    })
+    .await;
+    assert!(!exists(&ns, "configmap", "settings"));
+    assert!(exists(&ns, "configmap", "flags"));
+    assert_eq!(
+        next_event(&mut events).await,
+        (EventType::Approved, "settings".to_owned())
+    );
+    assert_eq!(
+        next_event(&mut events).await,
+        (EventType::Deleted, "settings".to_owned())
+    );
+    assert_eq!(
+        env.notifications.about(&ns).len(),
+        1,
+        "one notification per wait"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn prune_false_is_never_pruned_and_reported_out_of_sync() {
+    env().ready().await;
+    let ns = cluster().namespace("prune-false");
+    let keep = config_map("keep", 0, Some("Prune=false"));
+    let other = config_map("other", 0, None);
+    apply_stack(&ns, "app", &[keep, other.clone()]);
+    until_stack(&ns, "app", "the sync", |s| state(s).1 == "Synced").await;
+
+    apply_stack(&ns, "app", &[other]);
+    let skipped = until_stack(&ns, "app", "the prune to be skipped", |s| {
+        state(s).1 == "PruneSkipped"
+    })
+    .await;
+    let keep_row = row(&skipped, "keep").unwrap();
+    assert_eq!(keep_row["status"], "OutOfSync");
+    assert_eq!(keep_row["requiresPruning"], true);
+    assert_eq!(keep_row["message"], "not pruned: Prune=false");
+    assert_eq!(
+        skipped["status"]["operation"]["message"],
+        "synced; not pruned (Prune=false): ConfigMap/keep"
+    );
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    assert!(exists(&ns, "configmap", "keep"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_approval_is_used_once() {
+    env().ready().await;
+    let ns = cluster().namespace("used-once");
+    let settings = config_map("settings", 0, Some("Prune=confirm"));
+    let other = config_map("other", 0, None);
+    apply_stack(&ns, "app", &[settings.clone(), other.clone()]);
+    until_stack(&ns, "app", "the sync", |s| state(s).1 == "Synced").await;
+    apply_stack(&ns, "app", std::slice::from_ref(&other));
+    until_stack(&ns, "app", "the prune to wait", |s| {
+        state(s).1 == "WaitingForApproval"
+    })
+    .await;
+
+    // Approved, then put back before the prune could run (the controller's
+    // deletes fail meanwhile).
+    cluster().post_raw(
+        "/debug/faults",
+        &json!({"faults": [{"verb": "delete", "resource": "configmaps", "namespace": ns, "user": CONTROLLER_USER, "code": 500, "message": "injected"}]}).to_string(),
+    );
+    approve(&ns, "configmap", "settings");
+    apply_stack(&ns, "app", &[settings, other.clone()]);
+    cluster().kubectl_ok(&["delete", "--raw", "/debug/faults"]);
+    until_stack(&ns, "app", "the resource to be synced again", |s| {
+        state(s).1 == "Synced"
+    })
+    .await;
+    eventually(WAIT, "the approval to be taken away", || async {
+        annotation(
+            &ns,
+            "configmap",
+            "settings",
+            "cd.hanzo.ai/deletion-approved",
+        )
+        .is_empty()
+        .then_some(())
+    })
+    .await;
+
+    // Removed again, it waits for a new approval.
+    apply_stack(&ns, "app", &[other]);
+    until_stack(&ns, "app", "a new wait", |s| {
+        row(s, "settings").is_some_and(|r| r["requiresDeletionApproval"] == true)
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert!(
+        exists(&ns, "configmap", "settings"),
+        "the old approval approved nothing"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deleted_stack_pauses_at_a_confirmed_delete_and_goes_in_reverse_wave_order() {
+    let env = env();
+    env.ready().await;
+    let ns = cluster().namespace("teardown");
+    apply_stack(
+        &ns,
+        "shop",
+        &[
+            config_map("base", 0, None),
+            config_map("data", 1, Some("Delete=confirm")),
+            config_map("cache", 1, None),
+            config_map("front", 2, None),
+        ],
+    );
+    until_stack(&ns, "shop", "the sync", |s| state(s).1 == "Synced").await;
+    cluster().kubectl_ok(&["delete", "stack", "shop", "-n", &ns, "--wait=false"]);
+    let paused = until_stack(&ns, "shop", "the teardown to pause in wave 1", |s| {
+        state(s).1 == "WaitingForApproval"
+    })
+    .await;
+    assert_eq!(
+        paused["status"]["operation"]["message"],
+        "deleting wave 1: waiting for deletion approval of ConfigMap/data"
+    );
+    assert!(!exists(&ns, "configmap", "front"), "wave 2 went first");
+    assert!(!exists(&ns, "configmap", "cache"));
+    assert!(exists(&ns, "configmap", "data"));
+    assert!(exists(&ns, "configmap", "base"), "wave 0 waits for wave 1");
+    assert_eq!(
+        row(&paused, "base").unwrap()["message"],
+        "waits for wave 1 to be deleted"
+    );
+    assert_eq!(
+        row(&paused, "data").unwrap()["requiresDeletionApproval"],
+        true
+    );
+    eventually(WAIT, "the notification", || async {
+        env.notifications
+            .about(&ns)
+            .iter()
+            .any(|n| {
+                n["resources"][0]["name"] == "data" && n["resources"][0]["operation"] == "delete"
+            })
+            .then_some(())
+    })
+    .await;
+
+    approve(&ns, "configmap", "data");
+    eventually(WAIT, "the Stack to be gone", || async {
+        stack(&ns, "shop").is_none().then_some(())
+    })
+    .await;
+    assert!(!exists(&ns, "configmap", "data") && !exists(&ns, "configmap", "base"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_locked_resource_keeps_a_deleted_stack_partially_torn_down() {
+    let env = env();
+    env.ready().await;
+    let ns = cluster().namespace("locked");
+    let inner = json!({
+        "apiVersion": "core.navique.com/v1alpha1",
+        "kind": "Stack",
+        "metadata": {"name": "inner", "annotations": {"cd.hanzo.ai/sync-wave": "0"}},
+        "spec": {"resources": []},
+    });
+    apply_stack(&ns, "outer", &[inner, config_map("front", 1, None)]);
+    until_stack(&ns, "outer", "the sync", |s| state(s).1 == "Synced").await;
+    cluster().kubectl_in(
+        &["apply", "-f", "-"],
+        Some(&lock(
+            &ns,
+            "keep-inner",
+            "core.navique.com/v1alpha1",
+            "Stack",
+            "inner",
+            "holds production data",
+        )),
+    );
+    env.locks
+        .until_lock(&ns, "keep-inner", true, "Protecting")
+        .await;
+
+    cluster().kubectl_ok(&["delete", "stack", "outer", "-n", &ns, "--wait=false"]);
+    let denied = until_stack(&ns, "outer", "the denial", |s| {
+        state(s).1 == "DeletionDenied"
+    })
+    .await;
+    let message = denied["status"]["operation"]["message"].as_str().unwrap();
+    assert!(
+        message.starts_with("deleting wave 0: the delete of Stack/inner was denied: ")
+            && message.contains("keep-inner"),
+        "{message}"
+    );
+    assert!(
+        row(&denied, "inner").unwrap()["message"]
+            .as_str()
+            .unwrap()
+            .contains("keep-inner")
+    );
+    assert!(!exists(&ns, "configmap", "front"), "wave 1 is deleted");
+    assert!(exists(&ns, "stack", "inner"));
+    assert!(
+        event_lines(&ns, "DeletionDenied")
+            .contains("Warning Stack/outer: the delete of Stack/inner was denied: "),
+        "{}",
+        event_lines(&ns, "DeletionDenied")
+    );
+
+    // Without the Lock, the teardown finishes.
+    cluster().kubectl_ok(&["delete", "lock", "keep-inner", "-n", &ns]);
+    eventually(WAIT, "both Stacks to be gone", || async {
+        (stack(&ns, "outer").is_none() && stack(&ns, "inner").is_none()).then_some(())
+    })
+    .await;
+}
