@@ -317,7 +317,7 @@ async fn deleting_the_project_removes_every_service_and_its_database() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_in_project_service_runs_a_stateful_set_and_delete_removes_its_volume() {
+async fn an_in_project_service_runs_a_stateful_set_and_delete_removes_its_volume_once_approved() {
     let env = env();
     env.controller_ready().await;
     let ns = env.cluster.namespace("inproject");
@@ -381,13 +381,38 @@ async fn an_in_project_service_runs_a_stateful_set_and_delete_removes_its_volume
     .unwrap();
     env.until_state(&ns, "orders-db", "Ready Available").await;
 
-    env.cluster
-        .kubectl_ok(&["delete", "managedservice", "orders-db", "-n", &ns]);
-    env.until_gone(&ns, "orders-db").await;
+    // The volume is marked Delete=confirm: it goes only once approved.
+    let annotate = |annotation: &str| {
+        env.cluster
+            .kubectl_ok(&["annotate", "pvc", "data-orders-db-0", "-n", &ns, annotation])
+    };
+    annotate("cd.hanzo.ai/sync-options=Delete=confirm");
+    env.cluster.kubectl_ok(&[
+        "delete",
+        "managedservice",
+        "orders-db",
+        "-n",
+        &ns,
+        "--wait=false",
+    ]);
+    assert_eq!(
+        env.until_state(&ns, "orders-db", "Deleting DeletionBlocked")
+            .await,
+        format!(
+            "Deleting DeletionBlocked: waiting for deletion approval of PersistentVolumeClaim {ns}/data-orders-db-0 (cd.hanzo.ai/sync-options: Delete=confirm): annotate it cd.hanzo.ai/deletion-approved=true"
+        )
+    );
     assert_eq!(
         env.get(&ns, "statefulset/orders-db", "{.metadata.name}"),
-        ""
+        "",
+        "the engine went first"
     );
+    assert_eq!(
+        env.get(&ns, "pvc/data-orders-db-0", "{.metadata.name}"),
+        "data-orders-db-0"
+    );
+    annotate("cd.hanzo.ai/deletion-approved=true");
+    env.until_gone(&ns, "orders-db").await;
     assert_eq!(env.get(&ns, "pvc/data-orders-db-0", "{.metadata.name}"), "");
 }
 

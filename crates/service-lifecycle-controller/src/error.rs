@@ -92,6 +92,10 @@ pub enum Error {
     },
     #[error(transparent)]
     InvalidDuration(#[from] navique_api::Error),
+    #[error(
+        "waiting for deletion approval of {kind} {name} (cd.hanzo.ai/sync-options: Delete=confirm): annotate it cd.hanzo.ai/deletion-approved=true"
+    )]
+    AwaitingApproval { kind: &'static str, name: String },
     #[error("spec.resources[{index}]: {problem}")]
     InvalidManifest { index: usize, problem: String },
     #[error("{api_version} {kind} cannot be managed by a Stack: {problem}")]
@@ -150,6 +154,7 @@ impl Error {
             Error::InvalidDuration(_) => "invalid_duration",
             Error::InvalidManifest { .. } | Error::UnknownKind { .. } => "invalid_manifest",
             Error::StackResource { .. } => "stack_resource",
+            Error::AwaitingApproval { .. } => "awaiting_approval",
             Error::NotStackManaged { .. } => "name_in_use",
             Error::RotationOverwritten { .. } => "rotation_overwritten",
         }

@@ -19,6 +19,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
+use crate::stack::plan::{self, Gate, SyncOptions};
 use crate::{Error, instance};
 
 /// The field manager of every write.
@@ -245,13 +246,22 @@ impl<'a> Objects<'a> {
     }
 
     /// Deletes exactly the object read (uid precondition), so that a new
-    /// object of the same name created meanwhile is never the one deleted.
+    /// object of the same name created meanwhile is never the one deleted;
+    /// one marked `Delete=confirm` only once approved.
     async fn delete<K: ProjectObject>(
         &self,
         object: &K,
         leadership: &Leadership,
     ) -> Result<(), Error> {
         let name = object.name_any();
+        // The Stacks' approval gate holds for the operator's own deletes too.
+        let annotations = object.meta().annotations.as_ref();
+        if SyncOptions::of(annotations).delete == Gate::Confirm && !plan::approved(annotations) {
+            return Err(Error::AwaitingApproval {
+                kind: K::KIND,
+                name: self.full_name(&name),
+            });
+        }
         leadership.confirm().await.map_err(Error::NotLeader)?;
         let params = DeleteParams {
             preconditions: Some(Preconditions {
