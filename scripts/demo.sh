@@ -62,9 +62,38 @@ metadata: {name: no-kind, namespace: forge}
 spec:
   targetRef: {name: forge}"
 
-step "Delete the Lock deliberately; then the Stack deletes"
+step "The approvals proposal: the Stack applied its resources in wave order and reports each one"
+run kubectl wait --for=jsonpath='{.status.operation.phase}'=Succeeded stack/forge -n forge --timeout 30s
+run kubectl get stack forge -n forge -o jsonpath='{range .status.resources[*]}wave {.syncWave}: {.kind}/{.name} {.status} {.health.status}{"\n"}{end}'
+run kubectl get configmap,service -n forge -l core.navique.com/stack=forge
+
+step "guestbook-ui leaves the Stack; it is marked Prune=confirm, so the prune waits for approval"
+run kubectl patch stack forge -n forge --type json -p '[{"op":"remove","path":"/spec/resources/1"}]'
+run kubectl wait --for=jsonpath='{.status.conditions[?(@.type=="Ready")].reason}'=WaitingForApproval stack/forge -n forge --timeout 30s
+run kubectl get stack forge -n forge -o jsonpath='{.status.operation.phase}: {.status.operation.message}{"\n"}{range .status.resources[*]}{.kind}/{.name} requiresPruning={.requiresPruning} requiresDeletionApproval={.requiresDeletionApproval}{"\n"}{end}'
+run kubectl get events -n forge --field-selector reason=DeletionApprovalRequired -o jsonpath='{range .items[*]}{.type} {.reason}: {.message}{"\n"}{end}'
+run kubectl navique approvals -n forge
+
+step "Approve it with your own credentials (whoever may patch the Service may approve); then it is pruned"
+run kubectl navique approve service/guestbook-ui -n forge
+run kubectl wait --for=jsonpath='{.status.operation.phase}'=Succeeded stack/forge -n forge --timeout 30s
+run kubectl get service guestbook-ui -n forge
+
+step "Put it back; then delete the Lock deliberately, and delete the Stack"
+run kubectl apply -f deploy/examples/forge-stack.yaml
+run kubectl wait --for=jsonpath='{.status.operation.phase}'=Succeeded stack/forge -n forge --timeout 30s
 run kubectl delete lock protect-forge-stack on-a-configmap -n forge
-run kubectl delete stack forge -n forge
+run kubectl delete stack forge -n forge --wait=false
+
+step "guestbook-ui is marked Delete=confirm: the teardown pauses in its wave (wave 1) and wave 0 waits"
+run kubectl wait --for=jsonpath='{.status.conditions[?(@.type=="Ready")].reason}'=WaitingForApproval stack/forge -n forge --timeout 30s
+run kubectl get stack forge -n forge -o jsonpath='{.status.operation.message}{"\n"}{range .status.resources[*]}{.kind}/{.name}: {.message}{"\n"}{end}'
+run kubectl navique approvals -A -o json
+
+step "Approve everything the Stack waits for; the teardown finishes in reverse wave order"
+run kubectl navique approve --all --stack forge -n forge
+run kubectl wait --for=delete stack/forge -n forge --timeout 30s
+run kubectl get configmap,service -n forge -l core.navique.com/stack=forge
 run kubectl delete namespace forge
 
 step "The 'Status and Deletion' guide: orders-db in Project 'my-project', a database on the provider's PostgreSQL"

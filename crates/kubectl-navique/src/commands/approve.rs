@@ -1,0 +1,149 @@
+//! `approve <kind>/<name>...` and `approve --all --stack <name>`.
+
+use std::process::ExitCode;
+
+use anyhow::Result;
+use kube::api::{DynamicObject, ListParams, Patch, PatchParams};
+use kube::{Api, Client};
+use kubectl_navique::approvals::{
+    ApproveOutcome, ApproveReport, PendingApproval, of_stack, pending_approvals, resolve_target,
+};
+use kubectl_navique::cli::{ApproveArgs, Output};
+use kubectl_navique::render;
+use kubectl_navique::resources::{ResourceIndex, ResourceType, Target};
+use navique_api::constants::annotations::DELETION_APPROVED;
+use navique_api::core::Stack;
+
+use super::{Session, stdout};
+
+/// The field manager the approval is written under.
+const FIELD_MANAGER: &str = "kubectl-navique";
+
+/// A pending resource about to be approved, or why it will not be.
+enum Plan {
+    Patch(Box<(PendingApproval, ResourceType)>),
+    Refused(ApproveOutcome),
+}
+
+pub async fn run(session: &Session, args: &ApproveArgs) -> Result<ExitCode> {
+    let namespace = session.one_namespace("approve")?;
+    let stacks: Api<Stack> = Api::namespaced(session.client.clone(), namespace);
+    let index = discover(&session.client).await?;
+    let plans = match (&args.stack, args.all) {
+        (Some(stack), true) => {
+            let pending = of_stack(&pending_approvals(&[stacks.get(stack).await?]), stack);
+            if pending.is_empty() && session.output == Output::Table {
+                stdout(&format!("No approvals pending in Stack {stack}.\n"))?;
+                return Ok(ExitCode::SUCCESS);
+            }
+            pending
+                .into_iter()
+                .map(|p| plan_pending(&index, p))
+                .collect()
+        }
+        _ => {
+            let pending = pending_approvals(&stacks.list(&ListParams::default()).await?.items);
+            args.targets
+                .iter()
+                .map(|arg| plan_target(&index, &pending, arg))
+                .collect::<Vec<_>>()
+        }
+    };
+
+    let mut results = Vec::new();
+    for plan in plans {
+        let outcome = match plan {
+            Plan::Patch(patch) => approve(&session.client, &patch.0, &patch.1).await,
+            Plan::Refused(outcome) => outcome,
+        };
+        if session.output == Output::Table {
+            if outcome.approved {
+                stdout(&render::outcome(&outcome))?;
+            } else {
+                eprint!("{}", render::outcome(&outcome));
+            }
+        }
+        results.push(outcome);
+    }
+    let failed = results.iter().any(|r| !r.approved);
+    if session.output != Output::Table {
+        for error in results.iter().filter_map(|r| r.error.as_deref()) {
+            eprintln!("{error}");
+        }
+        session.print(&ApproveReport { results }, String::new)?;
+    }
+    Ok(if failed {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+/// The server's resource types, from aggregated discovery.
+async fn discover(client: &Client) -> Result<ResourceIndex> {
+    let (core, groups) = tokio::try_join!(
+        client.list_core_api_versions_aggregated(),
+        client.list_api_groups_aggregated()
+    )?;
+    Ok(ResourceIndex::from_discovery(&[core, groups]))
+}
+
+/// What `approve <arg>` will patch: only a resource pending in a Stack of
+/// the namespace.
+fn plan_target(index: &ResourceIndex, pending: &[PendingApproval], arg: &str) -> Plan {
+    match Target::parse(arg).and_then(|target| resolve_target(index, pending, &target)) {
+        Ok((pending, resource_type)) => {
+            Plan::Patch(Box::new((pending.clone(), resource_type.clone())))
+        }
+        Err(e) => Plan::Refused(ApproveOutcome::failed(
+            arg.to_owned(),
+            None,
+            None,
+            format!("error: {e}"),
+        )),
+    }
+}
+
+/// What `approve --all` will patch for one pending resource.
+fn plan_pending(index: &ResourceIndex, pending: PendingApproval) -> Plan {
+    let Some(resource_type) = index.find(&pending.resource.group, &pending.resource.kind) else {
+        let kind = pending.resource.qualified_kind();
+        let error = kubectl_navique::Error::UnknownResourceType(kind.clone());
+        return Plan::Refused(ApproveOutcome::failed(
+            format!("{kind}/{}", pending.resource.name),
+            None,
+            Some(&pending),
+            format!("error: {error}"),
+        ));
+    };
+    Plan::Patch(Box::new((pending, resource_type.clone())))
+}
+
+/// Sets `cd.hanzo.ai/deletion-approved: "true"` with the user's credentials.
+async fn approve(
+    client: &Client,
+    pending: &PendingApproval,
+    resource_type: &ResourceType,
+) -> ApproveOutcome {
+    let target = format!("{}/{}", resource_type.display_name(), pending.resource.name);
+    let namespace = pending.resource_namespace(resource_type);
+    let api: Api<DynamicObject> = match namespace {
+        Some(ns) => Api::namespaced_with(client.clone(), ns, &resource_type.api_resource()),
+        None => Api::all_with(client.clone(), &resource_type.api_resource()),
+    };
+    let patch = serde_json::json!({"metadata": {"annotations": {DELETION_APPROVED: "true"}}});
+    match api
+        .patch(
+            &pending.resource.name,
+            &PatchParams {
+                field_manager: Some(FIELD_MANAGER.to_owned()),
+                ..PatchParams::default()
+            },
+            &Patch::Merge(&patch),
+        )
+        .await
+    {
+        Ok(_) => ApproveOutcome::approved(target, namespace, pending),
+        Err(e) => ApproveOutcome::failed(target, namespace, Some(pending), render::kube_error(&e)),
+    }
+}

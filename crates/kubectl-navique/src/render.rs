@@ -1,0 +1,328 @@
+//! Output: tables a person reads at a glance (kubectl's layout: upper-case
+//! headers, columns three spaces apart, `<none>` for a missing value, free
+//! text last), JSON and YAML for scripts, and API errors as kubectl words
+//! them.
+
+use serde::Serialize;
+
+use crate::Error;
+use crate::approvals::{ApproveOutcome, PendingApproval};
+use crate::locks::LocksReport;
+
+const NONE: &str = "<none>";
+
+/// Lays out `rows` under `header` in aligned columns, kubectl style.
+pub fn table(header: &[&str], rows: &[Vec<String>]) -> String {
+    let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
+    for row in rows {
+        for (width, cell) in widths.iter_mut().zip(row) {
+            *width = (*width).max(cell.chars().count());
+        }
+    }
+    let header: Vec<String> = header.iter().map(|h| (*h).to_owned()).collect();
+    let mut out = String::new();
+    for row in std::iter::once(&header).chain(rows) {
+        let mut line = String::new();
+        for (i, cell) in row.iter().enumerate() {
+            line.push_str(cell);
+            if i + 1 < row.len() {
+                let pad = widths[i] - cell.chars().count() + 3;
+                line.extend(std::iter::repeat_n(' ', pad));
+            }
+        }
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+    out
+}
+
+/// `approvals`: one row per pending resource.
+pub fn approvals(pending: &[PendingApproval]) -> String {
+    if pending.is_empty() {
+        return "No approvals pending.\n".to_owned();
+    }
+    let rows: Vec<Vec<String>> = pending
+        .iter()
+        .map(|p| {
+            vec![
+                p.stack.namespace.clone(),
+                p.stack.name.clone(),
+                p.operation.to_string(),
+                p.resource.kind.clone(),
+                p.resource.name.clone(),
+                p.wave.map_or_else(|| NONE.to_owned(), |w| w.to_string()),
+                p.message.clone().unwrap_or_default(),
+            ]
+        })
+        .collect();
+    table(
+        &[
+            "NAMESPACE",
+            "STACK",
+            "OPERATION",
+            "KIND",
+            "NAME",
+            "WAVE",
+            "MESSAGE",
+        ],
+        &rows,
+    )
+}
+
+/// `approve`: the line for one outcome, for stdout when approved and
+/// stderr when not.
+pub fn outcome(outcome: &ApproveOutcome) -> String {
+    match (&outcome.error, &outcome.stack, outcome.operation) {
+        (Some(error), _, _) => format!("{error}\n"),
+        (None, Some(stack), Some(operation)) => format!(
+            "approved {} ({operation} in Stack {})\n",
+            outcome.target, stack.name
+        ),
+        (None, _, _) => format!("approved {}\n", outcome.target),
+    }
+}
+
+/// `locks`: the Locks, then the objects active Locks protect and why.
+/// `namespace` is the scope listed (`None` for every namespace), for the
+/// message when there is no Lock.
+pub fn locks(report: &LocksReport, namespace: Option<&str>) -> String {
+    if report.locks.is_empty() {
+        return match namespace {
+            Some(ns) => format!("No Locks found in {ns} namespace.\n"),
+            None => "No Locks found.\n".to_owned(),
+        };
+    }
+    let rows: Vec<Vec<String>> = report
+        .locks
+        .iter()
+        .map(|l| {
+            let (ready, status) = l.ready.as_ref().map_or_else(
+                || (NONE.to_owned(), NONE.to_owned()),
+                |r| (r.status.clone(), r.reason.clone()),
+            );
+            vec![
+                l.namespace.clone(),
+                l.name.clone(),
+                format!("{}/{}", l.target.kind, l.target.name),
+                l.active.to_string(),
+                ready,
+                status,
+                l.reason.clone().unwrap_or_default(),
+            ]
+        })
+        .collect();
+    let mut out = table(
+        &[
+            "NAMESPACE",
+            "NAME",
+            "TARGET",
+            "ACTIVE",
+            "READY",
+            "STATUS",
+            "REASON",
+        ],
+        &rows,
+    );
+    if !report.locked_objects.is_empty() {
+        let rows: Vec<Vec<String>> = report
+            .locked_objects
+            .iter()
+            .map(|o| {
+                vec![
+                    o.namespace.clone(),
+                    format!("{}/{}", o.kind, o.name),
+                    o.locks
+                        .iter()
+                        .map(|p| p.lock.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                    o.reasons(),
+                ]
+            })
+            .collect();
+        out.push('\n');
+        out.push_str(&table(
+            &["NAMESPACE", "LOCKED OBJECT", "PROTECTED BY", "WHY"],
+            &rows,
+        ));
+    }
+    out
+}
+
+/// `value` as indented JSON, with a final newline.
+pub fn json<T: Serialize>(value: &T) -> Result<String, Error> {
+    Ok(serde_json::to_string_pretty(value)? + "\n")
+}
+
+/// `value` as one line of JSON (for streams of events).
+pub fn json_line<T: Serialize>(value: &T) -> Result<String, Error> {
+    Ok(serde_json::to_string(value)? + "\n")
+}
+
+/// `value` as a YAML document.
+pub fn yaml<T: Serialize>(value: &T) -> Result<String, Error> {
+    Ok(serde_yaml::to_string(value)?)
+}
+
+/// An API server's refusal, as kubectl prints it:
+/// `Error from server (Forbidden): configmaps "x" is forbidden: ...`.
+pub fn server_error(status: &kube::core::Status) -> String {
+    if status.reason.is_empty() {
+        format!("Error from server: {}", status.message)
+    } else {
+        format!("Error from server ({}): {}", status.reason, status.message)
+    }
+}
+
+/// Any kube error, as kubectl would print it: the server's refusal
+/// verbatim, anything else after `error: ` with its causes on one line.
+pub fn kube_error(error: &kube::Error) -> String {
+    match error {
+        kube::Error::Api(status) => server_error(status),
+        other => format!("error: {}", navique_runtime::one_line(other)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::approvals::{ApproveReport, pending_approvals, tests::stacks};
+    use crate::locks::{report, tests::locks as some_locks};
+
+    #[test]
+    fn columns_are_three_spaces_apart_and_lines_have_no_trailing_blanks() {
+        let rows = vec![
+            vec!["a".to_owned(), "long value".to_owned(), String::new()],
+            vec!["longer".to_owned(), "b".to_owned(), "é—x".to_owned()],
+        ];
+        assert_eq!(
+            table(&["ONE", "TWO", "THREE"], &rows),
+            "ONE      TWO          THREE\n\
+             a        long value\n\
+             longer   b            é—x\n"
+        );
+    }
+
+    #[test]
+    fn the_approvals_table() {
+        assert_eq!(
+            approvals(&pending_approvals(&stacks())),
+            "NAMESPACE   STACK   OPERATION   KIND         NAME         WAVE   MESSAGE\n\
+             forge       app     Prune       ConfigMap    old-config   1      waiting for cd.hanzo.ai/deletion-approved\n\
+             shop        web     Delete      Deployment   web          2\n"
+        );
+    }
+
+    #[test]
+    fn no_approvals() {
+        assert_eq!(approvals(&[]), "No approvals pending.\n");
+    }
+
+    #[test]
+    fn a_missing_wave_is_none() {
+        let mut pending = pending_approvals(&stacks());
+        pending.truncate(1);
+        pending[0].wave = None;
+        pending[0].message = None;
+        assert_eq!(
+            approvals(&pending),
+            "NAMESPACE   STACK   OPERATION   KIND        NAME         WAVE     MESSAGE\n\
+             forge       app     Prune       ConfigMap   old-config   <none>\n"
+        );
+    }
+
+    #[test]
+    fn approve_outcomes() {
+        let pending = pending_approvals(&stacks());
+        let ok =
+            ApproveOutcome::approved("configmap/old-config".into(), Some("forge"), &pending[0]);
+        assert_eq!(
+            outcome(&ok),
+            "approved configmap/old-config (Prune in Stack app)\n"
+        );
+        let refused = ApproveOutcome::failed(
+            "cm/kept".into(),
+            None,
+            None,
+            "error: cm/kept is not waiting for a deletion approval".into(),
+        );
+        assert_eq!(
+            outcome(&refused),
+            "error: cm/kept is not waiting for a deletion approval\n"
+        );
+        assert_eq!(
+            serde_json::to_value(ApproveReport {
+                results: vec![ok, refused]
+            })
+            .unwrap(),
+            serde_json::json!({"results": [
+                {"target": "configmap/old-config", "namespace": "forge", "approved": true,
+                 "stack": {"namespace": "forge", "name": "app"}, "operation": "Prune"},
+                {"target": "cm/kept", "approved": false,
+                 "error": "error: cm/kept is not waiting for a deletion approval"}
+            ]})
+        );
+    }
+
+    #[test]
+    fn the_locks_tables() {
+        assert_eq!(
+            locks(&report(&some_locks()), None),
+            "NAMESPACE   NAME                  TARGET              ACTIVE   READY    STATUS             REASON\n\
+             apps        fresh                 ManagedService/db   false    <none>   <none>\n\
+             forge       audit                 Stack/forge         true     True     Protecting\n\
+             forge       later                 Stack/next          false    False    MissingReference   not yet\n\
+             forge       protect-forge-stack   Stack/forge         true     True     Protecting         Production environment\n\
+             \n\
+             NAMESPACE   LOCKED OBJECT   PROTECTED BY                 WHY\n\
+             forge       Stack/forge     audit, protect-forge-stack   protect-forge-stack: Production environment\n"
+        );
+    }
+
+    #[test]
+    fn no_locks_says_where_it_looked() {
+        let empty = LocksReport::default();
+        assert_eq!(
+            locks(&empty, Some("forge")),
+            "No Locks found in forge namespace.\n"
+        );
+        assert_eq!(locks(&empty, None), "No Locks found.\n");
+    }
+
+    #[test]
+    fn inactive_locks_alone_print_no_locked_objects() {
+        let only_later: Vec<_> = some_locks()
+            .into_iter()
+            .filter(|l| l.metadata.name.as_deref() == Some("later"))
+            .collect();
+        assert!(!locks(&report(&only_later), Some("forge")).contains("LOCKED OBJECT"));
+    }
+
+    #[test]
+    fn json_and_yaml() {
+        let value = serde_json::json!({"a": [1], "b": "x"});
+        assert_eq!(
+            json(&value).unwrap(),
+            "{\n  \"a\": [\n    1\n  ],\n  \"b\": \"x\"\n}\n"
+        );
+        assert_eq!(json_line(&value).unwrap(), "{\"a\":[1],\"b\":\"x\"}\n");
+        assert_eq!(yaml(&value).unwrap(), "a:\n- 1\nb: x\n");
+    }
+
+    #[test]
+    fn server_refusals_read_as_kubectl_prints_them() {
+        let status = kube::core::Status::failure(
+            "configmaps \"x\" is forbidden: User \"bob\" cannot patch resource \"configmaps\" in API group \"\" in the namespace \"ns\"",
+            "Forbidden",
+        )
+        .with_code(403);
+        assert_eq!(
+            kube_error(&kube::Error::Api(status.boxed())),
+            "Error from server (Forbidden): configmaps \"x\" is forbidden: User \"bob\" cannot patch resource \"configmaps\" in API group \"\" in the namespace \"ns\""
+        );
+        let bare = kube::core::Status::failure("boom", "");
+        assert_eq!(server_error(&bare), "Error from server: boom");
+        let other = kube::Error::LinesCodecMaxLineLengthExceeded;
+        assert_eq!(kube_error(&other), "error: Error finding newline character");
+    }
+}

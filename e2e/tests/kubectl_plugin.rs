@@ -1,0 +1,430 @@
+//! The kubectl plugin (`crates/kubectl-navique`) through kubectl's plugin
+//! mechanism (`kubectl navique ...`, the built binary on PATH): pending
+//! approvals listed from Stacks' status, approving only what is pending,
+//! `approve --all --stack`, the API server's refusal in RBAC mode, and
+//! Locks reconciled by the real lock-controller. The test writes the Stacks'
+//! status itself, standing in for the Stack controller.
+
+use std::path::Path;
+use std::sync::OnceLock;
+
+use navique_e2e::Cluster;
+use navique_e2e::locks::{GuardMode, LockEnv, lock, stack};
+use navique_e2e::plugin::{kubectl_navique, kubectl_navique_ok};
+use serde_json::{Value, json};
+
+/// One cluster for the tests that run as the admin: CRDs, the Lock guard
+/// and the lock-controller.
+fn env() -> &'static LockEnv {
+    static ENV: OnceLock<LockEnv> = OnceLock::new();
+    ENV.get_or_init(|| LockEnv::start(GuardMode::Policy))
+}
+
+/// A Stack `name` in `ns` whose status lists `resources`, as the Stack
+/// controller writes it.
+fn stack_with_status(cluster: &Cluster, ns: &str, name: &str, resources: Value) {
+    cluster.kubectl_in(&["apply", "-f", "-"], Some(&stack(ns, name)));
+    let status = json!({"status": {"resources": resources}}).to_string();
+    cluster.kubectl_ok(&[
+        "patch",
+        "stack",
+        name,
+        "-n",
+        ns,
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        &status,
+    ]);
+}
+
+/// A ConfigMap's entry in a Stack's status, pending approval when
+/// `operation` names one.
+fn configmap(ns: &str, name: &str, operation: Option<&str>) -> Value {
+    let mut entry = json!({"version": "v1", "kind": "ConfigMap", "namespace": ns, "name": name, "status": "Synced"});
+    if let Some(operation) = operation {
+        entry["requiresDeletionApproval"] = true.into();
+        entry["requiresPruning"] = (operation == "Prune").into();
+    }
+    entry
+}
+
+/// The deletion-approval annotation of an object ("" if none).
+fn approval(cluster: &Cluster, args: &[&str]) -> String {
+    let mut all = vec!["get"];
+    all.extend_from_slice(args);
+    all.extend([
+        "-o",
+        r#"jsonpath={.metadata.annotations.cd\.hanzo\.ai/deletion-approved}"#,
+    ]);
+    cluster.kubectl_ok(&all)
+}
+
+#[test]
+fn approvals_lists_what_the_stacks_wait_for() {
+    let k = &env().cluster;
+    let ns = k.namespace("approvals");
+    let mut old = configmap(&ns, "old-config", Some("Prune"));
+    old["syncWave"] = 1.into();
+    old["message"] = "waiting for cd.hanzo.ai/deletion-approved".into();
+    let web = json!({"group": "apps", "version": "v1", "kind": "Deployment", "namespace": ns,
+        "name": "web", "status": "Synced", "requiresDeletionApproval": true, "syncWave": 2});
+    stack_with_status(
+        k,
+        &ns,
+        "app",
+        json!([old, configmap(&ns, "kept", None), web]),
+    );
+    stack_with_status(k, &ns, "quiet", json!([configmap(&ns, "other", None)]));
+
+    assert_eq!(
+        kubectl_navique_ok(k, &["approvals", "-n", &ns]),
+        format!(
+            "{:<18}   STACK   OPERATION   KIND         NAME         WAVE   MESSAGE\n\
+             {ns}   app     Prune       ConfigMap    old-config   1      waiting for cd.hanzo.ai/deletion-approved\n\
+             {ns}   app     Delete      Deployment   web          2\n",
+            "NAMESPACE"
+        )
+    );
+
+    let list: Value = serde_json::from_str(&kubectl_navique_ok(
+        k,
+        &["approvals", "-n", &ns, "-o", "json"],
+    ))
+    .expect("valid JSON");
+    assert_eq!(
+        list["approvals"][0],
+        json!({
+            "stack": {"namespace": ns, "name": "app"},
+            "operation": "Prune",
+            "resource": {"group": "", "version": "v1", "kind": "ConfigMap", "namespace": ns, "name": "old-config"},
+            "wave": 1,
+            "message": "waiting for cd.hanzo.ai/deletion-approved"
+        })
+    );
+    assert_eq!(list["approvals"][1]["resource"]["group"], "apps");
+    assert_eq!(list["approvals"][1]["operation"], "Delete");
+    assert_eq!(list["approvals"].as_array().map(Vec::len), Some(2));
+
+    let yaml: Value = serde_yaml::from_str(&kubectl_navique_ok(
+        k,
+        &["approvals", "-n", &ns, "-o", "yaml"],
+    ))
+    .expect("valid YAML");
+    assert_eq!(yaml, list);
+
+    // Every namespace: this one's rows among others'.
+    let everywhere = kubectl_navique_ok(k, &["approvals", "-A"]);
+    let rows: Vec<Vec<&str>> = everywhere
+        .lines()
+        .map(|l| l.split_whitespace().take(5).collect())
+        .filter(|row: &Vec<&str>| row[0] == ns)
+        .collect();
+    assert_eq!(
+        rows,
+        [
+            [ns.as_str(), "app", "Prune", "ConfigMap", "old-config"],
+            [ns.as_str(), "app", "Delete", "Deployment", "web"]
+        ],
+        "{everywhere}"
+    );
+
+    let empty = k.namespace("no-approvals");
+    assert_eq!(
+        kubectl_navique_ok(k, &["approvals", "-n", &empty]),
+        "No approvals pending.\n"
+    );
+    // --kubeconfig, over a KUBECONFIG that names nothing.
+    let run = kubectl_navique(
+        k,
+        Path::new("/nonexistent/kubeconfig"),
+        &[
+            "approvals",
+            "-n",
+            &empty,
+            "--kubeconfig",
+            k.kubeconfig().to_str().unwrap(),
+        ],
+    );
+    assert_eq!(
+        (run.code, run.stdout.as_str()),
+        (Some(0), "No approvals pending.\n")
+    );
+}
+
+#[test]
+fn approve_annotates_pending_resources_and_refuses_others() {
+    let k = &env().cluster;
+    let ns = k.namespace("approve");
+    for cm in ["old-config", "kept"] {
+        k.kubectl_ok(&["create", "configmap", cm, "-n", &ns]);
+    }
+    let deployment = format!(
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata: {{name: web, namespace: {ns}}}\nspec:\n  selector: {{matchLabels: {{app: web}}}}\n  template:\n    metadata: {{labels: {{app: web}}}}\n    spec: {{containers: [{{name: web, image: nginx}}]}}\n"
+    );
+    k.kubectl_in(&["apply", "-f", "-"], Some(&deployment));
+    let web = json!({"group": "apps", "version": "v1", "kind": "Deployment", "namespace": ns,
+        "name": "web", "status": "Synced", "requiresDeletionApproval": true});
+    stack_with_status(
+        k,
+        &ns,
+        "app",
+        json!([
+            configmap(&ns, "old-config", Some("Prune")),
+            configmap(&ns, "kept", None),
+            web
+        ]),
+    );
+
+    assert_eq!(
+        kubectl_navique_ok(k, &["approve", "ConfigMap/old-config", "-n", &ns]),
+        "approved configmap/old-config (Prune in Stack app)\n"
+    );
+    assert_eq!(approval(k, &["configmap", "old-config", "-n", &ns]), "true");
+
+    // Not pending: refused, and nothing patched.
+    let refused = kubectl_navique(k, k.kubeconfig(), &["approve", "cm/kept", "-n", &ns]);
+    assert_eq!(refused.code, Some(1));
+    assert_eq!(refused.stdout, "");
+    assert_eq!(
+        refused.stderr,
+        "error: cm/kept is not waiting for a deletion approval\n"
+    );
+    assert_eq!(approval(k, &["configmap", "kept", "-n", &ns]), "");
+    let unknown = kubectl_navique(k, k.kubeconfig(), &["approve", "gadget/x", "-n", &ns]);
+    assert_eq!(
+        (unknown.code, unknown.stderr.as_str()),
+        (
+            Some(1),
+            "error: the server doesn't have a resource type \"gadget\"\n"
+        )
+    );
+
+    // A short name through discovery; the JSON report.
+    let report: Value = serde_json::from_str(&kubectl_navique_ok(
+        k,
+        &["approve", "deploy/web", "-n", &ns, "-o", "json"],
+    ))
+    .expect("valid JSON");
+    assert_eq!(
+        report,
+        json!({"results": [{
+            "target": "deployment.apps/web",
+            "namespace": ns,
+            "approved": true,
+            "stack": {"namespace": ns, "name": "app"},
+            "operation": "Delete"
+        }]})
+    );
+    assert_eq!(approval(k, &["deployment", "web", "-n", &ns]), "true");
+}
+
+#[test]
+fn approve_all_approves_every_pending_resource_of_one_stack() {
+    let k = &env().cluster;
+    let ns = k.namespace("approve-all");
+    for cm in ["a1", "a2", "b1", "c1"] {
+        k.kubectl_ok(&["create", "configmap", cm, "-n", &ns]);
+    }
+    // In Stack c, "gone" is pending but no longer exists: its patch fails,
+    // c1's does not.
+    for (stack, pending) in [
+        ("a", [("a1", "Prune"), ("a2", "Delete")].as_slice()),
+        ("b", &[("b1", "Prune")]),
+        ("c", &[("gone", "Prune"), ("c1", "Prune")]),
+    ] {
+        let entries: Vec<Value> = pending
+            .iter()
+            .map(|(cm, operation)| configmap(&ns, cm, Some(operation)))
+            .collect();
+        stack_with_status(k, &ns, stack, entries.into());
+    }
+
+    assert_eq!(
+        kubectl_navique_ok(k, &["approve", "--all", "--stack", "a", "-n", &ns]),
+        "approved configmap/a1 (Prune in Stack a)\napproved configmap/a2 (Delete in Stack a)\n"
+    );
+    for cm in ["a1", "a2"] {
+        assert_eq!(approval(k, &["configmap", cm, "-n", &ns]), "true");
+    }
+    assert_eq!(approval(k, &["configmap", "b1", "-n", &ns]), "");
+
+    let partly = kubectl_navique(
+        k,
+        k.kubeconfig(),
+        &["approve", "--all", "--stack", "c", "-n", &ns],
+    );
+    assert_eq!(partly.code, Some(1));
+    assert_eq!(partly.stdout, "approved configmap/c1 (Prune in Stack c)\n");
+    assert_eq!(
+        partly.stderr,
+        "Error from server (NotFound): configmaps \"gone\" not found\n"
+    );
+
+    stack_with_status(k, &ns, "d", json!([configmap(&ns, "b1", None)]));
+    assert_eq!(
+        kubectl_navique_ok(k, &["approve", "--all", "--stack", "d", "-n", &ns]),
+        "No approvals pending in Stack d.\n"
+    );
+    let missing = kubectl_navique(
+        k,
+        k.kubeconfig(),
+        &["approve", "--all", "--stack", "nope", "-n", &ns],
+    );
+    assert_eq!(
+        (missing.code, missing.stderr.as_str()),
+        (
+            Some(1),
+            "Error from server (NotFound): stacks.core.navique.com \"nope\" not found\n"
+        )
+    );
+}
+
+#[test]
+fn without_patch_permission_the_api_server_refuses_the_approval() {
+    let cluster = Cluster::dev(&["--authorization", "rbac"]);
+    // The dev API server serves a CRD as soon as it is stored.
+    let crds = navique_e2e::repo_root().join("deploy/crds");
+    cluster.kubectl_ok(&["apply", "-f", crds.to_str().unwrap()]);
+    let ns = cluster.namespace("rbac-approve");
+    cluster.kubectl_ok(&["create", "configmap", "old-config", "-n", &ns]);
+    stack_with_status(
+        &cluster,
+        &ns,
+        "app",
+        json!([configmap(&ns, "old-config", Some("Prune"))]),
+    );
+    // bob may read Stacks and ConfigMaps; carol may also patch ConfigMaps.
+    cluster.add_user("bob", &[]);
+    cluster.add_user("carol", &[]);
+    let rbac = format!(
+        r#"apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {{name: approval-viewer, namespace: {ns}}}
+rules:
+- {{apiGroups: [core.navique.com], resources: [stacks], verbs: [get, list]}}
+- {{apiGroups: [""], resources: [configmaps], verbs: [get, list]}}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {{name: approval-viewers, namespace: {ns}}}
+roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: Role, name: approval-viewer}}
+subjects:
+- {{apiGroup: rbac.authorization.k8s.io, kind: User, name: bob}}
+- {{apiGroup: rbac.authorization.k8s.io, kind: User, name: carol}}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {{name: configmap-patcher, namespace: {ns}}}
+rules:
+- {{apiGroups: [""], resources: [configmaps], verbs: [patch]}}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {{name: configmap-patchers, namespace: {ns}}}
+roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: Role, name: configmap-patcher}}
+subjects:
+- {{apiGroup: rbac.authorization.k8s.io, kind: User, name: carol}}
+"#
+    );
+    cluster.kubectl_in(&["apply", "-f", "-"], Some(&rbac));
+    let dir = tempfile::tempdir().expect("temp dir");
+    let bob = cluster.kubeconfig_for("bob-token", dir.path());
+    let carol = cluster.kubeconfig_for("carol-token", dir.path());
+
+    let listed = kubectl_navique(&cluster, &bob, &["approvals", "-n", &ns]);
+    assert_eq!(listed.code, Some(0), "{}", listed.stderr);
+    assert!(listed.stdout.contains("old-config"), "{}", listed.stdout);
+
+    let refused = kubectl_navique(&cluster, &bob, &["approve", "cm/old-config", "-n", &ns]);
+    assert_eq!(refused.code, Some(1));
+    assert_eq!(refused.stdout, "");
+    assert_eq!(
+        refused.stderr,
+        format!(
+            "Error from server (Forbidden): configmaps \"old-config\" is forbidden: User \"bob\" cannot patch resource \"configmaps\" in API group \"\" in the namespace \"{ns}\"\n"
+        )
+    );
+    assert_eq!(
+        approval(&cluster, &["configmap", "old-config", "-n", &ns]),
+        ""
+    );
+
+    assert_eq!(
+        kubectl_navique(&cluster, &carol, &["approve", "cm/old-config", "-n", &ns]).stdout,
+        "approved configmap/old-config (Prune in Stack app)\n"
+    );
+    assert_eq!(
+        approval(&cluster, &["configmap", "old-config", "-n", &ns]),
+        "true"
+    );
+}
+
+#[tokio::test]
+async fn locks_shows_each_lock_its_target_and_why() {
+    let env = env();
+    env.ready().await;
+    let k = &env.cluster;
+    let ns = k.namespace("locks");
+    k.kubectl_in(&["apply", "-f", "-"], Some(&stack(&ns, "forge")));
+    let reason = "Production — delete deliberately";
+    for (name, target, reason) in [("protect", "forge", reason), ("later", "next", "")] {
+        let manifest = lock(
+            &ns,
+            name,
+            "core.navique.com/v1alpha1",
+            "Stack",
+            target,
+            reason,
+        );
+        k.kubectl_in(&["apply", "-f", "-"], Some(&manifest));
+    }
+    env.until_lock(&ns, "protect", true, "Protecting").await;
+    env.until_lock(&ns, "later", false, "MissingReference")
+        .await;
+
+    assert_eq!(
+        kubectl_navique_ok(k, &["locks", "-n", &ns]),
+        format!(
+            "{:<14}   NAME      TARGET        ACTIVE   READY   STATUS             REASON\n\
+             {ns}   later     Stack/next    false    False   MissingReference\n\
+             {ns}   protect   Stack/forge   true     True    Protecting         {reason}\n\
+             \n\
+             {:<14}   LOCKED OBJECT   PROTECTED BY   WHY\n\
+             {ns}   Stack/forge     protect        protect: {reason}\n",
+            "NAMESPACE", "NAMESPACE"
+        )
+    );
+
+    let report: Value =
+        serde_json::from_str(&kubectl_navique_ok(k, &["locks", "-n", &ns, "-o", "json"]))
+            .expect("valid JSON");
+    assert_eq!(
+        report["locks"][1],
+        json!({
+            "namespace": ns,
+            "name": "protect",
+            "target": {"apiVersion": "core.navique.com/v1alpha1", "kind": "Stack", "name": "forge"},
+            "active": true,
+            "reason": reason,
+            "ready": {"status": "True", "reason": "Protecting", "message": "protecting Stack forge"}
+        })
+    );
+    assert_eq!(report["locks"][0]["ready"]["reason"], "MissingReference");
+    assert_eq!(
+        report["lockedObjects"],
+        json!([{
+            "namespace": ns,
+            "apiVersion": "core.navique.com/v1alpha1",
+            "kind": "Stack",
+            "name": "forge",
+            "locks": [{"lock": "protect", "reason": reason}]
+        }])
+    );
+
+    let empty = k.namespace("no-locks");
+    assert_eq!(
+        kubectl_navique_ok(k, &["locks", "-n", &empty]),
+        format!("No Locks found in {empty} namespace.\n")
+    );
+}
