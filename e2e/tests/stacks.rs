@@ -11,6 +11,7 @@ use std::time::Duration;
 use navique_api::grpc::approvals::v1::approval_events_client::ApprovalEventsClient;
 use navique_api::grpc::approvals::v1::{ApprovalEvent, EventType, StreamApprovalEventsRequest};
 use navique_e2e::locks::lock;
+use navique_e2e::plugin::{Watch, kubectl_navique_ok};
 use navique_e2e::services::CONTROLLER_USER;
 use navique_e2e::stacks::StackEnv;
 use navique_e2e::{Cluster, eventually};
@@ -271,7 +272,10 @@ async fn waves_apply_in_order_and_a_confirmed_prune_waits_for_approval() {
         "not pruned before approval"
     );
 
-    approve(&ns, "configmap", "settings");
+    assert_eq!(
+        kubectl_navique_ok(cluster(), &["approve", "configmap/settings", "-n", &ns]).trim(),
+        "approved configmap/settings (Prune in Stack web)"
+    );
     until_stack(&ns, "web", "the sync to complete", |s| {
         state(s).0 == "Succeeded" && row(s, "settings").is_none()
     })
@@ -387,6 +391,11 @@ async fn a_deleted_stack_pauses_at_a_confirmed_delete_and_goes_in_reverse_wave_o
         ],
     );
     until_stack(&ns, "shop", "the sync", |s| state(s).1 == "Synced").await;
+    let watch = Watch::start(
+        cluster(),
+        &format!("http://{}", env.approvals_addr),
+        &["-n", &ns, "-o", "json"],
+    );
     cluster().kubectl_ok(&["delete", "stack", "shop", "-n", &ns, "--wait=false"]);
     let paused = until_stack(&ns, "shop", "the teardown to pause in wave 1", |s| {
         state(s).1 == "WaitingForApproval"
@@ -419,12 +428,44 @@ async fn a_deleted_stack_pauses_at_a_confirmed_delete_and_goes_in_reverse_wave_o
     })
     .await;
 
-    approve(&ns, "configmap", "data");
+    let event = |line: String| -> (String, String, String) {
+        let event: Value = serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line}"));
+        let text = |v: &Value| v.as_str().unwrap_or_default().to_owned();
+        (
+            text(&event["type"]),
+            text(&event["approval"]["operation"]),
+            text(&event["approval"]["resource"]["name"]),
+        )
+    };
+    let required = (
+        "APPROVAL_REQUIRED".to_owned(),
+        "Delete".to_owned(),
+        "data".to_owned(),
+    );
+    assert_eq!(event(watch.next_line(WAIT)), required);
+    let table = kubectl_navique_ok(cluster(), &["approvals", "-n", &ns]);
+    assert!(
+        table
+            .lines()
+            .any(|l| l.contains("shop") && l.contains("Delete") && l.contains("data")),
+        "{table}"
+    );
+
+    let approved = kubectl_navique_ok(
+        cluster(),
+        &["approve", "--all", "--stack", "shop", "-n", &ns],
+    );
+    assert_eq!(
+        approved.trim(),
+        "approved configmap/data (Delete in Stack shop)"
+    );
     eventually(WAIT, "the Stack to be gone", || async {
         stack(&ns, "shop").is_none().then_some(())
     })
     .await;
     assert!(!exists(&ns, "configmap", "data") && !exists(&ns, "configmap", "base"));
+    assert_eq!(event(watch.next_line(WAIT)).0, "APPROVED");
+    assert_eq!(event(watch.next_line(WAIT)).0, "DELETED");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

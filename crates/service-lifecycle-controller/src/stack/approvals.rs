@@ -132,14 +132,12 @@ impl Approvals {
         new
     }
 
-    /// An approved resource's removal ran: APPROVED, then DELETED.
-    pub fn removed(&self, namespace: &str, name: &str, removed: &Waiting, was_approved: bool) {
+    /// The removal of an approved resource ran: APPROVED, then DELETED.
+    pub fn approved_removal(&self, namespace: &str, name: &str, removed: &Waiting) {
         let stack = (namespace.to_owned(), name.to_owned());
         let now = Timestamp::now();
         let pending = approval(&stack, removed, now);
-        if was_approved {
-            self.send(EventType::Approved, &pending, now);
-        }
+        self.send(EventType::Approved, &pending, now);
         self.send(EventType::Deleted, &pending, now);
     }
 
@@ -378,7 +376,7 @@ mod tests {
             [(EventType::ApprovalRequired, "a".to_owned())]
         );
 
-        approvals.removed("team", "web", &a, true);
+        approvals.approved_removal("team", "web", &a);
         approvals.update("team", "web", &[], |_| false);
         assert_eq!(approvals.gauge.get(), 0);
         assert_eq!(

@@ -457,12 +457,9 @@ impl Context {
                 match self.live.delete(key, &object).await? {
                     Deleted::Done => {
                         let (namespace, stack) = (&key.namespace, stack);
-                        self.approvals.removed(
-                            namespace,
-                            stack,
-                            &waiting,
-                            gate == plan::Gate::Confirm,
-                        );
+                        if gate == plan::Gate::Confirm {
+                            self.approvals.approved_removal(namespace, stack, &waiting);
+                        }
                         tracing::info!(resource = %key.display(), %namespace, %stack, ?operation, "deleted");
                     }
                     Deleted::Denied(message) => {
