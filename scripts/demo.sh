@@ -77,7 +77,7 @@ run kubectl navique approvals -n forge
 step "Approve it with your own credentials (whoever may patch the Service may approve); then it is pruned"
 run kubectl navique approve service/guestbook-ui -n forge
 run kubectl wait --for=jsonpath='{.status.operation.phase}'=Succeeded stack/forge -n forge --timeout 30s
-run kubectl get service guestbook-ui -n forge
+run kubectl get configmap,service -n forge -l core.navique.com/stack=forge
 
 step "Put it back; then delete the Lock deliberately, and delete the Stack"
 run kubectl apply -f deploy/examples/forge-stack.yaml

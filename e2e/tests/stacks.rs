@@ -271,6 +271,17 @@ async fn waves_apply_in_order_and_a_confirmed_prune_waits_for_approval() {
         exists(&ns, "configmap", "settings"),
         "not pruned before approval"
     );
+    let metrics = navique_e2e::http_get(env.controller_admin, "/metrics")
+        .await
+        .unwrap()
+        .body;
+    let pending: f64 = metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("navique_service_lifecycle_controller_pending_approvals "))
+        .unwrap_or_else(|| panic!("no pending_approvals gauge in\n{metrics}"))
+        .parse()
+        .unwrap();
+    assert!(pending >= 1.0, "{pending}");
 
     assert_eq!(
         kubectl_navique_ok(cluster(), &["approve", "configmap/settings", "-n", &ns]).trim(),
