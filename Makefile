@@ -1,7 +1,7 @@
 # Navique: `make demo` shows it working, `make test` runs every test.
 CARGO ?= cargo
 
-.PHONY: all setup build test lint crds manifests dev-up dev-down demo bench bench-locks bench-webhook clean
+.PHONY: all setup build test lint crds manifests dev-up dev-down demo bench bench-locks bench-webhook bench-backup clean images
 
 all: build
 
@@ -30,6 +30,20 @@ crds:
 manifests:
 	scripts/render-manifests.sh
 
+# Container images, one per deployed binary (images/<binary>/Containerfile),
+# tagged navique/<binary>:$(VERSION): the builder image compiles all four
+# once, then each image copies its binary into a minimal runtime.
+VERSION ?= $(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -n1)
+DOCKER ?= docker
+IMAGES := lock-controller webhook service-lifecycle-controller backup-runner
+images:
+	$(DOCKER) build -f images/builder/Containerfile -t localhost/navique-builder:$(VERSION) .
+	for image in $(IMAGES); do \
+	  $(DOCKER) build -f images/$$image/Containerfile \
+	    --build-arg BUILDER=localhost/navique-builder:$(VERSION) \
+	    -t navique/$$image:$(VERSION) images/$$image || exit 1; \
+	done
+
 # The development environment: dev API server, PostgreSQL, CRDs, catalogue
 # and every component, in the background. `source .dev/env` to use it.
 dev-up: build
@@ -54,6 +68,13 @@ bench-locks: setup
 bench-webhook: setup
 	$(CARGO) build --release --bins
 	$(CARGO) bench -p navique-e2e --bench webhook_admission
+
+# Final-snapshot throughput of backup-runner against `pg_dump | zstd > file`
+# on a database of 1 GiB (NAVIQUE_BENCH_DATABASE_MIB), and its peak memory.
+# Needs zstd (apt-get install zstd).
+bench-backup: setup
+	$(CARGO) build --release --bins
+	$(CARGO) bench -p navique-e2e --bench final_snapshot
 
 clean: dev-down
 	$(CARGO) clean

@@ -235,6 +235,20 @@ spec:
         self.kubectl_in(&["apply", "-f", "-"], Some(&manifest));
     }
 
+    /// Event types and messages of `reason` in `ns`, one per line.
+    pub fn event_messages(&self, ns: &str, reason: &str) -> String {
+        self.kubectl_ok(&[
+            "get",
+            "events",
+            "-n",
+            ns,
+            "--field-selector",
+            &format!("reason={reason}"),
+            "-o",
+            "jsonpath={range .items[*]}{.type} {.message}{\"\\n\"}{end}",
+        ])
+    }
+
     /// A new namespace for one test, named `<prefix>-<random>`.
     pub fn namespace(&self, prefix: &str) -> String {
         let name = format!("{prefix}-{}", &uuid_like()[..8]);

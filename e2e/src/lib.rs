@@ -288,6 +288,18 @@ where
     }
 }
 
+/// Waits until the component whose admin server is `admin` is ready and
+/// leads (its `navique_<component>_leader` gauge is 1).
+pub async fn until_leading(admin: SocketAddr, component: &str, wait: Duration) {
+    wait_for_status(admin, "/readyz", 200, wait).await;
+    let gauge = format!("navique_{}_leader 1\n", component.replace('-', "_"));
+    eventually(wait, &format!("the {component} to lead"), || async {
+        let metrics = http_get(admin, "/metrics").await.ok()?;
+        metrics.body.contains(&gauge).then_some(())
+    })
+    .await;
+}
+
 /// Polls `GET <path>` until it answers `status`; returns that response.
 pub async fn wait_for_status(
     addr: SocketAddr,

@@ -11,7 +11,7 @@ use std::time::Duration;
 use base64::Engine;
 use serde_json::Value;
 
-use crate::{Cluster, Process, eventually, free_port, repo_root, wait_for_status};
+use crate::{Cluster, Process, eventually, free_port, repo_root};
 
 /// The identity the guard lets change lock markers.
 pub const LOCK_CONTROLLER_USER: &str = "system:serviceaccount:navique-system:lock-controller";
@@ -119,17 +119,7 @@ impl LockEnv {
 
     /// Waits until the lock-controller leads (and so reconciles).
     pub async fn ready(&self) {
-        wait_for_status(self.controller_admin, "/readyz", 200, WAIT).await;
-        eventually(WAIT, "the lock-controller to lead", || async {
-            let metrics = crate::http_get(self.controller_admin, "/metrics")
-                .await
-                .ok()?;
-            metrics
-                .body
-                .contains("navique_lock_controller_leader 1\n")
-                .then_some(())
-        })
-        .await;
+        crate::until_leading(self.controller_admin, "lock-controller", WAIT).await;
     }
 
     /// A Lock's status field by JSONPath, e.g. `{.status.active}`.

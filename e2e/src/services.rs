@@ -294,17 +294,7 @@ impl ServiceEnv {
 
     /// Waits until the controller leads (and so reconciles).
     pub async fn controller_ready(&self) {
-        wait_for_status(self.controller_admin, "/readyz", 200, WAIT).await;
-        eventually(WAIT, "the controller to lead", || async {
-            let metrics = crate::http_get(self.controller_admin, "/metrics")
-                .await
-                .ok()?;
-            metrics
-                .body
-                .contains("navique_service_lifecycle_controller_leader 1\n")
-                .then_some(())
-        })
-        .await;
+        crate::until_leading(self.controller_admin, "service-lifecycle-controller", WAIT).await;
     }
 
     /// A counter or gauge of the controller's metrics, 0 when absent.
@@ -366,18 +356,11 @@ impl ServiceEnv {
         .await;
     }
 
-    /// Event types and messages of `reason` in `ns`, one per line.
-    pub fn event_messages(&self, ns: &str, reason: &str) -> String {
-        self.cluster.kubectl_ok(&[
-            "get",
-            "events",
-            "-n",
-            ns,
-            "--field-selector",
-            &format!("reason={reason}"),
-            "-o",
-            "jsonpath={range .items[*]}{.type} {.message}{\"\\n\"}{end}",
-        ])
+    /// `kubectl delete managedservice <name> --wait=false`: the deletion
+    /// starts, the test follows it.
+    pub fn start_deleting(&self, ns: &str, name: &str) {
+        self.cluster
+            .kubectl_ok(&["delete", "managedservice", name, "-n", ns, "--wait=false"]);
     }
 
     /// `kubectl get <what> -n <ns> -o jsonpath=<path>`; empty when missing.

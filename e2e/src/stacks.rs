@@ -12,7 +12,7 @@ use serde_json::Value;
 
 use crate::locks::{GuardMode, LockEnv};
 use crate::services::{CONTROLLER_REPLICA, CONTROLLER_USER};
-use crate::{Process, eventually, free_port, wait_for_status};
+use crate::{Process, free_port};
 
 const WAIT: Duration = Duration::from_secs(30);
 
@@ -79,17 +79,7 @@ impl StackEnv {
     /// Waits until both controllers lead.
     pub async fn ready(&self) {
         self.locks.ready().await;
-        wait_for_status(self.controller_admin, "/readyz", 200, WAIT).await;
-        eventually(WAIT, "the service-lifecycle-controller to lead", || async {
-            let metrics = crate::http_get(self.controller_admin, "/metrics")
-                .await
-                .ok()?;
-            metrics
-                .body
-                .contains("navique_service_lifecycle_controller_leader 1\n")
-                .then_some(())
-        })
-        .await;
+        crate::until_leading(self.controller_admin, "service-lifecycle-controller", WAIT).await;
     }
 
     /// The controller's log so far, for failure messages.

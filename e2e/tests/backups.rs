@@ -96,14 +96,7 @@ async fn snapshot_and_delete_leaves_one_verified_final_backup_that_restores() {
     })
     .await;
 
-    env.cluster.kubectl_ok(&[
-        "delete",
-        "managedservice",
-        "orders-db",
-        "-n",
-        &ns,
-        "--wait=false",
-    ]);
+    env.start_deleting(&ns, "orders-db");
     env.until_gone(&ns, "orders-db").await;
     assert!(
         !env.postgres.database_exists(db),
@@ -134,16 +127,7 @@ async fn snapshot_and_delete_leaves_one_verified_final_backup_that_restores() {
     );
 
     // A new service restored from the final backup holds the same rows.
-    let restored = env
-        .orders_db(&ns, "restored_orders", "Retain", false)
-        .replace("name: orders-db", "name: orders-restored")
-        .replace(
-            "  deletionPolicy: Retain",
-            &format!(
-                "  deletionPolicy: Retain\n  restoreFrom:\n    backupName: {}",
-                record[0]
-            ),
-        );
+    let restored = restored_service(&env, &ns, "orders-restored", "restored_orders", &record[0]);
     env.apply(&restored).await;
     eventually(WAIT, "the restored service to be Ready", || async {
         env.state(&ns, "orders-restored")
@@ -162,13 +146,13 @@ async fn snapshot_and_delete_leaves_one_verified_final_backup_that_restores() {
     );
 
     // The Project user's manual backup restores too.
-    let from_manual = env
-        .orders_db(&ns, "manual_orders", "Retain", false)
-        .replace("name: orders-db", "name: orders-from-manual")
-        .replace(
-            "  deletionPolicy: Retain",
-            "  deletionPolicy: Retain\n  restoreFrom:\n    backupName: before-delete",
-        );
+    let from_manual = restored_service(
+        &env,
+        &ns,
+        "orders-from-manual",
+        "manual_orders",
+        "before-delete",
+    );
     env.apply(&from_manual).await;
     eventually(
         WAIT,
@@ -197,14 +181,7 @@ async fn nothing_is_deleted_while_backup_runner_is_down_and_one_backup_is_taken_
     let db = "blocked_orders";
     service_with_rows(&env, &ns, db, "").await;
 
-    env.cluster.kubectl_ok(&[
-        "delete",
-        "managedservice",
-        "orders-db",
-        "-n",
-        &ns,
-        "--wait=false",
-    ]);
+    env.start_deleting(&ns, "orders-db");
     let blocked = env
         .until_state(&ns, "orders-db", "Deleting DeletionBlocked")
         .await;
@@ -257,14 +234,7 @@ async fn backup_runner_killed_mid_snapshot_records_no_half_backup_and_drops_only
         ),
     );
 
-    env.cluster.kubectl_ok(&[
-        "delete",
-        "managedservice",
-        "orders-db",
-        "-n",
-        &ns,
-        "--wait=false",
-    ]);
+    env.start_deleting(&ns, "orders-db");
     eventually(WAIT, "the final backup to be running", || async {
         backups(&env, &ns)
             .iter()
@@ -293,6 +263,17 @@ async fn backup_runner_killed_mid_snapshot_records_no_half_backup_and_drops_only
     );
     assert_eq!(stored(store.path(), "json").len(), 1, "exactly one backup");
     assert_eq!(stored(store.path(), "dump").len(), 1);
+}
+
+/// A Retain service `name` (database `db`) restored from the ServiceBackup
+/// `backup`.
+fn restored_service(env: &ServiceEnv, ns: &str, name: &str, db: &str, backup: &str) -> String {
+    env.orders_db(ns, db, "Retain", false)
+        .replace("name: orders-db", &format!("name: {name}"))
+        .replace(
+            "  deletionPolicy: Retain",
+            &format!("  deletionPolicy: Retain\n  restoreFrom:\n    backupName: {backup}"),
+        )
 }
 
 /// A manual backup record of orders-db, created as the Project user.
@@ -344,10 +325,11 @@ async fn an_s3_store_keeps_each_backup_until_its_retention_ends() {
     })
     .await;
     assert!(
-        env.event_messages(&ns, "BackupExpired")
+        env.cluster
+            .event_messages(&ns, "BackupExpired")
             .contains("Normal retention 2s ended: deleted the archive s3://backups/navique/"),
         "{}",
-        env.event_messages(&ns, "BackupExpired")
+        env.cluster.event_messages(&ns, "BackupExpired")
     );
     assert_eq!(
         stored(&s3.bucket_dir(), "dump").len(),
@@ -356,14 +338,7 @@ async fn an_s3_store_keeps_each_backup_until_its_retention_ends() {
     );
     assert_eq!(stored(&s3.bucket_dir(), "json").len(), 1);
 
-    env.cluster.kubectl_ok(&[
-        "delete",
-        "managedservice",
-        "orders-db",
-        "-n",
-        &ns,
-        "--wait=false",
-    ]);
+    env.start_deleting(&ns, "orders-db");
     env.until_gone(&ns, "orders-db").await;
     assert!(!env.postgres.database_exists(db));
 
@@ -400,16 +375,7 @@ async fn an_s3_store_keeps_each_backup_until_its_retention_ends() {
     assert!(expires > completed, "{completed} {expires}");
 
     // It restores while it lasts.
-    let restored = env
-        .orders_db(&ns, "s3_restored", "Retain", false)
-        .replace("name: orders-db", "name: orders-restored")
-        .replace(
-            "  deletionPolicy: Retain",
-            &format!(
-                "  deletionPolicy: Retain\n  restoreFrom:\n    backupName: {}",
-                record[0]
-            ),
-        );
+    let restored = restored_service(&env, &ns, "orders-restored", "s3_restored", &record[0]);
     env.apply(&restored).await;
     env.until_state(&ns, "orders-restored", "Ready Available")
         .await;
@@ -444,11 +410,13 @@ async fn an_s3_store_keeps_each_backup_until_its_retention_ends() {
         .collect();
     assert_eq!(kept, ["kept"]);
     assert!(
-        env.event_messages(&ns, "BackupExpired").contains(&format!(
-            "Normal retention 45s ended: deleted the archive {} and this record",
-            record[3]
-        )),
+        env.cluster
+            .event_messages(&ns, "BackupExpired")
+            .contains(&format!(
+                "Normal retention 45s ended: deleted the archive {} and this record",
+                record[3]
+            )),
         "{}",
-        env.event_messages(&ns, "BackupExpired")
+        env.cluster.event_messages(&ns, "BackupExpired")
     );
 }

@@ -5,8 +5,10 @@ use std::process::Command;
 
 use navique_e2e::repo_root;
 
-#[test]
-fn the_lock_guard_manifest_is_rendered_from_the_chart() {
+/// Asserts that `file` ends with what `helm template` of the chart, with
+/// its defaults and `args`, renders (the file starts with a header of its
+/// own).
+fn assert_rendered(file: &str, args: &[&str]) {
     let helm = repo_root().join(".tools/bin/helm");
     assert!(
         helm.exists(),
@@ -21,7 +23,7 @@ fn the_lock_guard_manifest_is_rendered_from_the_chart() {
             "--namespace",
             "navique-system",
         ])
-        .args(["--show-only", "templates/lock-guard-policy.yaml"])
+        .args(args)
         .current_dir(repo_root())
         .output()
         .unwrap();
@@ -30,10 +32,23 @@ fn the_lock_guard_manifest_is_rendered_from_the_chart() {
         "{}",
         String::from_utf8_lossy(&output.stderr)
     );
-    let committed = std::fs::read_to_string(repo_root().join("deploy/lock-guard.yaml")).unwrap();
+    let committed = std::fs::read_to_string(repo_root().join(file)).unwrap();
     let rendered = String::from_utf8(output.stdout).unwrap();
     assert!(
         committed.ends_with(&rendered),
-        "deploy/lock-guard.yaml is stale: run `make manifests`"
+        "{file} is stale: run `make manifests`"
     );
+}
+
+#[test]
+fn the_lock_guard_manifest_is_rendered_from_the_chart() {
+    assert_rendered(
+        "deploy/lock-guard.yaml",
+        &["--show-only", "templates/lock-guard-policy.yaml"],
+    );
+}
+
+#[test]
+fn the_whole_install_is_rendered_from_the_chart() {
+    assert_rendered("deploy/navique.yaml", &["--include-crds"]);
 }

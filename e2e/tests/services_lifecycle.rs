@@ -81,14 +81,7 @@ async fn the_seed_service_is_protected_then_deleted_only_once_confirmed() {
         &ns,
         "services.kube-dc.com/confirm-delete-",
     ]);
-    env.cluster.kubectl_ok(&[
-        "delete",
-        "managedservice",
-        "orders-db",
-        "-n",
-        &ns,
-        "--wait=false",
-    ]);
+    env.start_deleting(&ns, "orders-db");
     let needed = format!(
         "Deleting DeletionConfirmationNeeded: {}",
         messages::deletion_confirmation_needed("orders-db")
@@ -269,7 +262,7 @@ async fn a_policy_the_plan_no_longer_allows_is_downgraded_with_a_warning() {
         .kubectl_ok(&["delete", "managedservice", "orders-db", "-n", &ns]);
     env.until_gone(&ns, "orders-db").await;
     assert!(env.postgres.database_exists(db), "ran under Retain");
-    let events = env.event_messages(&ns, "DeletionPolicyDowngraded");
+    let events = env.cluster.event_messages(&ns, "DeletionPolicyDowngraded");
     assert!(events.starts_with("Warning "), "{events}");
     assert!(events.contains("Retain"), "{events}");
     assert!(events.contains("e2e-downgrade"), "{events}");
@@ -306,7 +299,7 @@ async fn deleting_the_project_removes_every_service_and_its_database() {
     for (name, db, _, _) in services {
         assert!(!env.postgres.database_exists(db), "{name}'s database");
         assert!(!env.postgres.role_exists(db), "{name}'s role");
-        let events = env.event_messages("default", "ProjectDeleted");
+        let events = env.cluster.event_messages("default", "ProjectDeleted");
         assert!(
             events.contains(&format!(
                 "ManagedService {name}: the Project is being deleted"
@@ -387,14 +380,7 @@ async fn an_in_project_service_runs_a_stateful_set_and_delete_removes_its_volume
             .kubectl_ok(&["annotate", "pvc", "data-orders-db-0", "-n", &ns, annotation])
     };
     annotate("cd.hanzo.ai/sync-options=Delete=confirm");
-    env.cluster.kubectl_ok(&[
-        "delete",
-        "managedservice",
-        "orders-db",
-        "-n",
-        &ns,
-        "--wait=false",
-    ]);
+    env.start_deleting(&ns, "orders-db");
     assert_eq!(
         env.until_state(&ns, "orders-db", "Deleting DeletionBlocked")
             .await,
@@ -529,7 +515,7 @@ async fn snapshot_and_delete_without_an_engine_retains_the_secrets_and_says_so()
         "true"
     );
     assert_eq!(
-        env.event_messages(&ns, "DataRetained").trim(),
+        env.cluster.event_messages(&ns, "DataRetained").trim(),
         "Warning the engine no longer exists, so no final backup can be taken: the data volumes and credential Secrets are retained"
     );
 }

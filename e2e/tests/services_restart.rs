@@ -80,14 +80,7 @@ async fn an_interrupted_delete_finishes_after_a_restart_at_every_step() {
                     .starts_with("Deleting DeletionBlocked")
         };
         crash_at(&env, fault, error, blocked, || {
-            env.cluster.kubectl_ok(&[
-                "delete",
-                "managedservice",
-                "orders-db",
-                "-n",
-                &ns,
-                "--wait=false",
-            ]);
+            env.start_deleting(&ns, "orders-db");
         })
         .await;
         // Where it stopped.
@@ -142,14 +135,7 @@ async fn an_interrupted_retain_keeps_everything_after_a_restart() {
         "write",
         || env.get(&ns, "secret/orders-db-credentials", RETAINED) == "true",
         || {
-            env.cluster.kubectl_ok(&[
-                "delete",
-                "managedservice",
-                "orders-db",
-                "-n",
-                &ns,
-                "--wait=false",
-            ]);
+            env.start_deleting(&ns, "orders-db");
         },
     )
     .await;
@@ -201,14 +187,7 @@ async fn an_interrupted_in_project_delete_removes_the_volume_after_a_restart() {
                 .is_empty()
         },
         || {
-            env.cluster.kubectl_ok(&[
-                "delete",
-                "managedservice",
-                "orders-db",
-                "-n",
-                &ns,
-                "--wait=false",
-            ]);
+            env.start_deleting(&ns, "orders-db");
         },
     )
     .await;
@@ -255,14 +234,7 @@ async fn a_replica_that_lost_its_lease_never_drops_the_database() {
     };
     // Another replica took the Lease while this one was paused.
     take_lease("service-lifecycle-controller-1");
-    env.cluster.kubectl_ok(&[
-        "delete",
-        "managedservice",
-        "orders-db",
-        "-n",
-        &ns,
-        "--wait=false",
-    ]);
+    env.start_deleting(&ns, "orders-db");
     let blocked = env
         .until_state(&ns, "orders-db", "Deleting DeletionBlocked: not deleting")
         .await;

@@ -121,19 +121,6 @@ fn approve(ns: &str, kind: &str, name: &str) {
     ]);
 }
 
-fn event_lines(ns: &str, reason: &str) -> String {
-    cluster().kubectl_ok(&[
-        "get",
-        "events",
-        "-n",
-        ns,
-        "--field-selector",
-        &format!("reason={reason}"),
-        "-o",
-        "jsonpath={range .items[*]}{.type} {.involvedObject.kind}/{.involvedObject.name}: {.message}{\"\\n\"}{end}",
-    ])
-}
-
 /// Approval events of `ns`, as they arrive.
 async fn subscribe(ns: &str) -> tonic::Streaming<ApprovalEvent> {
     let mut client = ApprovalEventsClient::connect(format!("http://{}", env().approvals_addr))
@@ -255,8 +242,8 @@ async fn waves_apply_in_order_and_a_confirmed_prune_waits_for_approval() {
         next_event(&mut events).await,
         (EventType::ApprovalRequired, "settings".to_owned())
     );
-    assert!(event_lines(&ns, "DeletionApprovalRequired").contains(
-        "Normal Stack/web: waiting for approval to prune ConfigMap/settings: annotate cd.hanzo.ai/deletion-approved=true, or run kubectl navique approve --all --stack web"
+    assert!(cluster().event_messages(&ns, "DeletionApprovalRequired").contains(
+        "Normal waiting for approval to prune ConfigMap/settings: annotate cd.hanzo.ai/deletion-approved=true, or run kubectl navique approve --all --stack web"
     ));
     eventually(WAIT, "one notification", || async {
         (env.notifications.about(&ns).len() == 1).then_some(())
@@ -527,10 +514,11 @@ async fn a_locked_resource_keeps_a_deleted_stack_partially_torn_down() {
     assert!(!exists(&ns, "configmap", "front"), "wave 1 is deleted");
     assert!(exists(&ns, "stack", "inner"));
     assert!(
-        event_lines(&ns, "DeletionDenied")
-            .contains("Warning Stack/outer: the delete of Stack/inner was denied: "),
+        cluster()
+            .event_messages(&ns, "DeletionDenied")
+            .contains("Warning the delete of Stack/inner was denied: "),
         "{}",
-        event_lines(&ns, "DeletionDenied")
+        cluster().event_messages(&ns, "DeletionDenied")
     );
 
     // Without the Lock, the teardown finishes.

@@ -22,7 +22,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::{Action, Controller};
-use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::runtime::events::{Event, EventType, Recorder};
 use kube::runtime::watcher;
 use kube::{Client, Resource, ResourceExt};
 use navique_api::constants::{events, reasons};
@@ -180,13 +180,7 @@ pub struct Context {
 
 impl Context {
     pub fn new(client: Client, metrics: Metrics, leadership: Leadership) -> Self {
-        let recorder = Recorder::new(
-            client.clone(),
-            Reporter {
-                controller: crate::NAME.to_owned(),
-                instance: None,
-            },
-        );
+        let recorder = crate::event_recorder(&client);
         Self {
             client,
             recorder,

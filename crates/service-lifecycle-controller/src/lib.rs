@@ -33,6 +33,17 @@ pub use error::Error;
 
 pub const NAME: &str = "service-lifecycle-controller";
 
+/// The Event recorder every controller of this component reports with.
+pub fn event_recorder(client: &kube::Client) -> kube::runtime::events::Recorder {
+    kube::runtime::events::Recorder::new(
+        client.clone(),
+        kube::runtime::events::Reporter {
+            controller: NAME.to_owned(),
+            instance: None,
+        },
+    )
+}
+
 /// Reconciles ManagedServices, bindings, credential policies and Stacks, and
 /// carries out deletion policies and approvals.
 #[derive(clap::Parser, Debug)]

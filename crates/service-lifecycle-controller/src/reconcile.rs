@@ -17,7 +17,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::{self, Action, Controller};
-use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::runtime::events::{Event, EventType, Recorder};
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
 use kube::{Client, Resource, ResourceExt};
@@ -93,13 +93,7 @@ pub struct Context {
 
 impl Context {
     pub fn new(client: Client, metrics: Metrics, leadership: Leadership) -> Self {
-        let recorder = Recorder::new(
-            client.clone(),
-            Reporter {
-                controller: crate::NAME.to_owned(),
-                instance: None,
-            },
-        );
+        let recorder = crate::event_recorder(&client);
         Self {
             client,
             recorder,

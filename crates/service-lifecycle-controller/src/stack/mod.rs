@@ -22,7 +22,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use kube::runtime::controller::{Action, Controller};
-use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::runtime::events::{Event, EventType, Recorder};
 use kube::runtime::watcher;
 use kube::{Client, Resource, ResourceExt};
 use navique_api::conditions;
@@ -66,13 +66,7 @@ impl Context {
         approvals: Approvals,
         notifier: Option<Notifier>,
     ) -> Self {
-        let recorder = Recorder::new(
-            client.clone(),
-            Reporter {
-                controller: crate::NAME.to_owned(),
-                instance: None,
-            },
-        );
+        let recorder = crate::event_recorder(&client);
         Self {
             live: Live::new(client.clone()),
             client,

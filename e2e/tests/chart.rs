@@ -1,0 +1,823 @@
+//! The Helm chart (charts/navique) with the pinned helm: it lints without
+//! warnings and renders for its defaults, every TLS mode and Lock guard
+//! setting; each component gets exactly the RBAC its code uses; mistyped
+//! values fail with a message naming them; the Deployments are hardened,
+//! probed on the admin server, and pass flags their binaries accept.
+
+use std::collections::BTreeSet;
+use std::process::{Command, Output};
+
+use navique_e2e::locks::helm_template;
+use navique_e2e::{binary, repo_root};
+use serde_yaml::Value;
+
+/// The TLS settings the chart supports: webhook serving certificates and
+/// gRPC between the service-lifecycle-controller and backup-runner.
+const TLS_MODES: [&[&str]; 4] = [
+    &[],
+    &[
+        "--set",
+        "webhook.tls.mode=certManager,grpc.tls.mode=certManager",
+    ],
+    &[
+        "--set",
+        "webhook.tls.mode=existingSecret,webhook.caBundle=QUJD,grpc.tls.mode=existingSecret",
+    ],
+    &[
+        "--set",
+        "webhook.tls.mode=selfManaged,grpc.tls.mode=disabled",
+    ],
+];
+
+/// helm with `args`, isolated from the user's helm settings and clusters.
+fn helm(args: &[&str]) -> Output {
+    let helm = repo_root().join(".tools/bin/helm");
+    assert!(
+        helm.exists(),
+        "{} is missing: run scripts/tools.sh (make test does)",
+        helm.display()
+    );
+    let home = std::env::temp_dir().join("navique-e2e-chart-helm");
+    Command::new(helm)
+        .args(args)
+        .env("KUBECONFIG", home.join("no-kubeconfig"))
+        .env("HELM_CACHE_HOME", home.join("cache"))
+        .env("HELM_CONFIG_HOME", home.join("config"))
+        .env("HELM_DATA_HOME", home.join("data"))
+        .current_dir(repo_root())
+        .output()
+        .expect("run helm")
+}
+
+/// The objects `helm template` renders with `args`.
+fn render(args: &[&str]) -> Vec<Value> {
+    helm_template(args)
+        .split("\n---\n")
+        .map(|document| serde_yaml::from_str::<Value>(document).expect("rendered YAML"))
+        .filter(|object| !object.is_null())
+        .collect()
+}
+
+/// `helm template` of the chart, as [`assert_fails`] runs it.
+const TEMPLATE: &[&str] = &["template", "navique", "charts/navique"];
+
+/// Asserts that `helm <command> --set <value>` fails, saying `message`.
+fn assert_fails(command: &[&str], value: &str, message: &str) {
+    let output = helm(&[command, &["--set", value]].concat());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        !output.status.success(),
+        "{command:?} --set {value} succeeded"
+    );
+    assert!(
+        stderr.contains(message),
+        "{command:?} --set {value}:\n{stderr}"
+    );
+}
+
+fn kind_of(object: &Value) -> &str {
+    object["kind"].as_str().unwrap_or_default()
+}
+
+fn name_of(object: &Value) -> &str {
+    object["metadata"]["name"].as_str().unwrap_or_default()
+}
+
+fn of_kind<'a>(objects: &'a [Value], kind: &str) -> Vec<&'a Value> {
+    objects.iter().filter(|o| kind_of(o) == kind).collect()
+}
+
+fn find<'a>(objects: &'a [Value], kind: &str, name: &str) -> &'a Value {
+    objects
+        .iter()
+        .find(|o| kind_of(o) == kind && name_of(o) == name)
+        .unwrap_or_else(|| panic!("no {kind} {name} rendered"))
+}
+
+fn strings(value: &Value) -> Vec<String> {
+    value
+        .as_sequence()
+        .into_iter()
+        .flatten()
+        .map(|v| v.as_str().expect("a string").to_owned())
+        .collect()
+}
+
+/// One RBAC rule: API groups, resources, resource names, verbs.
+type Rule = (Vec<String>, Vec<String>, Vec<String>, Vec<String>);
+
+fn rules_of(role: &Value) -> Vec<Rule> {
+    role["rules"]
+        .as_sequence()
+        .expect("rules")
+        .iter()
+        .map(|rule| {
+            (
+                strings(&rule["apiGroups"]),
+                strings(&rule["resources"]),
+                strings(&rule["resourceNames"]),
+                strings(&rule["verbs"]),
+            )
+        })
+        .collect()
+}
+
+fn rule(groups: &[&str], resources: &[&str], names: &[&str], verbs: &[&str]) -> Rule {
+    let owned = |items: &[&str]| items.iter().map(|s| (*s).to_owned()).collect();
+    (owned(groups), owned(resources), owned(names), owned(verbs))
+}
+
+/// The (Cluster)Roles bound to the ServiceAccount `account`, as
+/// `<kind>/<name>`.
+fn roles_bound_to(objects: &[Value], account: &str) -> BTreeSet<String> {
+    objects
+        .iter()
+        .filter(|o| matches!(kind_of(o), "ClusterRoleBinding" | "RoleBinding"))
+        .filter(|binding| {
+            binding["subjects"]
+                .as_sequence()
+                .into_iter()
+                .flatten()
+                .any(|s| s["kind"] == "ServiceAccount" && s["name"].as_str() == Some(account))
+        })
+        .map(|binding| {
+            format!(
+                "{}/{}",
+                binding["roleRef"]["kind"].as_str().unwrap(),
+                binding["roleRef"]["name"].as_str().unwrap()
+            )
+        })
+        .collect()
+}
+
+fn deployment_container<'a>(objects: &'a [Value], component: &str) -> &'a Value {
+    &find(objects, "Deployment", &format!("navique-{component}"))["spec"]["template"]["spec"]["containers"]
+        [0]
+}
+
+fn args_of(objects: &[Value], component: &str) -> Vec<String> {
+    strings(&deployment_container(objects, component)["args"])
+}
+
+#[test]
+fn the_chart_lints_without_warnings_for_every_tls_mode() {
+    let guard_webhook: &[&str] = &["--set", "lockGuard.mode=webhook"];
+    for args in TLS_MODES.iter().chain([&guard_webhook]) {
+        let output = helm(&[&["lint", "--strict", "charts/navique"], *args].concat());
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        assert!(
+            output.status.success(),
+            "helm lint {args:?}:\n{stdout}{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        assert!(
+            !stdout.contains("[WARNING]") && !stdout.contains("[ERROR]"),
+            "helm lint {args:?}:\n{stdout}"
+        );
+    }
+}
+
+#[test]
+fn every_tls_mode_renders_its_certificates_and_ca_bundles() {
+    let configurations = |objects: &[Value]| -> Vec<Value> {
+        objects
+            .iter()
+            .filter(|o| kind_of(o).ends_with("WebhookConfiguration"))
+            .cloned()
+            .collect()
+    };
+
+    // selfManaged (the default): no Certificate; the webhook creates its
+    // Secret (optional until then) and keeps the bundles current.
+    let objects = render(&[]);
+    assert!(of_kind(&objects, "Certificate").is_empty());
+    let webhook = find(&objects, "Deployment", "navique-webhook");
+    let volumes = &webhook["spec"]["template"]["spec"]["volumes"];
+    let tls = volumes
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .find(|v| v["name"] == "tls")
+        .expect("the tls volume");
+    assert_eq!(tls["secret"]["secretName"], "navique-webhook-tls");
+    assert_eq!(tls["secret"]["optional"], true);
+    let env = &deployment_container(&objects, "webhook")["env"];
+    let variable = |name: &str| {
+        env.as_sequence()
+            .unwrap()
+            .iter()
+            .find(|e| e["name"] == name)
+            .unwrap_or_else(|| panic!("no {name}"))["value"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+    assert_eq!(
+        variable("NAVIQUE_WEBHOOK_TLS_SECRET"),
+        "navique-webhook-tls"
+    );
+    assert_eq!(
+        variable("NAVIQUE_WEBHOOK_CA_BUNDLE_CONFIGURATIONS"),
+        "validatingwebhookconfigurations/navique-services,mutatingwebhookconfigurations/navique-services-defaults"
+    );
+    assert!(
+        variable("NAVIQUE_WEBHOOK_TLS_DNS_NAMES")
+            .split(',')
+            .any(|n| n == "navique-webhook.navique-system.svc")
+    );
+    for configuration in configurations(&objects) {
+        assert!(configuration["metadata"]["annotations"].is_null());
+        for hook in configuration["webhooks"].as_sequence().unwrap() {
+            assert!(hook["clientConfig"]["caBundle"].is_null());
+        }
+    }
+    // gRPC is plaintext, behind a NetworkPolicy.
+    assert!(args_of(&objects, "service-lifecycle-controller").contains(
+        &"--backup-runner-url=http://navique-backup-runner.navique-system.svc:9090".to_owned()
+    ));
+    find(&objects, "NetworkPolicy", "navique-backup-runner");
+
+    // certManager: the chart's CA, the Certificates, CA injection.
+    let objects = render(TLS_MODES[1]);
+    for name in [
+        "navique-ca",
+        "navique-webhook",
+        "navique-backup-runner",
+        "navique-service-lifecycle-controller",
+    ] {
+        find(&objects, "Certificate", name);
+    }
+    assert_eq!(
+        find(&objects, "Certificate", "navique-webhook")["spec"]["secretName"],
+        "navique-webhook-tls"
+    );
+    for configuration in configurations(&objects) {
+        assert_eq!(
+            configuration["metadata"]["annotations"]["cert-manager.io/inject-ca-from"],
+            "navique-system/navique-webhook",
+            "{}",
+            name_of(&configuration)
+        );
+    }
+    assert!(
+        of_kind(&objects, "Role")
+            .iter()
+            .all(|r| name_of(r) != "navique-webhook-tls"),
+        "the webhook writes no Secret when cert-manager issues it"
+    );
+    let controller = args_of(&objects, "service-lifecycle-controller");
+    for flag in [
+        "--backup-runner-url=https://navique-backup-runner.navique-system.svc:9090",
+        "--backup-runner-ca-file=/etc/navique/backup-runner-tls/ca.crt",
+        "--backup-runner-client-cert-file=/etc/navique/backup-runner-tls/tls.crt",
+        "--backup-runner-client-key-file=/etc/navique/backup-runner-tls/tls.key",
+    ] {
+        assert!(
+            controller.contains(&flag.to_owned()),
+            "{flag}: {controller:?}"
+        );
+    }
+    let runner = args_of(&objects, "backup-runner");
+    for flag in [
+        "--tls-cert-file=/etc/navique/grpc-tls/tls.crt",
+        "--tls-key-file=/etc/navique/grpc-tls/tls.key",
+        "--client-ca-file=/etc/navique/grpc-tls/ca.crt",
+    ] {
+        assert!(runner.contains(&flag.to_owned()), "{flag}: {runner:?}");
+    }
+
+    // existingSecret: no Certificate, the given bundle in every webhook.
+    let objects = render(TLS_MODES[2]);
+    assert!(of_kind(&objects, "Certificate").is_empty());
+    for configuration in configurations(&objects) {
+        for hook in configuration["webhooks"].as_sequence().unwrap() {
+            assert_eq!(hook["clientConfig"]["caBundle"], "QUJD");
+        }
+    }
+    // ...and it is required.
+    assert_fails(
+        TEMPLATE,
+        "webhook.tls.mode=existingSecret",
+        "webhook.caBundle is required when webhook.tls.mode is existingSecret",
+    );
+}
+
+#[test]
+fn the_lock_guard_renders_as_policies_as_a_webhook_or_not_at_all() {
+    let policies = |objects: &[Value]| {
+        of_kind(objects, "ValidatingAdmissionPolicy").len()
+            + of_kind(objects, "ValidatingAdmissionPolicyBinding").len()
+    };
+    let guard_webhook = |objects: &[Value]| {
+        objects.iter().any(|o| {
+            kind_of(o) == "ValidatingWebhookConfiguration" && name_of(o) == "navique-lock-guard"
+        })
+    };
+
+    let objects = render(&[]);
+    assert_eq!(policies(&objects), 8);
+    assert!(!guard_webhook(&objects));
+
+    let objects = render(&["--set", "lockGuard.enabled=false"]);
+    assert_eq!(
+        policies(&objects),
+        0,
+        "lockGuard.enabled=false renders no policy"
+    );
+    assert!(!guard_webhook(&objects));
+
+    let objects = render(&["--set", "lockGuard.mode=webhook"]);
+    assert_eq!(policies(&objects), 0);
+    assert!(guard_webhook(&objects));
+    // The self-managed CA keeps the guard's bundle current too.
+    let webhook = rules_of(find(&objects, "ClusterRole", "navique-webhook"));
+    assert!(webhook.contains(&rule(
+        &["admissionregistration.k8s.io"],
+        &["validatingwebhookconfigurations"],
+        &["navique-services", "navique-lock-guard"],
+        &["get", "patch"],
+    )));
+}
+
+#[test]
+fn webhook_configurations_exclude_the_release_namespace() {
+    let objects = render(&["--set", "lockGuard.mode=webhook"]);
+    let mut hooks = 0;
+    for configuration in objects
+        .iter()
+        .filter(|o| kind_of(o).ends_with("WebhookConfiguration"))
+    {
+        for hook in configuration["webhooks"].as_sequence().unwrap() {
+            hooks += 1;
+            let expression = &hook["namespaceSelector"]["matchExpressions"][0];
+            assert_eq!(expression["key"], "kubernetes.io/metadata.name");
+            assert_eq!(expression["operator"], "NotIn");
+            assert_eq!(strings(&expression["values"]), ["navique-system"]);
+            assert_eq!(
+                hook["failurePolicy"], "Fail",
+                "protection rules fail closed"
+            );
+            assert_eq!(hook["clientConfig"]["service"]["port"], 443);
+        }
+    }
+    assert_eq!(hooks, 4);
+}
+
+#[test]
+fn each_component_is_granted_exactly_what_it_uses() {
+    let objects = render(&[]);
+    let leases = |component: &str| {
+        vec![
+            rule(&["coordination.k8s.io"], &["leases"], &[], &["create"]),
+            rule(
+                &["coordination.k8s.io"],
+                &["leases"],
+                &[component],
+                &["get", "patch"],
+            ),
+        ]
+    };
+    let bound = |account: &str, roles: &[&str]| {
+        assert_eq!(
+            roles_bound_to(&objects, account),
+            roles
+                .iter()
+                .map(|r| (*r).to_owned())
+                .collect::<BTreeSet<_>>(),
+            "{account}"
+        );
+    };
+
+    bound(
+        "lock-controller",
+        &[
+            "ClusterRole/navique-lock-controller",
+            "Role/navique-lock-controller-leader-election",
+        ],
+    );
+    let watch_patch = ["get", "list", "watch", "patch"];
+    assert_eq!(
+        rules_of(find(&objects, "ClusterRole", "navique-lock-controller")),
+        [
+            rule(
+                &["core.navique.com"],
+                &["locks"],
+                &[],
+                &["list", "watch", "patch"]
+            ),
+            rule(&["core.navique.com"], &["locks/status"], &[], &["patch"]),
+            rule(&["core.navique.com"], &["stacks"], &[], &watch_patch),
+            rule(
+                &["services.kube-dc.com"],
+                &[
+                    "managedservices",
+                    "servicebackups",
+                    "servicebindings",
+                    "servicecredentialpolicies",
+                ],
+                &[],
+                &watch_patch,
+            ),
+            rule(&[""], &["namespaces"], &[], &["list", "watch", "patch"]),
+            rule(
+                &["apiextensions.k8s.io"],
+                &["customresourcedefinitions"],
+                &[],
+                &["list", "watch", "patch"],
+            ),
+        ]
+    );
+    assert_eq!(
+        rules_of(find(
+            &objects,
+            "Role",
+            "navique-lock-controller-leader-election"
+        )),
+        leases("lock-controller")
+    );
+
+    bound(
+        "webhook",
+        &["ClusterRole/navique-webhook", "Role/navique-webhook-tls"],
+    );
+    assert_eq!(
+        rules_of(find(&objects, "ClusterRole", "navique-webhook")),
+        [
+            rule(&[""], &["namespaces"], &[], &["list", "watch"]),
+            rule(
+                &["services.kube-dc.com"],
+                &["serviceplans"],
+                &[],
+                &["list", "watch"]
+            ),
+            rule(
+                &["admissionregistration.k8s.io"],
+                &["validatingwebhookconfigurations"],
+                &["navique-services"],
+                &["get", "patch"],
+            ),
+            rule(
+                &["admissionregistration.k8s.io"],
+                &["mutatingwebhookconfigurations"],
+                &["navique-services-defaults"],
+                &["get", "patch"],
+            ),
+        ]
+    );
+    assert_eq!(
+        rules_of(find(&objects, "Role", "navique-webhook-tls")),
+        [
+            rule(&[""], &["secrets"], &[], &["create"]),
+            rule(
+                &[""],
+                &["secrets"],
+                &["navique-webhook-tls"],
+                &["get", "patch"]
+            ),
+        ]
+    );
+
+    bound(
+        "service-lifecycle-controller",
+        &[
+            "ClusterRole/navique-service-lifecycle-controller",
+            "Role/navique-service-lifecycle-controller-leader-election",
+        ],
+    );
+    let services = "services.kube-dc.com";
+    let stack_verbs = ["get", "create", "patch", "delete"];
+    assert_eq!(
+        rules_of(find(
+            &objects,
+            "ClusterRole",
+            "navique-service-lifecycle-controller"
+        )),
+        [
+            rule(&[services], &["managedservices"], &[], &watch_patch),
+            rule(
+                &[services],
+                &["servicebindings", "servicecredentialpolicies"],
+                &[],
+                &["list", "watch"],
+            ),
+            rule(
+                &[services],
+                &[
+                    "managedservices/status",
+                    "servicebindings/status",
+                    "servicecredentialpolicies/status",
+                ],
+                &[],
+                &["patch"],
+            ),
+            rule(&[services], &["servicebackups"], &[], &["get", "create"]),
+            rule(
+                &[services],
+                &["serviceclasses", "serviceplans"],
+                &[],
+                &["get"]
+            ),
+            rule(
+                &[""],
+                &["secrets"],
+                &[],
+                &["get", "list", "watch", "create", "patch", "delete"],
+            ),
+            rule(
+                &[""],
+                &["services"],
+                &[],
+                &["get", "list", "watch", "create", "patch"],
+            ),
+            rule(
+                &["apps"],
+                &["statefulsets"],
+                &[],
+                &["get", "list", "watch", "create", "patch", "delete"],
+            ),
+            rule(
+                &[""],
+                &["persistentvolumeclaims"],
+                &[],
+                &["list", "patch", "delete"],
+            ),
+            rule(&[""], &["namespaces"], &[], &["get"]),
+            rule(
+                &["core.navique.com"],
+                &["stacks"],
+                &[],
+                &["list", "watch", "patch"]
+            ),
+            rule(&["core.navique.com"], &["stacks/status"], &[], &["patch"]),
+            rule(&["events.k8s.io"], &["events"], &[], &["create", "patch"]),
+            // serviceLifecycleController.stackResources
+            rule(
+                &[""],
+                &[
+                    "configmaps",
+                    "secrets",
+                    "services",
+                    "serviceaccounts",
+                    "persistentvolumeclaims",
+                ],
+                &[],
+                &stack_verbs,
+            ),
+            rule(
+                &["apps"],
+                &["deployments", "statefulsets", "daemonsets"],
+                &[],
+                &stack_verbs,
+            ),
+            rule(&["batch"], &["jobs", "cronjobs"], &[], &stack_verbs),
+            rule(
+                &["autoscaling"],
+                &["horizontalpodautoscalers"],
+                &[],
+                &stack_verbs,
+            ),
+            rule(&["policy"], &["poddisruptionbudgets"], &[], &stack_verbs),
+            rule(
+                &["networking.k8s.io"],
+                &["ingresses", "networkpolicies"],
+                &[],
+                &stack_verbs,
+            ),
+            rule(
+                &[services],
+                &[
+                    "managedservices",
+                    "servicebindings",
+                    "servicecredentialpolicies"
+                ],
+                &[],
+                &stack_verbs,
+            ),
+        ]
+    );
+    assert_eq!(
+        rules_of(find(
+            &objects,
+            "Role",
+            "navique-service-lifecycle-controller-leader-election"
+        )),
+        leases("service-lifecycle-controller")
+    );
+
+    bound("backup-runner", &["ClusterRole/navique-backup-runner"]);
+    assert_eq!(
+        rules_of(find(&objects, "ClusterRole", "navique-backup-runner")),
+        [
+            rule(&[services], &["managedservices"], &[], &["get"]),
+            rule(
+                &[services],
+                &["servicebackups"],
+                &[],
+                &["get", "list", "watch", "delete"],
+            ),
+            rule(&[services], &["servicebackups/status"], &[], &["patch"]),
+            rule(&[""], &["secrets"], &[], &["get"]),
+            rule(&["events.k8s.io"], &["events"], &[], &["create", "patch"]),
+        ]
+    );
+
+    // Without leader election the controllers get no Role at all; a group
+    // whose CRDs the chart does not ship is watched as a whole.
+    let objects = render(&[
+        "--set",
+        "leaderElection.enabled=false",
+        "--set",
+        "lockGuard.groups={core.navique.com,example.com}",
+    ]);
+    assert!(
+        of_kind(&objects, "Role")
+            .iter()
+            .all(|r| !name_of(r).ends_with("leader-election"))
+    );
+    assert!(
+        rules_of(find(&objects, "ClusterRole", "navique-lock-controller")).contains(&rule(
+            &["example.com"],
+            &["*"],
+            &[],
+            &watch_patch
+        ))
+    );
+    assert!(
+        args_of(&objects, "lock-controller")
+            .contains(&"--enforceable-groups=core.navique.com,example.com".to_owned())
+    );
+}
+
+#[test]
+fn mistyped_values_fail_naming_the_value() {
+    for (value, message) in [
+        (
+            "lockGuard.enabled=yes",
+            "at '/lockGuard/enabled': got string, want boolean",
+        ),
+        (
+            "lockGuard.mode=bogus",
+            "at '/lockGuard/mode': value must be one of 'policy', 'webhook'",
+        ),
+        (
+            "webhook.tls.mode=selfSigned",
+            "at '/webhook/tls/mode': value must be one of",
+        ),
+        (
+            "webhook.failurePolicy=fail",
+            "at '/webhook/failurePolicy': value must be one of 'Fail', 'Ignore'",
+        ),
+        (
+            "lockController.replica=3",
+            "at '/lockController': additional properties 'replica' not allowed",
+        ),
+    ] {
+        assert_fails(TEMPLATE, value, message);
+        assert_fails(
+            &["install", "navique", "charts/navique", "--dry-run=client"],
+            value,
+            message,
+        );
+    }
+}
+
+#[test]
+fn a_service_monitor_is_rendered_only_when_enabled() {
+    assert!(of_kind(&render(&[]), "ServiceMonitor").is_empty());
+    let objects = render(&["--set", "metrics.serviceMonitor.enabled=true"]);
+    let monitor = find(&objects, "ServiceMonitor", "navique");
+    assert_eq!(monitor["spec"]["endpoints"][0]["port"], "metrics");
+    assert_eq!(monitor["spec"]["endpoints"][0]["path"], "/metrics");
+    // Each component has a metrics Service with that port.
+    for component in navique_e2e::COMPONENTS {
+        let service = find(&objects, "Service", &format!("navique-{component}-metrics"));
+        assert_eq!(service["spec"]["ports"][0]["name"], "metrics");
+        assert_eq!(
+            service["spec"]["selector"]["app.kubernetes.io/component"],
+            component
+        );
+    }
+}
+
+#[test]
+fn deployments_are_hardened_and_probed_on_the_admin_server() {
+    let objects = render(&[]);
+    assert_eq!(of_kind(&objects, "Deployment").len(), 4);
+    for component in navique_e2e::COMPONENTS {
+        let deployment = find(&objects, "Deployment", &format!("navique-{component}"));
+        let pod = &deployment["spec"]["template"]["spec"];
+        let container = &pod["containers"][0];
+        assert_eq!(pod["securityContext"]["runAsNonRoot"], true, "{component}");
+        assert_eq!(
+            pod["securityContext"]["seccompProfile"]["type"],
+            "RuntimeDefault"
+        );
+        let security = &container["securityContext"];
+        assert_eq!(security["readOnlyRootFilesystem"], true, "{component}");
+        assert_eq!(security["allowPrivilegeEscalation"], false, "{component}");
+        assert_eq!(strings(&security["capabilities"]["drop"]), ["ALL"]);
+        assert_eq!(container["livenessProbe"]["httpGet"]["path"], "/healthz");
+        assert_eq!(container["readinessProbe"]["httpGet"]["path"], "/readyz");
+        assert_eq!(container["livenessProbe"]["httpGet"]["port"], "admin");
+        assert_eq!(container["ports"][0]["name"], "admin");
+        assert_eq!(container["ports"][0]["containerPort"], 8080);
+        assert!(args_of(&objects, component).contains(&"--admin-addr=0.0.0.0:8080".to_owned()));
+        assert_eq!(
+            container["image"],
+            format!("navique/{component}:0.1.0").as_str(),
+            "the image make images builds"
+        );
+        assert_eq!(pod["serviceAccountName"], component);
+        find(
+            &objects,
+            "PodDisruptionBudget",
+            &format!("navique-{component}"),
+        );
+    }
+    let runner = find(&objects, "Deployment", "navique-backup-runner");
+    assert_eq!(runner["spec"]["replicas"], 1);
+    assert_eq!(runner["spec"]["strategy"]["type"], "Recreate");
+    assert!(
+        args_of(&objects, "backup-runner")
+            .contains(&"--store-url=file:///var/lib/navique/backups".to_owned())
+    );
+    // The webhook and the gRPC servers behind their Services.
+    for (service, port, target) in [
+        ("navique-webhook", 443, "webhook"),
+        ("navique-backup-runner", 9090, "grpc"),
+        ("navique-approvals", 9091, "approvals"),
+    ] {
+        let ports = &find(&objects, "Service", service)["spec"]["ports"][0];
+        assert_eq!(ports["port"], port, "{service}");
+        assert_eq!(ports["targetPort"], target, "{service}");
+    }
+
+    // Per-component scheduling values reach the pod.
+    let objects = render(&[
+        "--set",
+        "webhook.priorityClassName=system-cluster-critical,webhook.nodeSelector.pool=infra,webhook.replicas=3",
+    ]);
+    let webhook = find(&objects, "Deployment", "navique-webhook");
+    assert_eq!(webhook["spec"]["replicas"], 3);
+    let pod = &webhook["spec"]["template"]["spec"];
+    assert_eq!(pod["priorityClassName"], "system-cluster-critical");
+    assert_eq!(pod["nodeSelector"]["pool"], "infra");
+}
+
+#[test]
+fn backup_storage_maps_to_the_store_url_and_its_variables() {
+    let objects = render(&[
+        "--set",
+        "backupStorage.provider=s3,backupStorage.bucket=backups,backupStorage.prefix=navique",
+        "--set",
+        "backupStorage.endpoint=http://minio.storage:9000,backupStorage.allowHttp=true",
+        "--set",
+        "backupStorage.credentialsSecret.name=store,backupStorage.credentialsSecret.keys.AWS_ACCESS_KEY_ID=access-key",
+    ]);
+    assert!(of_kind(&objects, "PersistentVolumeClaim").is_empty());
+    assert!(
+        args_of(&objects, "backup-runner").contains(&"--store-url=s3://backups/navique".to_owned())
+    );
+    let env = &deployment_container(&objects, "backup-runner")["env"];
+    let env = env.as_sequence().unwrap();
+    let value = |name: &str| env.iter().find(|e| e["name"] == name).cloned();
+    assert_eq!(
+        value("AWS_ENDPOINT").unwrap()["value"],
+        "http://minio.storage:9000"
+    );
+    assert_eq!(value("AWS_ALLOW_HTTP").unwrap()["value"], "true");
+    let key = value("AWS_ACCESS_KEY_ID").unwrap();
+    assert_eq!(key["valueFrom"]["secretKeyRef"]["name"], "store");
+    assert_eq!(key["valueFrom"]["secretKeyRef"]["key"], "access-key");
+
+    assert_fails(
+        TEMPLATE,
+        "backupStorage.provider=gcs",
+        "backupStorage.bucket is required when backupStorage.provider is gcs",
+    );
+}
+
+/// The binaries parse every flag the chart passes (`--help` after them
+/// stops before running): a renamed or removed flag fails here.
+#[test]
+fn every_deployment_passes_flags_its_binary_accepts() {
+    for args in TLS_MODES
+        .iter()
+        .chain([&&["--set", "otlpEndpoint=http://otel:4317"][..]])
+    {
+        let objects = render(args);
+        for component in navique_e2e::COMPONENTS {
+            let flags = args_of(&objects, component);
+            let output = Command::new(binary(component))
+                .args(&flags)
+                .arg("--help")
+                .output()
+                .unwrap();
+            assert!(
+                output.status.success(),
+                "{component} {flags:?}:\n{}",
+                String::from_utf8_lossy(&output.stderr)
+            );
+        }
+    }
+}
