@@ -1,0 +1,456 @@
+//! Final-snapshot throughput of the real backup-runner against `pg_dump |
+//! zstd > file` on the same database, and backup-runner's peak memory.
+//!
+//! A throwaway PostgreSQL gets a ProviderShared ManagedService (made by the
+//! real service-lifecycle-controller on the dev API server), whose database
+//! its owner fills with orders (random amounts, dates, uuids, addresses,
+//! JSON order lines, free-text notes) until `pg_database_size` reaches
+//! `NAVIQUE_BENCH_DATABASE_MIB` (default 1024). Then, `NAVIQUE_BENCH_ROUNDS`
+//! times (default 3), each of:
+//!
+//! - backup-runner (release build, `--store-url file://...`): a FINAL
+//!   snapshot over gRPC, timed from `RequestSnapshot` to the COMPLETED
+//!   message of `WatchSnapshot`, so including the verification (read-back,
+//!   sha256, `pg_restore --list`); the VERIFYING message splits the two;
+//! - `pg_dump -Fc | zstd > file`: backup-runner's own pg_dump command
+//!   (binary, flags and connection, from `PgTools` and the credential
+//!   Secret), zlib-compressed by pg_dump, then zstd at its default level;
+//! - `pg_dump -Fc -Z0 | zstd > file`: the same with pg_dump's compression
+//!   off, so that zstd alone compresses;
+//! - `pg_dump -Fc > file`: pg_dump alone, what backup-runner adds nothing to.
+//!
+//! Throughput is `pg_database_size` over wall time. Peak memory is `VmHWM`
+//! of backup-runner's `/proc/<pid>/status` after every round (pg_dump runs
+//! as its own process and is not in it).
+//!
+//! Run: `make bench-backup` (`cargo bench -p navique-e2e --bench
+//! final_snapshot`; needs the workspace binaries built in release: `cargo
+//! build --release --bins`, and `zstd`: `apt-get install zstd`). Figures are
+//! recorded in docs/backups.md.
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use backup_runner::pg::{Connection, PgTools};
+use k8s_openapi::api::core::v1::Secret;
+use navique_api::grpc::snapshot::v1::snapshot_service_client::SnapshotServiceClient;
+use navique_api::grpc::snapshot::v1::{
+    Origin, Phase, RequestSnapshotRequest, ServiceRef, WatchSnapshotRequest,
+};
+use navique_e2e::free_port;
+use navique_e2e::services::{Postgres, ServiceEnv};
+use tonic::transport::Channel;
+
+const SERVICE: &str = "orders-db";
+const DATABASE: &str = "bench_orders";
+/// Orders inserted per statement while filling.
+const BATCH: u64 = 100_000;
+const MIB: f64 = 1024.0 * 1024.0;
+
+/// The pipelines measured beside backup-runner: pg_dump's extra flags, and
+/// whether its output goes through zstd.
+static PIPELINES: [(&str, &[&str], bool); 3] = [
+    ("pg_dump -Fc | zstd > file", &[], true),
+    ("pg_dump -Fc -Z0 | zstd > file", &["--compress=0"], true),
+    ("pg_dump -Fc > file (no zstd)", &[], false),
+];
+
+const SCHEMA: &str = "
+create table customers (
+  id integer primary key,
+  name text not null,
+  email text not null,
+  country char(2) not null,
+  created_at timestamptz not null
+);
+create table orders (
+  id bigint primary key,
+  customer_id integer not null references customers,
+  placed_at timestamptz not null,
+  status text not null,
+  currency char(3) not null,
+  total numeric(12,2) not null,
+  reference uuid not null,
+  shipping_address text not null,
+  lines jsonb not null,
+  note text
+);
+create index orders_customer on orders (customer_id);
+insert into customers
+select i,
+  first_names[1 + i % 20] || ' ' || last_names[1 + (i / 20) % 25],
+  lower(first_names[1 + i % 20] || '.' || last_names[1 + (i / 20) % 25]) || i || '@example.' || countries[1 + i % 10],
+  upper(countries[1 + i % 10]),
+  timestamptz '2020-01-01' + random() * interval '1000 days'
+from generate_series(1, 100000) as i,
+  (select '{Anna,Ben,Clara,David,Eva,Felix,Greta,Hugo,Ida,Jonas,Katrin,Leon,Mia,Noah,Olga,Paul,Rosa,Sven,Tara,Uwe}'::text[] as first_names,
+          '{Müller,Schmidt,Schneider,Fischer,Weber,Meyer,Wagner,Becker,Schulz,Hoffmann,Koch,Richter,Klein,Wolf,Neumann,Schwarz,Braun,Zimmermann,Krüger,Hartmann,Lange,Werner,Krause,Lehmann,Köhler}'::text[] as last_names,
+          '{de,at,ch,nl,fr,es,it,pl,se,ie}'::text[] as countries) as names;
+";
+
+/// One batch of orders, `:from` to `:to`: only the notes' words, the
+/// statuses, currencies and cities repeat.
+const ORDERS: &str = "
+with v as (select
+  '{apple,bridge,candle,delta,engine,forest,garden,harbor,island,jacket,kettle,ladder,meadow,needle,orange,pencil,quartz,river,saddle,timber,umbrella,valley,window,yellow,zephyr,anchor,basket,cotton,dragon,feather,glacier,hammer,lantern,marble,nickel,oyster,pepper,quiver,ribbon,silver,thunder,velvet,walnut,copper,maple,cedar,linen,amber,cobalt,crystal,please,deliver,before,after,noon,door,leave,with,neighbour,call,when,arriving,gift,wrap,fragile,handle,care,express,standard,return,exchange,size,colour,wrong,missing,item,order,refund,invoice,company,address,billing,shipping,weekend,monday,friday,urgent,thanks,again,great,service,box,bag,extra,small,large,medium,black,white,blue,green,red}'::text[] as words,
+  '{pending,paid,paid,shipped,shipped,delivered,delivered,delivered,cancelled,refunded}'::text[] as statuses,
+  '{EUR,EUR,USD,USD,GBP,CHF,SEK,PLN}'::text[] as currencies,
+  '{Berlin,Hamburg,Munich,Cologne,Frankfurt,Stuttgart,Leipzig,Dresden,Vienna,Zurich,Amsterdam,Rotterdam,Paris,Lyon,Madrid,Lisbon,Milan,Prague,Warsaw,Dublin}'::text[] as cities
+)
+insert into orders
+select i,
+  1 + floor(random() * 100000)::int,
+  timestamptz '2023-01-01' + random() * interval '900 days',
+  v.statuses[1 + floor(random() * 10)::int],
+  v.currencies[1 + floor(random() * 8)::int],
+  round((5 + random() * 995)::numeric, 2),
+  gen_random_uuid(),
+  (1 + floor(random() * 300)::int) || ' ' || initcap(v.words[1 + floor(random() * 100)::int]) || ' Street, '
+    || lpad(floor(random() * 99999)::int::text, 5, '0') || ' ' || v.cities[1 + floor(random() * 20)::int],
+  (select jsonb_agg(jsonb_build_object(
+      'line', n,
+      'sku', 'SKU-' || lpad(floor(random() * 100000)::int::text, 5, '0'),
+      'name', initcap(v.words[1 + floor(random() * 100)::int]) || ' ' || v.words[1 + floor(random() * 100)::int],
+      'quantity', 1 + floor(random() * 5)::int,
+      'unit_price', round((1 + random() * 199)::numeric, 2)))
+   from generate_series(1, 1 + i % 5) as n),
+  case when i % 3 <> 0 then
+    array_to_string(array(select v.words[1 + floor(random() * 100)::int] from generate_series(1, 3 + i % 17)), ' ')
+  end
+from v, generate_series(:from, :to) as i;
+";
+
+/// What one way of dumping took and wrote.
+#[derive(Clone, Copy)]
+struct Run {
+    elapsed: Duration,
+    size: u64,
+}
+
+/// A backup-runner snapshot: the whole of it, and until VERIFYING.
+#[derive(Clone, Copy)]
+struct Snapshot {
+    run: Run,
+    dumped: Duration,
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let found = Command::new("zstd").arg("--version").output();
+    anyhow::ensure!(
+        found.as_ref().is_ok_and(|o| o.status.success()),
+        "zstd is missing ({}): install Debian's zstd package (apt-get install zstd)",
+        found.map_or_else(|e| e.to_string(), |o| o.status.to_string())
+    );
+    let target_mib: u64 = setting("NAVIQUE_BENCH_DATABASE_MIB", 1024)?;
+    let rounds: usize = setting("NAVIQUE_BENCH_ROUNDS", 3)?;
+
+    let env = ServiceEnv::start(&[]);
+    env.controller_ready().await;
+    let ns = env.cluster.namespace("bench");
+    env.apply(&env.orders_db(&ns, DATABASE, "SnapshotAndDelete", false))
+        .await;
+    env.until_state(&ns, SERVICE, "Ready Available").await;
+    let uid = env.field(&ns, SERVICE, "{.metadata.uid}");
+
+    let started = Instant::now();
+    let database_size = fill(&env.postgres, target_mib * 1024 * 1024);
+    let described = env.postgres.query_in(
+        DATABASE,
+        "select (select count(*) from orders), pg_table_size('orders') + pg_table_size('customers')",
+    );
+    let (orders, tables) = described.split_once('|').unwrap_or_default();
+    println!(
+        "database {DATABASE}: pg_database_size {database_size} bytes ({:.0} MiB), filled in {:.0?}; \
+         {orders} orders; tables without indexes {:.0} MiB",
+        database_size as f64 / MIB,
+        started.elapsed(),
+        tables.parse::<f64>().unwrap_or_default() / MIB,
+    );
+
+    // backup-runner's own pg_dump: its lookup, its flags, its connection.
+    let tools = PgTools::locate(None)?;
+    let secret_name = format!("{SERVICE}-credentials");
+    let secret = kube::Api::<Secret>::namespaced(env.cluster.client().await, &ns)
+        .get(&secret_name)
+        .await?;
+    let connection = Connection::from_secret(&secret.data.unwrap_or_default(), &ns, &secret_name)?;
+    println!(
+        "pg_dump: {} ({}), as backup-runner runs it, of {}",
+        tools.bin_dir().join("pg_dump").display(),
+        version(&tools.bin_dir().join("pg_dump")),
+        connection.describe()
+    );
+    println!("zstd: {}, default level (3)", version(Path::new("zstd")));
+
+    let store = tempfile::Builder::new()
+        .prefix("navique-bench-store-")
+        .tempdir_in("/tmp")?;
+    let port = free_port();
+    let runner = env
+        .start_backup_runner(port, &format!("file://{}", store.path().display()))
+        .await;
+    let pid = runner.pid();
+    println!(
+        "backup-runner (pid {pid}) ready: resident {:.1} MiB, peak {:.1} MiB",
+        status_mib(pid, "VmRSS")?,
+        status_mib(pid, "VmHWM")?
+    );
+    let mut client = SnapshotServiceClient::connect(format!("http://127.0.0.1:{port}")).await?;
+    let service = ServiceRef {
+        namespace: ns.clone(),
+        name: SERVICE.to_owned(),
+        uid,
+    };
+
+    println!("load average before: {}", load_average());
+    let scratch = tempfile::Builder::new()
+        .prefix("navique-bench-dumps-")
+        .tempdir_in("/tmp")?;
+    let mut snapshots = Vec::new();
+    let mut pipelines: Vec<Vec<Run>> = vec![Vec::new(); PIPELINES.len()];
+    for round in 1..=rounds {
+        let snapshot = take_snapshot(&mut client, &service, round).await?;
+        println!(
+            "round {round}/{rounds}: {:<32} {} (dump and upload {:.1} s, verification {:.1} s); \
+             peak resident {:.1} MiB",
+            "backup-runner",
+            describe(snapshot.run, database_size),
+            snapshot.dumped.as_secs_f64(),
+            (snapshot.run.elapsed - snapshot.dumped).as_secs_f64(),
+            status_mib(pid, "VmHWM")?,
+        );
+        snapshots.push(snapshot);
+        for ((name, flags, through_zstd), runs) in PIPELINES.iter().zip(&mut pipelines) {
+            let out = scratch.path().join("dump");
+            let (tools, connection) = (tools.clone(), connection.clone());
+            let run = tokio::task::spawn_blocking(move || {
+                pipeline(&tools, &connection, flags, *through_zstd, &out)
+            })
+            .await??;
+            println!(
+                "round {round}/{rounds}: {name:<32} {}",
+                describe(run, database_size)
+            );
+            runs.push(run);
+        }
+    }
+    println!("load average after: {}", load_average());
+
+    let runner_median = median(snapshots.iter().map(|s| s.run).collect());
+    let dumped = median_duration(snapshots.iter().map(|s| s.dumped).collect());
+    println!("median of {rounds} rounds, of a database of {database_size} bytes:");
+    println!(
+        "  {:<32} {} (dump and upload {:.1} s, verification {:.1} s)",
+        "backup-runner",
+        describe(runner_median, database_size),
+        dumped.as_secs_f64(),
+        (runner_median.elapsed.saturating_sub(dumped)).as_secs_f64()
+    );
+    for ((name, _, _), runs) in PIPELINES.iter().zip(pipelines) {
+        let run = median(runs);
+        println!(
+            "  {name:<32} {}; backup-runner / this: {:.2} of its throughput",
+            describe(run, database_size),
+            run.elapsed.as_secs_f64() / runner_median.elapsed.as_secs_f64()
+        );
+    }
+    println!(
+        "backup-runner peak resident memory (VmHWM) over {rounds} snapshots: {:.1} MiB",
+        status_mib(pid, "VmHWM")?
+    );
+    Ok(())
+}
+
+/// A positive integer from the environment, `default` when unset.
+fn setting<T: std::str::FromStr + PartialOrd + From<u8>>(
+    name: &str,
+    default: T,
+) -> anyhow::Result<T> {
+    let Ok(value) = std::env::var(name) else {
+        return Ok(default);
+    };
+    value
+        .trim()
+        .parse()
+        .ok()
+        .filter(|n| *n >= T::from(1))
+        .ok_or_else(|| anyhow::anyhow!("{name}={value:?} is not a positive integer"))
+}
+
+/// Fills the service's database, as its owner, with batches of orders until
+/// `pg_database_size` reaches `target` bytes; then vacuums (so that no dump
+/// sets hint bits) and checkpoints. Returns the size.
+fn fill(postgres: &Postgres, target: u64) -> u64 {
+    let as_owner = |sql: &str| postgres.query_in(DATABASE, &format!("set role {DATABASE}; {sql}"));
+    let size = || {
+        postgres
+            .query_in(DATABASE, "select pg_database_size(current_database())")
+            .parse::<u64>()
+            .expect("pg_database_size")
+    };
+    as_owner(SCHEMA);
+    let mut next = 1;
+    while size() < target {
+        as_owner(
+            &ORDERS
+                .replace(":from", &next.to_string())
+                .replace(":to", &(next + BATCH - 1).to_string()),
+        );
+        next += BATCH;
+    }
+    postgres.query_in(DATABASE, "vacuum analyze");
+    postgres.query_in(DATABASE, "checkpoint");
+    size()
+}
+
+/// Runs backup-runner's pg_dump command with `flags` added into `out`,
+/// through zstd when `through_zstd`; returns the time until both exited and the
+/// file's size, and removes the file.
+fn pipeline(
+    tools: &PgTools,
+    connection: &Connection,
+    flags: &[&str],
+    through_zstd: bool,
+    out: &Path,
+) -> anyhow::Result<Run> {
+    let file = std::fs::File::create(out)?;
+    let mut dump = tools.dump(connection).into_std();
+    dump.args(flags);
+    let started = Instant::now();
+    let dumped = if through_zstd {
+        let mut pg_dump = dump.spawn()?;
+        let stdout = pg_dump.stdout.take().expect("pg_dump's stdout is piped");
+        let mut zstd = Command::new("zstd")
+            .args(["-q", "-c"])
+            .stdin(stdout)
+            .stdout(file)
+            .spawn()?;
+        let dumped = pg_dump.wait_with_output()?;
+        let status = zstd.wait()?;
+        anyhow::ensure!(status.success(), "zstd failed: {status}");
+        dumped
+    } else {
+        dump.stdout(file).output()?
+    };
+    let elapsed = started.elapsed();
+    anyhow::ensure!(
+        dumped.status.success(),
+        "pg_dump failed ({}): {}",
+        dumped.status,
+        String::from_utf8_lossy(&dumped.stderr)
+    );
+    let size = std::fs::metadata(out)?.len();
+    std::fs::remove_file(out)?;
+    Ok(Run { elapsed, size })
+}
+
+/// Takes a FINAL snapshot through SnapshotService and follows it to
+/// COMPLETED; removes the archive afterwards.
+async fn take_snapshot(
+    client: &mut SnapshotServiceClient<Channel>,
+    service: &ServiceRef,
+    round: usize,
+) -> anyhow::Result<Snapshot> {
+    let key = format!("{}/bench-{round}", service.uid);
+    let started = Instant::now();
+    client
+        .request_snapshot(RequestSnapshotRequest {
+            idempotency_key: key.clone(),
+            service: Some(service.clone()),
+            origin: Origin::Final as i32,
+            backup_name: format!("{SERVICE}-final-{round}"),
+        })
+        .await?;
+    let mut progress = client
+        .watch_snapshot(WatchSnapshotRequest {
+            idempotency_key: key,
+        })
+        .await?
+        .into_inner();
+    let mut dumped = None;
+    while let Some(message) = progress.message().await? {
+        match message.phase() {
+            Phase::Verifying => {
+                dumped.get_or_insert_with(|| started.elapsed());
+            }
+            Phase::Completed => {
+                let elapsed = started.elapsed();
+                let snapshot = message.snapshot.unwrap_or_default();
+                let archive = snapshot
+                    .location
+                    .strip_prefix("file://")
+                    .ok_or_else(|| anyhow::anyhow!("not a file: {}", snapshot.location))?;
+                std::fs::remove_file(archive)?;
+                return Ok(Snapshot {
+                    run: Run {
+                        elapsed,
+                        size: snapshot.size_bytes,
+                    },
+                    dumped: dumped.unwrap_or(elapsed),
+                });
+            }
+            Phase::Failed => anyhow::bail!("the snapshot failed: {}", message.message),
+            _ => {}
+        }
+    }
+    anyhow::bail!("WatchSnapshot ended before the snapshot completed")
+}
+
+/// `12.3 s, 45.6 MiB/s, 789 MiB written (ratio 3.1)`: time, database bytes
+/// per second, and how much smaller than the database the output is.
+fn describe(run: Run, database_size: u64) -> String {
+    let seconds = run.elapsed.as_secs_f64();
+    format!(
+        "{seconds:6.1} s, {:5.1} MiB/s, {:6.1} MiB written (database / output {:.1})",
+        database_size as f64 / MIB / seconds,
+        run.size as f64 / MIB,
+        database_size as f64 / run.size as f64
+    )
+}
+
+/// The run of median time.
+fn median(mut runs: Vec<Run>) -> Run {
+    runs.sort_by_key(|r| r.elapsed);
+    runs[runs.len() / 2]
+}
+
+fn median_duration(mut durations: Vec<Duration>) -> Duration {
+    durations.sort();
+    durations[durations.len() / 2]
+}
+
+/// A `kB` line of `/proc/<pid>/status` (`VmRSS`, `VmHWM`), in MiB.
+fn status_mib(pid: u32, field: &str) -> anyhow::Result<f64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
+    status
+        .lines()
+        .filter_map(|line| line.strip_prefix(field)?.strip_prefix(':'))
+        .find_map(|rest| rest.trim().strip_suffix("kB")?.trim().parse::<f64>().ok())
+        .map(|kib| kib / 1024.0)
+        .ok_or_else(|| anyhow::anyhow!("no {field} in /proc/{pid}/status"))
+}
+
+/// The first line `program --version` prints.
+fn version(program: &Path) -> String {
+    Command::new(program)
+        .arg("--version")
+        .stderr(Stdio::null())
+        .output()
+        .map(|o| {
+            String::from_utf8_lossy(&o.stdout)
+                .lines()
+                .next()
+                .unwrap_or_default()
+                .to_owned()
+        })
+        .unwrap_or_default()
+}
+
+/// The 1, 5 and 15 minute load averages.
+fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_default()
+}
