@@ -249,6 +249,31 @@ spec:
         ])
     }
 
+    /// Installs what the chart grants each component, and nothing else: its
+    /// ServiceAccount and its (Cluster)Roles and bindings, rendered from
+    /// the chart's defaults. With `--authorization rbac` each component then
+    /// runs with exactly the chart's least privilege.
+    pub fn install_component_rbac(&self) {
+        const KINDS: [&str; 5] = [
+            "ServiceAccount",
+            "ClusterRole",
+            "ClusterRoleBinding",
+            "Role",
+            "RoleBinding",
+        ];
+        let rendered = crate::locks::helm_template(&[]);
+        let rbac: Vec<&str> = rendered
+            .split("\n---")
+            .filter(|doc| {
+                KINDS
+                    .iter()
+                    .any(|kind| doc.contains(&format!("\nkind: {kind}\n")))
+            })
+            .collect();
+        assert!(!rbac.is_empty(), "the chart renders no RBAC");
+        self.kubectl_in(&["apply", "-f", "-"], Some(&rbac.join("\n---\n")));
+    }
+
     /// A new namespace for one test, named `<prefix>-<random>`.
     pub fn namespace(&self, prefix: &str) -> String {
         let name = format!("{prefix}-{}", &uuid_like()[..8]);

@@ -126,9 +126,11 @@ impl ServiceEnv {
     pub fn start(controller_args: &[&str]) -> Self {
         let dir = tempfile::tempdir().expect("temp dir");
         let port = free_port();
-        let cluster = Cluster::dev(&[&format!(
-            "--webhook-service=navique-system/navique-webhook=127.0.0.1:{port}"
-        )]);
+        let cluster = Cluster::dev(&[
+            &format!("--webhook-service=navique-system/navique-webhook=127.0.0.1:{port}"),
+            "--authorization",
+            "rbac",
+        ]);
         let postgres = Postgres::start();
         cluster.kubectl_ok(&[
             "apply",
@@ -145,6 +147,8 @@ impl ServiceEnv {
             "20s",
         ]);
         cluster.kubectl_ok(&["create", "namespace", "navique-system"]);
+        // Each component runs as its ServiceAccount with the chart's RBAC.
+        cluster.install_component_rbac();
         // Trust authentication: the password is not checked.
         cluster.kubectl_ok(&[
             "create",
@@ -183,6 +187,14 @@ impl ServiceEnv {
             ],
         );
         cluster.add_user(ALICE, &["system:authenticated"]);
+        // alice administers every test's Project (the chart's Project roles
+        // extend admin with Navique's kinds).
+        let roles = helm_template(&["--show-only", "templates/project-roles.yaml"]);
+        cluster.kubectl_in(&["apply", "-f", "-"], Some(&roles));
+        let binding = format!(
+            "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRoleBinding\nmetadata: {{name: {ALICE}-admin}}\nroleRef: {{apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: admin}}\nsubjects:\n- {{apiGroup: rbac.authorization.k8s.io, kind: User, name: {ALICE}}}\n"
+        );
+        cluster.kubectl_in(&["apply", "-f", "-"], Some(&binding));
         let (webhook, ca_bundle) = start_webhook(&cluster, &dir, port);
         let configuration = helm_template(&[
             "--set",

@@ -593,6 +593,7 @@ fn each_component_is_granted_exactly_what_it_uses() {
                 &[],
                 &stack_verbs,
             ),
+            rule(&["core.navique.com"], &["stacks"], &[], &stack_verbs),
         ]
     );
     assert_eq!(

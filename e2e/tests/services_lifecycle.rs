@@ -519,3 +519,39 @@ async fn snapshot_and_delete_without_an_engine_retains_the_secrets_and_says_so()
         "Warning the engine no longer exists, so no final backup can be taken: the data volumes and credential Secrets are retained"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_component_is_refused_what_the_charts_rbac_does_not_grant() {
+    let env = env();
+    let ns = env.cluster.namespace("least-privilege");
+    let as_user = |user: &str, args: &[&str]| {
+        let token = format!("{user}-token");
+        let output = env
+            .cluster
+            .kubectl(&[args, &["--token", &token]].concat(), None);
+        assert!(!output.status.success(), "{user} may {args:?}");
+        String::from_utf8_lossy(&output.stderr).into_owned()
+    };
+    let backup_runner = navique_e2e::services::BACKUP_RUNNER_USER;
+    // backup-runner reads the credential Secrets it is told about by name,
+    // never lists them.
+    assert!(
+        as_user(backup_runner, &["get", "secrets", "-n", &ns]).contains(&format!(
+            "User \"{backup_runner}\" cannot list resource \"secrets\" in API group \"\" in the namespace \"{ns}\""
+        ))
+    );
+    // It deletes expired backup records, not services.
+    assert!(
+        as_user(
+            backup_runner,
+            &["delete", "managedservice", "anything", "-n", &ns]
+        )
+        .contains("cannot delete resource \"managedservices\"")
+    );
+    // The lifecycle controller never touches Locks.
+    let controller = navique_e2e::services::CONTROLLER_USER;
+    assert!(
+        as_user(controller, &["get", "locks", "-n", &ns])
+            .contains("cannot list resource \"locks\" in API group \"core.navique.com\"")
+    );
+}
