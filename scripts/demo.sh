@@ -120,6 +120,11 @@ kind: ServiceBackup
 metadata: {name: orders-db-before-migration, namespace: my-project}
 spec:
   serviceRef: {name: orders-db}"
+apply "apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: alice-admin, namespace: my-project}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: admin}
+subjects: [{apiGroup: rbac.authorization.k8s.io, kind: User, name: alice}]"
 run kubectl delete servicebackup orders-db-before-migration -n my-project --as alice
 
 step "Delete without the typed confirmation: the service waits in Deleting and the database stays"

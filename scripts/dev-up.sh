@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Starts the development environment in the background, idempotently: the
-# dev API server, a throwaway PostgreSQL, the CRDs, the provider catalogue,
-# and every operator component. Writes .dev/kubeconfig and .dev/env
+# dev API server (enforcing RBAC), a throwaway PostgreSQL, the operator
+# installed from its Helm chart, the provider catalogue, and every operator
+# component. Writes .dev/kubeconfig and .dev/env
 # (`source .dev/env` to use them). `scripts/dev-down.sh` stops it all.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -72,7 +73,7 @@ if ! running dev-apiserver; then
   rm -f "$dev/apiserver/kubeconfig"
 fi
 start dev-apiserver target/debug/dev-apiserver --addr "$apiserver_addr" --dir "$dev/apiserver" \
-  --users "$users" --webhook-service "navique-system/navique-webhook=127.0.0.1:$webhook_port"
+  --authorization rbac --users "$users" --webhook-service "navique-system/navique-webhook=127.0.0.1:$webhook_port"
 for _ in $(seq 100); do [[ -f $dev/apiserver/kubeconfig ]] && break; sleep 0.1; done
 cp "$dev/apiserver/kubeconfig" "$dev/kubeconfig"
 export KUBECONFIG=$dev/kubeconfig
@@ -81,18 +82,23 @@ kubectl get --raw /readyz >/dev/null
 scripts/postgres.sh start "$dev/postgres" "$postgres_port"
 database_url=$(scripts/postgres.sh url "$dev/postgres" "$postgres_port")
 
-kubectl apply -f deploy/crds >/dev/null
+# The operator, installed from its chart with the pinned helm, as a platform
+# team installs it: CRDs, each component's ServiceAccount and RBAC, the Lock
+# guard's ValidatingAdmissionPolicies, the webhook configurations (trusting
+# the dev CA), the Project roles. Nothing runs pods here, so its Deployments
+# stay at rest; the binaries started below stand in for them, each as its
+# ServiceAccount, and the API server enforces RBAC.
+helm upgrade --install navique charts/navique --namespace navique-system --create-namespace \
+  --set webhook.tls.mode=existingSecret --set "webhook.caBundle=$(base64 -w0 "$tls/ca.crt")" \
+  --set backupRunner.networkPolicy.enabled=false >/dev/null
 kubectl wait --for condition=established --timeout 30s crd --all >/dev/null
-echo "CRDs: installed"
-kubectl create namespace navique-system --dry-run=client -o yaml | kubectl apply -f - >/dev/null
+echo "operator: helm release navique in navique-system (CRDs, RBAC, admission policies, webhook configurations)"
 kubectl -n navique-system create secret generic provider-postgresql-admin \
   --from-literal=host=127.0.0.1 --from-literal=port="$postgres_port" \
   --from-literal=user=postgres --from-literal=password= --from-literal=sslmode=disable \
   --dry-run=client -o yaml | kubectl apply -f - >/dev/null
 kubectl apply -f deploy/examples/catalogue.yaml >/dev/null
 echo "catalogue: ServiceClass postgresql, ServicePlan postgresql-platform-ha (PostgreSQL on 127.0.0.1:$postgres_port)"
-kubectl apply -f deploy/lock-guard.yaml >/dev/null
-echo "lock guard: ValidatingAdmissionPolicies from deploy/lock-guard.yaml"
 
 port=18081
 for component in "${components[@]}"; do
@@ -110,13 +116,8 @@ for component in "${components[@]}"; do
   port=$((port + 1))
 done
 
-# The managed-services admission rules go through the webhook: install its
-# configuration, trusting the dev CA, once the webhook answers.
+# The webhook configurations came with the chart; wait until it answers.
 for _ in $(seq 100); do curl -sk "https://127.0.0.1:$webhook_port/" >/dev/null 2>&1 && break; sleep 0.1; done
-.tools/bin/helm template navique charts/navique --namespace navique-system \
-  --set "webhook.caBundle=$(base64 -w0 "$tls/ca.crt")" --show-only templates/services-webhook.yaml |
-  kubectl apply -f - >/dev/null
-echo "services admission: ValidatingWebhookConfiguration navique-services -> webhook on 127.0.0.1:$webhook_port"
 
 cat >"$dev/env" <<ENV
 export KUBECONFIG=$dev/kubeconfig
