@@ -822,3 +822,107 @@ fn every_deployment_passes_flags_its_binary_accepts() {
         }
     }
 }
+
+/// helm against `cluster`, isolated from the user's helm settings.
+fn helm_on(cluster: &navique_e2e::Cluster, args: &[&str]) -> Output {
+    let home = tempfile::tempdir().unwrap();
+    Command::new(repo_root().join(".tools/bin/helm"))
+        .args(args)
+        .env("KUBECONFIG", cluster.kubeconfig())
+        .env("HELM_CACHE_HOME", home.path().join("cache"))
+        .env("HELM_CONFIG_HOME", home.path().join("config"))
+        .env("HELM_DATA_HOME", home.path().join("data"))
+        .current_dir(repo_root())
+        .output()
+        .expect("run helm")
+}
+
+#[test]
+fn helm_installs_the_chart_into_the_dev_api_server_and_refuses_a_mistyped_value() {
+    let cluster = navique_e2e::Cluster::dev(&["--authorization", "rbac"]);
+    let install = |extra: &[&str]| {
+        helm_on(
+            &cluster,
+            &[
+                &[
+                    "install",
+                    "navique",
+                    "charts/navique",
+                    "--namespace",
+                    "navique-system",
+                    "--create-namespace",
+                    // The dev API server does not serve NetworkPolicies.
+                    "--set",
+                    "backupRunner.networkPolicy.enabled=false",
+                ],
+                extra,
+            ]
+            .concat(),
+        )
+    };
+    // A mistyped value fails the install, naming the value; nothing is installed.
+    let refused = install(&["--set", "lockGuard.enabled=yes"]);
+    assert!(!refused.status.success());
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        stderr.contains("at '/lockGuard/enabled': got string, want boolean"),
+        "{stderr}"
+    );
+    // (helm installs the chart's crds/ before it checks the values.)
+    for kind in ["clusterroles", "validatingadmissionpolicies"] {
+        let found = cluster.kubectl_ok(&["get", kind, "-o", "name"]);
+        assert!(!found.contains("navique"), "installed anyway: {found}");
+    }
+
+    let installed = install(&[]);
+    assert!(
+        installed.status.success(),
+        "{}",
+        String::from_utf8_lossy(&installed.stderr)
+    );
+    cluster.kubectl_ok(&[
+        "wait",
+        "--for",
+        "condition=established",
+        "crd",
+        "--all",
+        "--timeout",
+        "20s",
+    ]);
+    let names = |what: &str, ns: Option<&str>| {
+        let mut args = vec!["get", what, "-o", "name"];
+        if let Some(ns) = ns {
+            args.extend(["-n", ns]);
+        }
+        cluster.kubectl_ok(&args)
+    };
+    let crds = names("crd", None);
+    for crd in [
+        "locks.core.navique.com",
+        "stacks.core.navique.com",
+        "managedservices.services.kube-dc.com",
+    ] {
+        assert!(crds.contains(crd), "{crds}");
+    }
+    let policies = names("validatingadmissionpolicies", None);
+    assert!(policies.contains("navique-lock-guard"), "{policies}");
+    let accounts = names("serviceaccounts", Some("navique-system"));
+    for component in [
+        "lock-controller",
+        "webhook",
+        "service-lifecycle-controller",
+        "backup-runner",
+    ] {
+        assert!(
+            accounts.contains(&format!("serviceaccount/{component}")),
+            "{accounts}"
+        );
+    }
+    let deployments = names("deployments", Some("navique-system"));
+    assert!(
+        deployments.contains("deployment.apps/navique-service-lifecycle-controller"),
+        "{deployments}"
+    );
+    let webhooks = names("validatingwebhookconfigurations", None);
+    assert!(webhooks.contains("navique-services"), "{webhooks}");
+}
