@@ -1,7 +1,7 @@
 # Navique: `make demo` shows it working, `make test` runs every test.
 CARGO ?= cargo
 
-.PHONY: all setup build test lint crds manifests dev-up dev-down demo bench bench-locks bench-webhook bench-backup clean images
+.PHONY: all setup build test lint crds manifests dev-up dev-down demo bench bench-locks bench-webhook bench-backup clean images e2e-kind
 
 all: build
 
@@ -43,6 +43,11 @@ images:
 	    --build-arg BUILDER=localhost/navique-builder:$(VERSION) \
 	    -t navique/$$image:$(VERSION) images/$$image || exit 1; \
 	done
+
+# The chart on a kind cluster with the images built here: seed flows and the
+# cluster-generic e2e tests (needs docker and kind).
+e2e-kind: setup
+	scripts/e2e-kind.sh
 
 # The development environment: dev API server, PostgreSQL, CRDs, catalogue
 # and every component, in the background. `source .dev/env` to use it.
