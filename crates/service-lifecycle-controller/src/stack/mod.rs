@@ -45,6 +45,10 @@ use crate::objects::MANAGER;
 /// at again: approvals are annotations on objects of any kind, which no
 /// watch covers.
 const WAITING_POLL: Duration = Duration::from_secs(2);
+/// How often a Stack whose sync failed (a refused manifest, a kind the
+/// controller may not manage) is tried again; a change of the Stack retries
+/// at once.
+const FAILED_RETRY: Duration = Duration::from_secs(30);
 /// How often a synced Stack is applied again, repairing drift.
 const RESYNC: Duration = Duration::from_secs(300);
 
@@ -288,10 +292,14 @@ impl Context {
             Operation::Prune,
         )
         .await;
-        let waits = phase != OperationPhase::Succeeded;
+        let next = match phase {
+            OperationPhase::Progressing => WAITING_POLL,
+            OperationPhase::Failed => FAILED_RETRY,
+            OperationPhase::Succeeded => RESYNC,
+        };
         let status = self.status(stack, &previous, pass.rows, phase, message, ready);
         self.write_status(stack, &previous, status).await?;
-        Ok(Action::requeue(if waits { WAITING_POLL } else { RESYNC }))
+        Ok(Action::requeue(next))
     }
 
     /// Applies the manifests wave by wave; a wave whose resources are not
