@@ -188,19 +188,27 @@ fn every_tls_mode_renders_its_certificates_and_ca_bundles() {
     };
 
     // selfManaged (the default): no Certificate; the webhook creates its
-    // Secret (optional until then) and keeps the bundles current.
+    // Secret through the API, serves from memory and keeps the bundles
+    // current, so nothing is mounted.
     let objects = render(&[]);
     assert!(of_kind(&objects, "Certificate").is_empty());
     let webhook = find(&objects, "Deployment", "navique-webhook");
     let volumes = &webhook["spec"]["template"]["spec"]["volumes"];
-    let tls = volumes
-        .as_sequence()
-        .unwrap()
-        .iter()
-        .find(|v| v["name"] == "tls")
-        .expect("the tls volume");
-    assert_eq!(tls["secret"]["secretName"], "navique-webhook-tls");
-    assert_eq!(tls["secret"]["optional"], true);
+    assert!(
+        volumes
+            .as_sequence()
+            .into_iter()
+            .flatten()
+            .all(|v| v["name"] != "tls"),
+        "selfManaged serves from memory"
+    );
+    assert!(
+        !args_of(&objects, "webhook")
+            .iter()
+            .any(|a| a.starts_with("--tls-")),
+        "{:?}",
+        args_of(&objects, "webhook")
+    );
     let env = &deployment_container(&objects, "webhook")["env"];
     let variable = |name: &str| {
         env.as_sequence()

@@ -3,7 +3,8 @@ use std::path::PathBuf;
 
 /// Everything that can go wrong in the webhook: at start-up (flags,
 /// certificate files, the listen address), while reloading a rotated
-/// certificate, and with a request body that is not an AdmissionReview.
+/// certificate, while keeping the self-managed CA, and with a request body
+/// that is not an AdmissionReview.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     #[error("cannot read TLS certificate file {path}: {source}")]
@@ -44,6 +45,29 @@ pub enum Error {
         source: std::io::Error,
     },
 
+    #[error("cannot {action}: {source}")]
+    Kube {
+        action: String,
+        #[source]
+        source: kube::Error,
+    },
+
+    #[error("cannot issue the webhook's certificate: {0}")]
+    Issue(String),
+
+    #[error("Secret {secret} changed under each of {attempts} attempts to write it")]
+    SecretContended { secret: String, attempts: usize },
+
+    #[error("Secret {secret} {source}")]
+    InvalidSecret {
+        secret: String,
+        #[source]
+        source: crate::tls::PairError,
+    },
+
+    #[error("the CA bundle is not in every webhook configuration yet: {0}")]
+    CaBundle(String),
+
     #[error("the request body is not an AdmissionReview: {0}")]
     MalformedReview(#[source] serde_json::Error),
 
@@ -60,7 +84,7 @@ pub enum Error {
 }
 
 /// `": reason"`, or nothing for an empty reason.
-fn detail(reason: &str) -> String {
+pub(crate) fn detail(reason: &str) -> String {
     if reason.is_empty() {
         String::new()
     } else {

@@ -15,19 +15,22 @@ mod error;
 pub mod locks;
 pub mod metrics;
 pub mod review;
+pub mod self_managed_tls;
 pub mod server;
 pub mod services;
 pub mod tls;
 
 use std::sync::Arc;
 
-pub use args::{Args, LockGuardArgs, ServerArgs, ServiceGuardArgs};
+pub use args::{Args, LockGuardArgs, SelfManagedTlsArgs, ServerArgs, ServiceGuardArgs};
 pub use error::Error;
+use kube::Client;
 use navique_runtime::Component;
 
 use crate::cluster::{CacheWatches, ClusterCache};
 use crate::locks::LockGuard;
 use crate::metrics::AdmissionMetrics;
+use crate::self_managed_tls::Settings;
 use crate::server::{Route, Server};
 use crate::tls::ReloadingCertificate;
 
@@ -39,19 +42,35 @@ const TLS_CHECK: &str = "tls";
 /// of the managed-service guard have listed.
 const CACHES_CHECK: &str = "caches";
 
+/// Where the serving certificate comes from.
+enum Tls {
+    /// Files, re-read when they change (cert-manager, an existing Secret).
+    Files(Arc<ReloadingCertificate>),
+    /// The self-managed CA's Secret.
+    SelfManaged(Settings),
+}
+
 pub async fn run(args: Args) -> Result<(), Error> {
-    // Before anything else: a missing certificate is a deployment error that
-    // no retry fixes, and it should not wait for the API server.
-    let certificate = match args.server.certificate_files() {
-        Some(files) => Some(ReloadingCertificate::load(files)?),
-        None => None,
+    // Before anything else: a missing certificate or self-managed settings
+    // that cannot work are deployment errors that no retry fixes, and they
+    // should not wait for the API server.
+    let self_managed = args
+        .self_managed_tls
+        .settings()
+        .map_err(navique_runtime::Error::InvalidFlag)?;
+    let tls = match (args.server.certificate_files(), self_managed) {
+        (Some(files), _) => Some(Tls::Files(ReloadingCertificate::load(files)?)),
+        (None, Some(settings)) => Some(Tls::SelfManaged(settings)),
+        (None, None) => None,
     };
     let mut component = Component::start(NAME, &args.common).await?;
-    let outcome = match certificate {
-        Some(certificate) => serve(&mut component, &args, certificate).await,
+    let outcome = match tls {
+        Some(tls) => serve(&mut component, &args, tls).await,
         None => {
-            tracing::warn!("no --tls-cert-file and --tls-key-file: the admission server is off");
-            connect_and_wait(&mut component, None).await
+            tracing::warn!(
+                "no --tls-cert-file and --tls-key-file, nor --tls-secret: the admission server is off"
+            );
+            connect_and_wait(&mut component, None, None).await
         }
     };
     let outcome = match outcome {
@@ -62,17 +81,37 @@ pub async fn run(args: Args) -> Result<(), Error> {
     Ok(component.stop(outcome).await?)
 }
 
-/// Serves admission requests from now until shutdown, and connects to the
-/// API server meanwhile to fill the managed-service guard's caches.
-async fn serve(
-    component: &mut Component,
-    args: &Args,
-    certificate: Arc<ReloadingCertificate>,
-) -> Result<(), Error> {
+/// Serves admission requests from now (with the self-managed CA, from when
+/// it has a certificate) until shutdown, and connects to the API server
+/// meanwhile to fill the managed-service guard's caches.
+async fn serve(component: &mut Component, args: &Args, tls: Tls) -> Result<(), Error> {
     component.readiness().register(TLS_CHECK);
     component.readiness().register(CACHES_CHECK);
     let metrics = AdmissionMetrics::default();
     component.register_metrics(|registry| metrics.register(registry));
+    let shutdown = component.shutdown().clone();
+    let (certificate, client) = match tls {
+        Tls::Files(files) => {
+            tokio::spawn(
+                files
+                    .clone()
+                    .watch(args.server.reload_interval(), shutdown.clone()),
+            );
+            (files.served().clone(), None)
+        }
+        Tls::SelfManaged(settings) => {
+            // The certificate is in the cluster: connect first.
+            let Some(client) = component.connect().await? else {
+                return Ok(());
+            };
+            let Some(served) =
+                self_managed_tls::start(client.clone(), settings, shutdown.clone()).await
+            else {
+                return Ok(());
+            };
+            (served, Some(client))
+        }
+    };
     // Served at once; until the caches have listed, requests that need a
     // lookup are refused.
     let (cache, watches) = ClusterCache::new();
@@ -97,16 +136,10 @@ async fn serve(
     )
     .await?;
     tracing::info!(addr = %server.local_addr(), "admission server listening");
-    let shutdown = component.shutdown().clone();
     let serving = tokio::spawn(server.serve(shutdown.clone()));
-    tokio::spawn(
-        certificate
-            .clone()
-            .watch(args.server.reload_interval(), shutdown.clone()),
-    );
     component.readiness().set(TLS_CHECK, true);
 
-    let outcome = connect_and_wait(component, Some(watches)).await;
+    let outcome = connect_and_wait(component, client, Some(watches)).await;
     shutdown.cancel();
     component.readiness().set(TLS_CHECK, false);
     if let Err(e) = serving.await {
@@ -115,13 +148,19 @@ async fn serve(
     outcome
 }
 
-/// Connects, starts the caches' watches if any, and waits for shutdown.
+/// Connects unless `client` is given, starts the caches' watches if any,
+/// and waits for shutdown.
 async fn connect_and_wait(
     component: &mut Component,
+    client: Option<Client>,
     watches: Option<CacheWatches>,
 ) -> Result<(), Error> {
-    let Some(client) = component.connect().await? else {
-        return Ok(());
+    let client = match client {
+        Some(client) => client,
+        None => match component.connect().await? {
+            Some(client) => client,
+            None => return Ok(()),
+        },
     };
     if let Some(watches) = watches {
         let readiness = component.readiness().clone();

@@ -1,6 +1,8 @@
 //! The serving certificate. cert-manager rotates it by rewriting the Secret
 //! mounted as files, so the certificate is read again while serving and new
 //! TLS handshakes use the new one; connections already open keep theirs.
+//! The self-managed CA ([`crate::self_managed_tls`]) hands its renewed
+//! certificates to the same [`ServedCertificate`].
 
 use std::path::PathBuf;
 use std::sync::{Arc, RwLock};
@@ -23,34 +25,40 @@ pub struct CertificateFiles {
     pub key: PathBuf,
 }
 
-/// The certificate handed to every new TLS handshake, replaced when the
-/// files change and the new pair is valid. A broken or half-written pair
-/// (the certificate rewritten, the key not yet) keeps the previous one.
+/// The certificate handed to every new TLS handshake, replaced whole.
 #[derive(Debug)]
-pub struct ReloadingCertificate {
-    files: CertificateFiles,
+pub struct ServedCertificate {
     current: RwLock<Loaded>,
 }
 
 #[derive(Debug)]
 struct Loaded {
     key: Arc<CertifiedKey>,
-    /// The files' bytes it was made from: a change is a change of contents.
-    /// Modification times are not compared, as the kubelet updates a Secret
-    /// volume by swapping a symlink and times can be equal across quick
-    /// rewrites; the files are small and read every few seconds at most.
+    /// The PEM it was made from: a change is a change of contents.
     certificate_pem: Vec<u8>,
     key_pem: Vec<u8>,
 }
 
-impl ReloadingCertificate {
-    /// Reads and checks the pair; fails, naming the file, when either is
-    /// missing, unreadable, not PEM, or they do not belong together.
-    pub fn load(files: CertificateFiles) -> Result<Arc<Self>, Error> {
-        let (certificate_pem, key_pem) = read(&files)?;
-        let key = certified_key(&files, &certificate_pem, &key_pem)?;
+/// Why a PEM certificate chain and key cannot be served.
+#[derive(Debug, thiserror::Error)]
+pub enum PairError {
+    /// The certificate is not PEM (reason, empty when there is none).
+    #[error("holds no PEM certificate{}", crate::error::detail(.0))]
+    Certificate(String),
+    /// The key is not a usable PEM private key (reason, empty when there is
+    /// none).
+    #[error("holds no usable private key{}", crate::error::detail(.0))]
+    Key(String),
+    /// The key is not the certificate's.
+    #[error("holds a key that is not the certificate's: {0}")]
+    Mismatch(#[source] rustls::Error),
+}
+
+impl ServedCertificate {
+    /// Checks the pair and serves it.
+    pub fn new(certificate_pem: Vec<u8>, key_pem: Vec<u8>) -> Result<Arc<Self>, PairError> {
+        let key = certified_key(&certificate_pem, &key_pem)?;
         Ok(Arc::new(Self {
-            files,
             current: RwLock::new(Loaded {
                 key,
                 certificate_pem,
@@ -59,23 +67,83 @@ impl ReloadingCertificate {
         }))
     }
 
-    /// Reads the files again and installs their pair if it changed and is
-    /// valid: `Ok(true)` when a new certificate is served from now on.
-    pub fn reload(&self) -> Result<bool, Error> {
-        let (certificate_pem, key_pem) = read(&self.files)?;
+    /// Serves the pair from now on if it is new and valid: `Ok(true)` when
+    /// it replaced the one served; on error the one served stays.
+    pub fn replace(&self, certificate_pem: Vec<u8>, key_pem: Vec<u8>) -> Result<bool, PairError> {
         {
             let current = self.loaded();
             if current.certificate_pem == certificate_pem && current.key_pem == key_pem {
                 return Ok(false);
             }
         }
-        let key = certified_key(&self.files, &certificate_pem, &key_pem)?;
+        let key = certified_key(&certificate_pem, &key_pem)?;
         *self.current.write().unwrap_or_else(|p| p.into_inner()) = Loaded {
             key,
             certificate_pem,
             key_pem,
         };
         Ok(true)
+    }
+
+    /// The PEM certificate chain served.
+    pub fn certificate_pem(&self) -> Vec<u8> {
+        self.loaded().certificate_pem.clone()
+    }
+
+    /// A rustls configuration that takes its certificate from `self` at
+    /// every handshake and offers HTTP/2 and HTTP/1.1.
+    pub fn server_config(self: &Arc<Self>) -> Result<Arc<ServerConfig>, Error> {
+        let mut config = ServerConfig::builder_with_provider(provider())
+            .with_safe_default_protocol_versions()
+            .map_err(Error::Tls)?
+            .with_no_client_auth()
+            .with_cert_resolver(self.clone());
+        config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+        Ok(Arc::new(config))
+    }
+
+    fn loaded(&self) -> std::sync::RwLockReadGuard<'_, Loaded> {
+        // A panic while holding the lock cannot leave a half-written pair:
+        // it is replaced whole.
+        self.current.read().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+impl ResolvesServerCert for ServedCertificate {
+    fn resolve(&self, _client_hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
+        Some(self.loaded().key.clone())
+    }
+}
+
+/// The certificate of a pair of files, replaced when the files change and
+/// the new pair is valid. A broken or half-written pair (the certificate
+/// rewritten, the key not yet) keeps the previous one. Modification times
+/// are not compared, as the kubelet updates a Secret volume by swapping a
+/// symlink and times can be equal across quick rewrites; the files are
+/// small and read every few seconds at most.
+#[derive(Debug)]
+pub struct ReloadingCertificate {
+    files: CertificateFiles,
+    served: Arc<ServedCertificate>,
+}
+
+impl ReloadingCertificate {
+    /// Reads and checks the pair; fails, naming the file, when either is
+    /// missing, unreadable, not PEM, or they do not belong together.
+    pub fn load(files: CertificateFiles) -> Result<Arc<Self>, Error> {
+        let (certificate_pem, key_pem) = read(&files)?;
+        let served =
+            ServedCertificate::new(certificate_pem, key_pem).map_err(|e| file_error(&files, e))?;
+        Ok(Arc::new(Self { files, served }))
+    }
+
+    /// Reads the files again and installs their pair if it changed and is
+    /// valid: `Ok(true)` when a new certificate is served from now on.
+    pub fn reload(&self) -> Result<bool, Error> {
+        let (certificate_pem, key_pem) = read(&self.files)?;
+        self.served
+            .replace(certificate_pem, key_pem)
+            .map_err(|e| file_error(&self.files, e))
     }
 
     /// Calls [`Self::reload`] every `interval` until `shutdown`, logging
@@ -113,28 +181,15 @@ impl ReloadingCertificate {
         }
     }
 
-    /// A rustls configuration that takes its certificate from `self` at
-    /// every handshake and offers HTTP/2 and HTTP/1.1.
-    pub fn server_config(self: &Arc<Self>) -> Result<Arc<ServerConfig>, Error> {
-        let mut config = ServerConfig::builder_with_provider(provider())
-            .with_safe_default_protocol_versions()
-            .map_err(Error::Tls)?
-            .with_no_client_auth()
-            .with_cert_resolver(self.clone());
-        config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
-        Ok(Arc::new(config))
+    /// The certificate served, to hand to the server.
+    pub fn served(&self) -> &Arc<ServedCertificate> {
+        &self.served
     }
 
-    fn loaded(&self) -> std::sync::RwLockReadGuard<'_, Loaded> {
-        // A panic while holding the lock cannot leave a half-written pair:
-        // it is replaced whole.
-        self.current.read().unwrap_or_else(|p| p.into_inner())
-    }
-}
-
-impl ResolvesServerCert for ReloadingCertificate {
-    fn resolve(&self, _client_hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
-        Some(self.loaded().key.clone())
+    /// A rustls configuration serving the files' certificate (see
+    /// [`ServedCertificate::server_config`]).
+    pub fn server_config(&self) -> Result<Arc<ServerConfig>, Error> {
+        self.served.server_config()
     }
 }
 
@@ -156,44 +211,47 @@ fn read(files: &CertificateFiles) -> Result<(Vec<u8>, Vec<u8>), Error> {
     Ok((certificate, key))
 }
 
-fn certified_key(
-    files: &CertificateFiles,
-    certificate_pem: &[u8],
-    key_pem: &[u8],
-) -> Result<Arc<CertifiedKey>, Error> {
-    let invalid_certificate = |reason: String| Error::InvalidCertificate {
-        path: files.certificate.clone(),
-        reason,
-    };
+/// A pair's failure, naming the file at fault.
+fn file_error(files: &CertificateFiles, error: PairError) -> Error {
+    match error {
+        PairError::Certificate(reason) => Error::InvalidCertificate {
+            path: files.certificate.clone(),
+            reason,
+        },
+        PairError::Key(reason) => Error::InvalidKey {
+            path: files.key.clone(),
+            reason,
+        },
+        PairError::Mismatch(source) => Error::KeyMismatch {
+            certificate: files.certificate.clone(),
+            key: files.key.clone(),
+            source,
+        },
+    }
+}
+
+fn certified_key(certificate_pem: &[u8], key_pem: &[u8]) -> Result<Arc<CertifiedKey>, PairError> {
     let chain = CertificateDer::pem_slice_iter(certificate_pem)
         .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| invalid_certificate(e.to_string()))?;
+        .map_err(|e| PairError::Certificate(e.to_string()))?;
     if chain.is_empty() {
-        return Err(invalid_certificate(String::new()));
+        return Err(PairError::Certificate(String::new()));
     }
-    let invalid_key = |reason: String| Error::InvalidKey {
-        path: files.key.clone(),
-        reason,
-    };
     let key = PrivateKeyDer::from_pem_slice(key_pem).map_err(|e| match e {
-        pem::Error::NoItemsFound => invalid_key(String::new()),
-        e => invalid_key(e.to_string()),
+        pem::Error::NoItemsFound => PairError::Key(String::new()),
+        e => PairError::Key(e.to_string()),
     })?;
     let key = provider()
         .key_provider
         .load_private_key(key)
-        .map_err(|e| invalid_key(e.to_string()))?;
+        .map_err(|e| PairError::Key(e.to_string()))?;
     let certified = CertifiedKey::new(chain, key);
     match certified.keys_match() {
         Ok(()) | Err(rustls::Error::InconsistentKeys(rustls::InconsistentKeys::Unknown)) => {
             Ok(Arc::new(certified))
         }
-        Err(source @ rustls::Error::InconsistentKeys(_)) => Err(Error::KeyMismatch {
-            certificate: files.certificate.clone(),
-            key: files.key.clone(),
-            source,
-        }),
-        Err(e) => Err(invalid_certificate(e.to_string())),
+        Err(source @ rustls::Error::InconsistentKeys(_)) => Err(PairError::Mismatch(source)),
+        Err(e) => Err(PairError::Certificate(e.to_string())),
     }
 }
 
@@ -228,7 +286,7 @@ mod tests {
     }
 
     fn served(certificate: &ReloadingCertificate) -> CertificateDer<'static> {
-        certificate.loaded().key.cert[0].clone()
+        certificate.served.loaded().key.cert[0].clone()
     }
 
     fn der(pem: &str) -> CertificateDer<'static> {

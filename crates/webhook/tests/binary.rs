@@ -201,6 +201,28 @@ fn a_missing_certificate_file_stops_the_webhook_with_one_line() {
 }
 
 #[test]
+fn self_managed_tls_that_cannot_work_stops_the_webhook_with_one_line() {
+    // Without a kubeconfig: it stops before looking for a cluster.
+    let mut process = Process::spawn(&[
+        "--admin-addr",
+        "127.0.0.1:0",
+        "--tls-secret",
+        "navique-webhook-tls",
+        "--tls-dns-names",
+        "navique-webhook.navique-system.svc",
+        "--cert-validity-days",
+        "30",
+        "--cert-renew-before-days",
+        "30",
+    ]);
+    assert_eq!(process.wait(Duration::from_secs(10)).code(), Some(1));
+    assert_eq!(
+        process.stderr(),
+        "error: self-managed TLS (--tls-secret navique-webhook-tls): the renewal before expiry (30 days) must be shorter than the certificate validity (30 days)\n"
+    );
+}
+
+#[test]
 fn a_taken_listen_port_stops_the_webhook_with_one_line() {
     let dir = tempfile::tempdir().unwrap();
     let (certificate, key) = Pki::generate().write(dir.path());
