@@ -55,20 +55,7 @@ async fn main() -> anyhow::Result<()> {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let dir = tempfile::tempdir()?;
     let cluster = Cluster::dev(&[]);
-    cluster.kubectl_ok(&[
-        "apply",
-        "-f",
-        repo_root().join("deploy/crds").to_str().unwrap(),
-    ]);
-    cluster.kubectl_ok(&[
-        "wait",
-        "--for",
-        "condition=established",
-        "crd",
-        "--all",
-        "--timeout",
-        "20s",
-    ]);
+    cluster.install_crds();
     let catalogue = repo_root().join("deploy/examples/catalogue.yaml");
     cluster.kubectl_ok(&["apply", "-f", catalogue.to_str().unwrap()]);
     let namespace = cluster.namespace("bench");

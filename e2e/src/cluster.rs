@@ -249,6 +249,26 @@ spec:
         ])
     }
 
+    /// Applies the CRDs of `deploy/crds` and waits until they are served.
+    pub fn install_crds(&self) {
+        let crds = repo_root().join("deploy/crds");
+        self.kubectl_ok(&["apply", "-f", crds.to_str().expect("utf-8 path")]);
+        self.wait_for_crds();
+    }
+
+    /// Waits until every CRD is established.
+    pub fn wait_for_crds(&self) {
+        self.kubectl_ok(&[
+            "wait",
+            "--for",
+            "condition=established",
+            "crd",
+            "--all",
+            "--timeout",
+            "20s",
+        ]);
+    }
+
     /// Installs what the chart grants each component, and nothing else: its
     /// ServiceAccount and its (Cluster)Roles and bindings, rendered from
     /// the chart's defaults. With `--authorization rbac` each component then

@@ -43,17 +43,7 @@ impl LockEnv {
         let service =
             format!("--webhook-service=navique-system/navique-webhook=127.0.0.1:{webhook_port}");
         let cluster = Cluster::dev(&[service.as_str(), "--authorization", "rbac"]);
-        let crds = repo_root().join("deploy/crds");
-        cluster.kubectl_ok(&["apply", "-f", crds.to_str().unwrap()]);
-        cluster.kubectl_ok(&[
-            "wait",
-            "--for",
-            "condition=established",
-            "crd",
-            "--all",
-            "--timeout",
-            "20s",
-        ]);
+        cluster.install_crds();
         cluster.kubectl_ok(&["create", "namespace", "navique-system"]);
         // Each component runs as its ServiceAccount with the chart's RBAC.
         cluster.install_component_rbac();

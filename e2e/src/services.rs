@@ -132,20 +132,7 @@ impl ServiceEnv {
             "rbac",
         ]);
         let postgres = Postgres::start();
-        cluster.kubectl_ok(&[
-            "apply",
-            "-f",
-            repo_root().join("deploy/crds").to_str().unwrap(),
-        ]);
-        cluster.kubectl_ok(&[
-            "wait",
-            "--for",
-            "condition=established",
-            "crd",
-            "--all",
-            "--timeout",
-            "20s",
-        ]);
+        cluster.install_crds();
         cluster.kubectl_ok(&["create", "namespace", "navique-system"]);
         // Each component runs as its ServiceAccount with the chart's RBAC.
         cluster.install_component_rbac();

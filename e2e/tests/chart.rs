@@ -888,15 +888,7 @@ fn helm_installs_the_chart_into_the_dev_api_server_and_refuses_a_mistyped_value(
         "{}",
         String::from_utf8_lossy(&installed.stderr)
     );
-    cluster.kubectl_ok(&[
-        "wait",
-        "--for",
-        "condition=established",
-        "crd",
-        "--all",
-        "--timeout",
-        "20s",
-    ]);
+    cluster.wait_for_crds();
     let names = |what: &str, ns: Option<&str>| {
         let mut args = vec!["get", what, "-o", "name"];
         if let Some(ns) = ns {

@@ -25,15 +25,7 @@ fn env() -> &'static Cluster {
         let cluster = Cluster::dev(&["--authorization", "rbac"]);
         let crds = repo_root().join("charts/navique/crds");
         cluster.kubectl_ok(&["apply", "-f", crds.to_str().unwrap()]);
-        cluster.kubectl_ok(&[
-            "wait",
-            "--for",
-            "condition=established",
-            "crd",
-            "--all",
-            "--timeout",
-            "20s",
-        ]);
+        cluster.wait_for_crds();
         let catalogue = repo_root().join("deploy/examples/catalogue.yaml");
         cluster.kubectl_ok(&["apply", "-f", catalogue.to_str().unwrap()]);
         let roles = helm_template(&["--show-only", "templates/project-roles.yaml"]);

@@ -20,8 +20,7 @@ fn env() -> &'static Env {
         let dir = tempfile::tempdir().unwrap();
         let port = free_port();
         let cluster = Cluster::dev(&[&format!("--webhook-service=navique-system/navique-webhook=127.0.0.1:{port}")]);
-        cluster.kubectl_ok(&["apply", "-f", repo_root().join("deploy/crds").to_str().unwrap()]);
-        cluster.kubectl_ok(&["wait", "--for", "condition=established", "crd", "--all", "--timeout", "20s"]);
+        cluster.install_crds();
         cluster.kubectl_ok(&["create", "namespace", "navique-system"]);
         cluster.kubectl_ok(&["apply", "-f", repo_root().join("deploy/examples/catalogue.yaml").to_str().unwrap()]);
         let retain_only = "apiVersion: services.kube-dc.com/v1alpha1\nkind: ServicePlan\nmetadata: {name: retain-only}\nspec:\n  classRef: {name: postgresql}\n  allowedDeletionPolicies: [Retain]\n";

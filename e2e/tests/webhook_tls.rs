@@ -70,14 +70,7 @@ fn cluster(port: u16) -> Cluster {
         "rbac",
     ]);
     let path = |p: &str| repo_root().join(p).to_str().unwrap().to_owned();
-    cluster.kubectl_ok(&["apply", "-f", &path("deploy/crds")]);
-    cluster.kubectl_ok(&[
-        "wait",
-        "--for=condition=established",
-        "crd",
-        "--all",
-        "--timeout=20s",
-    ]);
+    cluster.install_crds();
     cluster.kubectl_ok(&["create", "namespace", NAMESPACE]);
     cluster.kubectl_ok(&["apply", "-f", &path("deploy/examples/catalogue.yaml")]);
     let rbac: Vec<String> = webhook_manifests()
