@@ -6,7 +6,8 @@
 //! its owner fills with orders (random amounts, dates, uuids, addresses,
 //! JSON order lines, free-text notes) until `pg_database_size` reaches
 //! `NAVIQUE_BENCH_DATABASE_MIB` (default 1024). Then, `NAVIQUE_BENCH_ROUNDS`
-//! times (default 3), each of:
+//! times (default 3), each of these, one after the other, in an order that
+//! rotates from round to round:
 //!
 //! - backup-runner (release build, `--store-url file://...`): a FINAL
 //!   snapshot over gRPC, timed from `RequestSnapshot` to the COMPLETED
@@ -17,7 +18,8 @@
 //!   Secret), zlib-compressed by pg_dump, then zstd at its default level;
 //! - `pg_dump -Fc -Z0 | zstd > file`: the same with pg_dump's compression
 //!   off, so that zstd alone compresses;
-//! - `pg_dump -Fc > file`: pg_dump alone, what backup-runner adds nothing to.
+//! - `pg_dump -Fc > file`: pg_dump alone, the floor under backup-runner,
+//!   which runs it and adds the upload and the verification.
 //!
 //! Throughput is `pg_database_size` over wall time. Peak memory is `VmHWM`
 //! of backup-runner's `/proc/<pid>/status` after every round (pg_dump runs
@@ -210,48 +212,59 @@ async fn main() -> anyhow::Result<()> {
         .tempdir_in("/tmp")?;
     let mut snapshots = Vec::new();
     let mut pipelines: Vec<Vec<Run>> = vec![Vec::new(); PIPELINES.len()];
+    // backup-runner is 0, the pipelines follow; each round starts one
+    // later, so that none is always first or last.
+    let measures = PIPELINES.len() + 1;
     for round in 1..=rounds {
-        let snapshot = take_snapshot(&mut client, &service, round).await?;
-        println!(
-            "round {round}/{rounds}: {:<32} {} (dump and upload {:.1} s, verification {:.1} s); \
-             peak resident {:.1} MiB",
-            "backup-runner",
-            describe(snapshot.run, database_size),
-            snapshot.dumped.as_secs_f64(),
-            (snapshot.run.elapsed - snapshot.dumped).as_secs_f64(),
-            status_mib(pid, "VmHWM")?,
-        );
-        snapshots.push(snapshot);
-        for ((name, flags, through_zstd), runs) in PIPELINES.iter().zip(&mut pipelines) {
-            let out = scratch.path().join("dump");
-            let (tools, connection) = (tools.clone(), connection.clone());
-            let run = tokio::task::spawn_blocking(move || {
-                pipeline(&tools, &connection, flags, *through_zstd, &out)
-            })
-            .await??;
-            println!(
-                "round {round}/{rounds}: {name:<32} {}",
-                describe(run, database_size)
-            );
-            runs.push(run);
+        for measure in (0..measures).map(|i| (i + round - 1) % measures) {
+            if measure == 0 {
+                let snapshot = take_snapshot(&mut client, &service, round).await?;
+                println!(
+                    "round {round}/{rounds}: {:<32} {} (dump and upload {:.1} s, \
+                     verification {:.1} s); peak resident {:.1} MiB",
+                    "backup-runner",
+                    describe(snapshot.run, database_size),
+                    snapshot.dumped.as_secs_f64(),
+                    snapshot
+                        .run
+                        .elapsed
+                        .saturating_sub(snapshot.dumped)
+                        .as_secs_f64(),
+                    status_mib(pid, "VmHWM")?,
+                );
+                snapshots.push(snapshot);
+            } else {
+                let (name, flags, through_zstd) = PIPELINES[measure - 1];
+                let out = scratch.path().join("dump");
+                let (tools, connection) = (tools.clone(), connection.clone());
+                let run = tokio::task::spawn_blocking(move || {
+                    pipeline(&tools, &connection, flags, through_zstd, &out)
+                })
+                .await??;
+                println!(
+                    "round {round}/{rounds}: {name:<32} {}",
+                    describe(run, database_size)
+                );
+                pipelines[measure - 1].push(run);
+            }
         }
     }
     println!("load average after: {}", load_average());
 
-    let runner_median = median(snapshots.iter().map(|s| s.run).collect());
+    let (runner_median, runner_range) = median(snapshots.iter().map(|s| s.run).collect());
     let dumped = median_duration(snapshots.iter().map(|s| s.dumped).collect());
     println!("median of {rounds} rounds, of a database of {database_size} bytes:");
     println!(
-        "  {:<32} {} (dump and upload {:.1} s, verification {:.1} s)",
+        "  {:<32} {} (dump and upload {:.1} s, verification {:.1} s); times {runner_range}",
         "backup-runner",
         describe(runner_median, database_size),
         dumped.as_secs_f64(),
         (runner_median.elapsed.saturating_sub(dumped)).as_secs_f64()
     );
     for ((name, _, _), runs) in PIPELINES.iter().zip(pipelines) {
-        let run = median(runs);
+        let (run, range) = median(runs);
         println!(
-            "  {name:<32} {}; backup-runner / this: {:.2} of its throughput",
+            "  {name:<32} {}; times {range}; backup-runner / this: {:.2} of its throughput",
             describe(run, database_size),
             run.elapsed.as_secs_f64() / runner_median.elapsed.as_secs_f64()
         );
@@ -410,10 +423,16 @@ fn describe(run: Run, database_size: u64) -> String {
     )
 }
 
-/// The run of median time.
-fn median(mut runs: Vec<Run>) -> Run {
+/// The run of median time, and the range of the times (`18.7–22.8 s`).
+fn median(mut runs: Vec<Run>) -> (Run, String) {
     runs.sort_by_key(|r| r.elapsed);
-    runs[runs.len() / 2]
+    let seconds = |run: &Run| run.elapsed.as_secs_f64();
+    let range = format!(
+        "{:.1}–{:.1} s",
+        seconds(&runs[0]),
+        seconds(&runs[runs.len() - 1])
+    );
+    (runs[runs.len() / 2], range)
 }
 
 fn median_duration(mut durations: Vec<Duration>) -> Duration {
