@@ -420,3 +420,59 @@ async fn an_s3_store_keeps_each_backup_until_its_retention_ends() {
         env.cluster.event_messages(&ns, "BackupExpired")
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plans_schedule_records_scheduled_backups_that_backup_runner_takes() {
+    let port = free_port();
+    let env = ServiceEnv::start(&["--backup-runner-url", &format!("http://127.0.0.1:{port}")]);
+    let store = tempfile::tempdir().unwrap();
+    let _runner = env
+        .start_backup_runner(port, &format!("file://{}", store.path().display()))
+        .await;
+    env.controller_ready().await;
+    // Every 10 seconds (six fields start with seconds), each kept an hour.
+    let plan = "apiVersion: services.kube-dc.com/v1alpha1\nkind: ServicePlan\nmetadata: {name: e2e-scheduled}\nspec:\n  classRef: {name: postgresql}\n  allowedDeletionPolicies: [Retain, SnapshotAndDelete]\n  backup: {enabled: true, schedule: \"*/10 * * * * *\", retention: 1h}\n";
+    env.cluster.kubectl_in(&["apply", "-f", "-"], Some(plan));
+    let ns = env.cluster.namespace("scheduled");
+    let manifest = env
+        .orders_db(&ns, "scheduled_orders", "Retain", false)
+        .replace("name: postgresql-platform-ha", "name: e2e-scheduled");
+    env.apply(&manifest).await;
+    env.until_state(&ns, "orders-db", "Ready Available").await;
+    env.postgres.query_in(
+        "scheduled_orders",
+        "set role scheduled_orders; create table items (id int primary key); insert into items values (1)",
+    );
+
+    let scheduled = || async {
+        let completed: Vec<String> = backups(&env, &ns)
+            .into_iter()
+            .filter(|b| b[1] == "Scheduled" && b[2] == "Completed")
+            .map(|b| b[0].clone())
+            .collect();
+        (completed.len() >= 2).then_some(completed)
+    };
+    let completed = eventually(Duration::from_secs(60), "two scheduled backups", scheduled).await;
+    for name in &completed {
+        assert!(name.starts_with("orders-db-scheduled-"), "{name}");
+        assert_eq!(
+            env.get(&ns, &format!("servicebackup/{name}"), "{.spec.retention}"),
+            "1h"
+        );
+    }
+    // The status remembers the last tick recorded, which names a record.
+    let last = env.field(&ns, "orders-db", "{.status.lastScheduledBackupTime}");
+    let tick: k8s_openapi::jiff::Timestamp = last.parse().unwrap_or_else(|e| panic!("{last}: {e}"));
+    let names: Vec<String> = backups(&env, &ns)
+        .into_iter()
+        .map(|b| b[0].clone())
+        .collect();
+    assert!(
+        names.contains(&format!(
+            "orders-db-scheduled-{}",
+            tick.strftime("%Y%m%d-%H%M%S")
+        )),
+        "{last} {names:?}"
+    );
+    assert!(stored(store.path(), "json").len() >= 2);
+}

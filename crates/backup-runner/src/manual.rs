@@ -1,7 +1,9 @@
-//! Manual backups: a ServiceBackup a person created (origin `Manual`, the
-//! default) that has no final phase yet gets its snapshot, under the key
-//! `<service uid>/manual/<record uid>` and named after the record. Scheduled
-//! and Final records are requested by their controllers over gRPC.
+//! Manual and scheduled backups: a ServiceBackup a person created (origin
+//! `Manual`, the default) or the lifecycle controller recorded at a plan's
+//! schedule tick (`Scheduled`) that has no final phase yet gets its
+//! snapshot, under the key `<service uid>/manual/<record uid>` and named
+//! after the record. Final records are requested over gRPC by the deletion
+//! that needs them.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -33,8 +35,10 @@ const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 /// Whether the manual-backup controller takes a snapshot for `backup`.
 pub fn wants_snapshot(backup: &ServiceBackup) -> bool {
     let phase = backup.status.as_ref().and_then(|s| s.phase);
-    backup.spec.origin == BackupOrigin::Manual
-        && !matches!(phase, Some(BackupPhase::Completed | BackupPhase::Failed))
+    matches!(
+        backup.spec.origin,
+        BackupOrigin::Manual | BackupOrigin::Scheduled
+    ) && !matches!(phase, Some(BackupPhase::Completed | BackupPhase::Failed))
         && backup.uid().is_some()
         && backup.namespace().is_some()
 }
@@ -109,7 +113,10 @@ async fn reconcile(backup: Arc<ServiceBackup>, context: Arc<Context>) -> Result<
     let request = SnapshotRequest {
         idempotency_key: manual_key(&service_uid, &backup.uid().unwrap_or_default()),
         backup: backup_key.clone(),
-        origin: Origin::Manual,
+        origin: match backup.spec.origin {
+            BackupOrigin::Scheduled => Origin::Scheduled,
+            _ => Origin::Manual,
+        },
     };
     // A failed manual backup stays failed: a person asks again with a new record.
     let snapshot = context.snapshots.request(request, false)?;
@@ -170,7 +177,7 @@ mod tests {
     }
 
     #[test]
-    fn only_unfinished_manual_records_get_a_snapshot() {
+    fn only_unfinished_manual_and_scheduled_records_get_a_snapshot() {
         assert!(wants_snapshot(&record(BackupOrigin::Manual, None)));
         assert!(wants_snapshot(&record(
             BackupOrigin::Manual,
@@ -185,6 +192,6 @@ mod tests {
             Some(BackupPhase::Failed)
         )));
         assert!(!wants_snapshot(&record(BackupOrigin::Final, None)));
-        assert!(!wants_snapshot(&record(BackupOrigin::Scheduled, None)));
+        assert!(wants_snapshot(&record(BackupOrigin::Scheduled, None)));
     }
 }

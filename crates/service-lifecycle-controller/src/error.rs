@@ -96,6 +96,12 @@ pub enum Error {
         "waiting for deletion approval of {kind} {name} (cd.hanzo.ai/sync-options: Delete=confirm): annotate it cd.hanzo.ai/deletion-approved=true"
     )]
     AwaitingApproval { kind: &'static str, name: String },
+    #[error("ServicePlan {plan}: backup.schedule {schedule:?} is not a cron schedule: {problem}")]
+    InvalidSchedule {
+        plan: String,
+        schedule: String,
+        problem: String,
+    },
     #[error("spec.resources[{index}]: {problem}")]
     InvalidManifest { index: usize, problem: String },
     #[error("{api_version} {kind} cannot be managed by a Stack: {problem}")]
@@ -155,6 +161,7 @@ impl Error {
             Error::InvalidManifest { .. } | Error::UnknownKind { .. } => "invalid_manifest",
             Error::StackResource { .. } => "stack_resource",
             Error::AwaitingApproval { .. } => "awaiting_approval",
+            Error::InvalidSchedule { .. } => "invalid_schedule",
             Error::NotStackManaged { .. } => "name_in_use",
             Error::RotationOverwritten { .. } => "rotation_overwritten",
         }

@@ -26,6 +26,7 @@ pub mod instance;
 pub mod objects;
 pub mod postgres;
 pub mod reconcile;
+pub mod schedule;
 pub mod service;
 pub mod stack;
 

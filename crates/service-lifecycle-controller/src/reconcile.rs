@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use futures::StreamExt;
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::core::v1::{Namespace, Secret, Service};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::{self, Action, Controller};
@@ -37,6 +37,7 @@ use crate::final_backup::{self, BackupRunner, Progress};
 use crate::instance::{self, InProjectShape};
 use crate::objects::{MANAGER, Objects};
 use crate::postgres::{self, Credentials, generate_password};
+use crate::schedule;
 use crate::service;
 use crate::{Error, engine};
 
@@ -209,6 +210,7 @@ fn next_status(
         instance_namespace: service.namespace(),
         observed_generation: generation,
         restored_from: previous.restored_from,
+        last_scheduled_backup_time: previous.last_scheduled_backup_time,
         applied_deletion_policy: applied,
         conditions,
     }
@@ -379,11 +381,35 @@ impl Context {
         if restored.is_some() {
             status.restored_from = restored;
         }
+        let scheduled = if is_ready {
+            match schedule::ensure(&self.client, service, plan.as_ref(), Timestamp::now()).await {
+                Ok(scheduled) => scheduled,
+                // A plan's bad schedule is the provider's to fix; the service still serves.
+                Err(e @ Error::InvalidSchedule { .. }) => {
+                    tracing::warn!(error = %e, "no scheduled backups");
+                    schedule::Scheduled {
+                        recorded: None,
+                        next: None,
+                    }
+                }
+                Err(e) => return Err(e),
+            }
+        } else {
+            schedule::Scheduled {
+                recorded: None,
+                next: None,
+            }
+        };
+        if let Some(tick) = scheduled.recorded {
+            status.last_scheduled_backup_time = Some(Time(tick));
+        }
         if self.write_status(service, status).await?.is_some() && is_ready {
             tracing::info!(service = %format!("{namespace}/{name}"), database = db.name, "ready");
         }
         // A StatefulSet's readiness arrives through its watch.
-        Ok(Action::requeue(RESYNC))
+        Ok(Action::requeue(
+            scheduled.next.map_or(RESYNC, |next| next.min(RESYNC)),
+        ))
     }
 
     /// Carries out the deletion policy, then removes the finalizer.

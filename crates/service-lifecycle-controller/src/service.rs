@@ -141,6 +141,7 @@ mod tests {
                 backup: PlanBackup {
                     enabled: backup,
                     schedule: None,
+                    retention: None,
                 },
                 default_deletion_protection: false,
                 defaults: None,

@@ -399,6 +399,7 @@ mod tests {
             backup: PlanBackup {
                 enabled: true,
                 schedule: None,
+                retention: None,
             },
             defaults: None,
             // The HA plan protects by default.

@@ -115,7 +115,14 @@ pub struct PlanBackup {
     /// Whether backups (and so `SnapshotAndDelete`) work on this plan.
     #[serde(default)]
     pub enabled: bool,
-    /// A cron schedule for `Scheduled` backups, e.g. `0 3 * * *`.
+    /// A cron schedule (UTC) for `Scheduled` backups of every Ready service
+    /// of the plan, e.g. `0 3 * * *`; six fields start with seconds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub schedule: Option<String>,
+    /// How long each `Scheduled` backup is kept once it has ended, as a
+    /// duration such as `720h` (its ServiceBackup's `spec.retention`);
+    /// unset, until the Project goes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = crate::duration::PATTERN))]
+    pub retention: Option<String>,
 }

@@ -1,6 +1,6 @@
 use std::fmt;
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube::{CustomResource, KubeSchema};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -190,6 +190,10 @@ pub struct ManagedServiceStatus {
     /// (`spec.restoreFrom.backupName`); a restore runs when they differ.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub restored_from: Option<String>,
+    /// The schedule tick of the last `Scheduled` ServiceBackup recorded for
+    /// this service (the plan's `backup.schedule`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_scheduled_backup_time: Option<Time>,
     /// The deletion policy last applied: the one in force if a later change
     /// cannot be applied.
     #[serde(default, skip_serializing_if = "Option::is_none")]
