@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use navique_e2e::s3::{BUCKET, S3Server};
 use navique_e2e::services::{ALICE, ServiceEnv};
-use navique_e2e::{eventually, free_port};
+use navique_e2e::{Process, eventually, free_port};
 
 const WAIT: Duration = Duration::from_secs(60);
 
@@ -56,6 +56,19 @@ fn sha256(path: &Path) -> String {
     text.split(' ').next().unwrap().to_owned()
 }
 
+/// The environment with backup-runner storing into a local directory,
+/// and the controller leading.
+async fn with_backup_runner() -> (ServiceEnv, Process, tempfile::TempDir) {
+    let port = free_port();
+    let env = ServiceEnv::start(&["--backup-runner-url", &format!("http://127.0.0.1:{port}")]);
+    let store = tempfile::tempdir().unwrap();
+    let runner = env
+        .start_backup_runner(port, &format!("file://{}", store.path().display()))
+        .await;
+    env.controller_ready().await;
+    (env, runner, store)
+}
+
 /// A service with 1,000 rows in a table its owner role owns; `spec` is
 /// added to the example's spec.
 async fn service_with_rows(env: &ServiceEnv, ns: &str, db: &str, spec: &str) {
@@ -75,13 +88,7 @@ async fn service_with_rows(env: &ServiceEnv, ns: &str, db: &str, spec: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn snapshot_and_delete_leaves_one_verified_final_backup_that_restores() {
-    let port = free_port();
-    let env = ServiceEnv::start(&["--backup-runner-url", &format!("http://127.0.0.1:{port}")]);
-    let store = tempfile::tempdir().unwrap();
-    let _runner = env
-        .start_backup_runner(port, &format!("file://{}", store.path().display()))
-        .await;
-    env.controller_ready().await;
+    let (env, _runner, store) = with_backup_runner().await;
     let ns = env.cluster.namespace("final");
     let db = "final_orders";
     service_with_rows(&env, &ns, db, "").await;
@@ -423,13 +430,7 @@ async fn an_s3_store_keeps_each_backup_until_its_retention_ends() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_plans_schedule_records_scheduled_backups_that_backup_runner_takes() {
-    let port = free_port();
-    let env = ServiceEnv::start(&["--backup-runner-url", &format!("http://127.0.0.1:{port}")]);
-    let store = tempfile::tempdir().unwrap();
-    let _runner = env
-        .start_backup_runner(port, &format!("file://{}", store.path().display()))
-        .await;
-    env.controller_ready().await;
+    let (env, _runner, store) = with_backup_runner().await;
     // Every 10 seconds (six fields start with seconds), each kept an hour.
     let plan = "apiVersion: services.kube-dc.com/v1alpha1\nkind: ServicePlan\nmetadata: {name: e2e-scheduled}\nspec:\n  classRef: {name: postgresql}\n  allowedDeletionPolicies: [Retain, SnapshotAndDelete]\n  backup: {enabled: true, schedule: \"*/10 * * * * *\", retention: 1h}\n";
     env.cluster.kubectl_in(&["apply", "-f", "-"], Some(plan));
