@@ -500,11 +500,13 @@ async fn snapshot_and_delete_without_an_engine_retains_the_secrets_and_says_so()
     env.apply(&env.orders_db(&ns, db, "SnapshotAndDelete", false))
         .await;
     env.until_state(&ns, "orders-db", "Ready Available").await;
+    // Let the reconcile that the Ready status itself wakes finish first: a
+    // provisioning pass after the drop would make the database again.
+    tokio::time::sleep(Duration::from_secs(3)).await;
     // The engine disappears behind the platform's back.
     env.postgres
         .query(&format!("drop database {db} with (force)"));
-    env.cluster
-        .kubectl_ok(&["delete", "managedservice", "orders-db", "-n", &ns]);
+    env.start_deleting(&ns, "orders-db");
     env.until_gone(&ns, "orders-db").await;
     assert_eq!(
         env.get(
