@@ -131,8 +131,7 @@ async fn retain_leaves_the_database_and_objects_unowned_and_protected() {
     let db = "retained_orders";
     env.apply(&env.orders_db(&ns, db, "Retain", false)).await;
     env.until_state(&ns, "orders-db", "Ready Available").await;
-    env.cluster
-        .kubectl_ok(&["delete", "managedservice", "orders-db", "-n", &ns]);
+    env.start_deleting(&ns, "orders-db");
     env.until_gone(&ns, "orders-db").await;
 
     assert!(
@@ -172,8 +171,7 @@ async fn retain_leaves_the_database_and_objects_unowned_and_protected() {
         failed.contains("is retained from a deleted service of the same name"),
         "{failed}"
     );
-    env.cluster
-        .kubectl_ok(&["delete", "managedservice", "orders-db", "-n", &ns]);
+    env.start_deleting(&ns, "orders-db");
     env.until_gone(&ns, "orders-db").await;
     assert!(env.postgres.database_exists(db), "still retained");
 
@@ -195,8 +193,7 @@ async fn a_uid_precondition_refuses_another_service_of_the_same_name() {
     env.apply(&env.orders_db(&ns, "uid_orders", "Retain", false))
         .await;
     let first = env.field(&ns, "orders-db", "{.metadata.uid}");
-    env.cluster
-        .kubectl_ok(&["delete", "managedservice", "orders-db", "-n", &ns]);
+    env.start_deleting(&ns, "orders-db");
     env.until_gone(&ns, "orders-db").await;
     env.cluster.kubectl_ok(&[
         "delete",
@@ -258,8 +255,7 @@ async fn a_policy_the_plan_no_longer_allows_is_downgraded_with_a_warning() {
         &["apply", "-f", "-"],
         Some(&plan.replace("[Retain, Delete]", "[Retain]")),
     );
-    env.cluster
-        .kubectl_ok(&["delete", "managedservice", "orders-db", "-n", &ns]);
+    env.start_deleting(&ns, "orders-db");
     env.until_gone(&ns, "orders-db").await;
     assert!(env.postgres.database_exists(db), "ran under Retain");
     let events = env.cluster.event_messages(&ns, "DeletionPolicyDowngraded");
@@ -452,8 +448,7 @@ async fn protection_left_out_of_the_manifest_is_the_plans_default() {
         env.field(&ns, "protected-db", "{.spec.deletionProtection}"),
         "true"
     );
-    env.cluster
-        .kubectl_ok(&["delete", "managedservice", "plain-db", "-n", &ns]);
+    env.start_deleting(&ns, "plain-db");
     env.until_gone(&ns, "plain-db").await;
     env.cluster
         .kubectl_ok(&["delete", "namespace", &ns, "--wait=false"]);
