@@ -28,6 +28,8 @@ const WAIT: Duration = Duration::from_secs(30);
 pub struct Postgres {
     dir: tempfile::TempDir,
     pub port: u16,
+    /// Stops the server after this process, when nothing else does.
+    _watchdog: std::process::Child,
 }
 
 impl Postgres {
@@ -55,7 +57,27 @@ impl Postgres {
             String::from_utf8_lossy(&output.stdout),
             String::from_utf8_lossy(&output.stderr)
         );
-        Self { dir, port }
+        // A server shared by a test binary's tests lives in a static and is
+        // never dropped: a watchdog stops it once this process has exited.
+        let watchdog = format!(
+            "while kill -0 {parent} 2>/dev/null; do sleep 1; done; \"$0\" stop \"$1\" >/dev/null 2>&1; rm -rf \"$1\"",
+            parent = std::process::id()
+        );
+        let watchdog = Command::new("/bin/sh")
+            .arg("-c")
+            .arg(watchdog)
+            .arg(repo_root().join("scripts/postgres.sh"))
+            .arg(dir.path())
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("start the PostgreSQL watchdog");
+        Self {
+            dir,
+            port,
+            _watchdog: watchdog,
+        }
     }
 
     /// Runs `sql` as the superuser and returns psql's unaligned output.
