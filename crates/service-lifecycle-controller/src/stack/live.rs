@@ -41,7 +41,7 @@ impl Live {
     }
 
     fn failed(action: &'static str, key: &ResourceKey) -> impl FnOnce(kube::Error) -> Error {
-        let resource = format!("{} {}", key.display(), key.namespace);
+        let resource = format!("{} {}/{}", key.kind, key.namespace, key.name);
         move |source| Error::StackResource {
             action,
             resource,
