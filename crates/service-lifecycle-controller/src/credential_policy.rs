@@ -35,7 +35,7 @@ use prometheus_client::metrics::counter::Counter;
 
 use crate::dependents::{self, ControllerMetrics, ServiceState, Tracker};
 use crate::objects::MANAGER;
-use crate::postgres::generate_password;
+use crate::postgres::{Owner, catalogue, generate_password};
 use crate::{Error, engine, service};
 
 /// Re-checks every policy at least this often, so that a long wait is
@@ -176,6 +176,7 @@ pub struct Context {
     leadership: Leadership,
     rotations: Counter,
     tracker: Tracker<ServiceCredentialPolicy>,
+    provider_namespace: String,
 }
 
 impl Context {
@@ -187,7 +188,14 @@ impl Context {
             leadership,
             rotations: metrics.rotations,
             tracker: Tracker::new(metrics.controller),
+            provider_namespace: catalogue::DEFAULT_PROVIDER_NAMESPACE.to_owned(),
         }
+    }
+
+    /// Where the ServiceClasses' admin Secrets are read from.
+    pub fn with_provider_namespace(mut self, namespace: impl Into<String>) -> Self {
+        self.provider_namespace = namespace.into();
+        self
     }
 }
 
@@ -328,9 +336,9 @@ impl Context {
         let namespace = credentials.namespace().unwrap_or_default();
         let secret_name = credentials.name_any();
         let full_name = format!("{namespace}/{secret_name}");
-        let engine = engine::of_service(&self.client, service).await?;
-        let db = service::database_of_service(service);
-        db.validate()?;
+        let engine = engine::of_service(&self.client, service, &self.provider_namespace).await?;
+        let db = service::database_of_service(service)?;
+        let owner = Owner::of(service).ok_or(Error::Unnamed)?;
         let password = generate_password();
         // Every key as the ManagedService reconciler writes it, so that the
         // `uri` carries the new password too.
@@ -356,7 +364,7 @@ impl Context {
                 name: full_name.clone(),
                 source,
             })?;
-        engine.set_password(&db.owner, &password).await?;
+        engine.set_password(&owner, &db.owner, &password).await?;
         let stored = secrets
             .get_opt(&secret_name)
             .await

@@ -15,25 +15,8 @@ pub enum Error {
         "{kind} {name} exists and does not belong to this service; rename or remove it, or choose another service name"
     )]
     NameTaken { kind: &'static str, name: String },
-    #[error("ServiceClass {0} not found")]
-    ClassMissing(String),
-    #[error("ServiceClass {0} has no providerShared.adminSecretRef")]
-    NoProviderShared(String),
-    #[error("admin Secret {namespace}/{name} not found")]
-    AdminSecretMissing { namespace: String, name: String },
-    #[error("admin Secret {namespace}/{name} is not usable")]
-    AdminSecret {
-        namespace: String,
-        name: String,
-        #[source]
-        source: Box<postgres::Error>,
-    },
-    #[error("admin Secret {namespace}/{name}: key {key} is not UTF-8")]
-    AdminSecretEncoding {
-        namespace: String,
-        name: String,
-        key: String,
-    },
+    #[error(transparent)]
+    Catalogue(#[from] postgres::catalogue::Error),
     #[error(transparent)]
     Engine(Box<postgres::Error>),
     #[error("cannot read {kind} {name}")]
@@ -139,10 +122,7 @@ impl Error {
         match self {
             Error::InvalidParameters(_) => "invalid_parameters",
             Error::RetainedNameInUse { .. } | Error::NameTaken { .. } => "name_in_use",
-            Error::ClassMissing(_) | Error::NoProviderShared(_) => "class",
-            Error::AdminSecretMissing { .. }
-            | Error::AdminSecret { .. }
-            | Error::AdminSecretEncoding { .. } => "admin_secret",
+            Error::Catalogue(e) => e.metric_label(),
             Error::Engine(_) => "engine",
             Error::Read { .. } => "read",
             Error::Write { .. } => "write",

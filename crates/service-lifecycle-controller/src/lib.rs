@@ -13,6 +13,7 @@ use tokio::net::TcpListener;
 use tokio_stream::wrappers::TcpListenerStream;
 use tonic::transport::{Identity, Server, ServerTlsConfig};
 
+use crate::postgres::catalogue;
 use crate::stack::approvals::{Approvals, Notifier};
 
 pub mod binding;
@@ -24,13 +25,13 @@ mod error;
 pub mod final_backup;
 pub mod instance;
 pub mod objects;
-pub mod postgres;
 pub mod reconcile;
 pub mod schedule;
 pub mod service;
 pub mod stack;
 
 pub use error::Error;
+pub use navique_provider_postgres as postgres;
 
 pub const NAME: &str = "service-lifecycle-controller";
 
@@ -54,6 +55,15 @@ pub struct Args {
     pub common: CommonArgs,
     #[command(flatten)]
     pub leader_election: LeaderElectionArgs,
+    /// The provider's namespace: a ServiceClass's admin Secret is read only
+    /// from here, never from a namespace a Project can write.
+    #[arg(
+        long,
+        env = "NAVIQUE_PROVIDER_NAMESPACE",
+        default_value = catalogue::DEFAULT_PROVIDER_NAMESPACE,
+        value_name = "NAMESPACE"
+    )]
+    pub provider_namespace: String,
     /// The container image of `InProject` PostgreSQL engines.
     #[arg(long, env = "NAVIQUE_POSTGRES_IMAGE", default_value = reconcile::DEFAULT_POSTGRES_IMAGE)]
     pub postgres_image: String,
@@ -159,6 +169,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
                     let services =
                         reconcile::Context::new(client.clone(), metrics, leadership.clone())
                             .with_postgres_image(&args.postgres_image)
+                            .with_provider_namespace(&args.provider_namespace)
                             .with_backup_runner(backup_runner);
                     let bindings =
                         binding::Context::new(client.clone(), binding_metrics, leadership.clone());
@@ -166,7 +177,8 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
                         client.clone(),
                         policy_metrics,
                         leadership.clone(),
-                    );
+                    )
+                    .with_provider_namespace(&args.provider_namespace);
                     let stacks =
                         stack::Context::new(client, stack_metrics, leadership, approvals, notifier);
                     // One leadership for all: each ends when it does.

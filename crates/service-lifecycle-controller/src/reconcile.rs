@@ -36,7 +36,7 @@ use crate::deletion::{self, Facts, Step};
 use crate::final_backup::{self, BackupRunner, Progress};
 use crate::instance::{self, InProjectShape};
 use crate::objects::{MANAGER, Objects};
-use crate::postgres::{self, Credentials, generate_password};
+use crate::postgres::{Credentials, Owner, catalogue, generate_password};
 use crate::schedule;
 use crate::service;
 use crate::{Error, engine};
@@ -87,6 +87,7 @@ pub struct Context {
     metrics: Metrics,
     leadership: Leadership,
     postgres_image: String,
+    provider_namespace: String,
     backup_runner: Option<BackupRunner>,
     /// Consecutive failures per service, for the retry backoff.
     failures: navique_runtime::FailureBackoff<ObjectRef<ManagedService>>,
@@ -101,6 +102,7 @@ impl Context {
             metrics,
             leadership,
             postgres_image: DEFAULT_POSTGRES_IMAGE.to_owned(),
+            provider_namespace: catalogue::DEFAULT_PROVIDER_NAMESPACE.to_owned(),
             backup_runner: None,
             failures: navique_runtime::FailureBackoff::default(),
         }
@@ -110,6 +112,12 @@ impl Context {
     /// stays blocked.
     pub fn with_backup_runner(mut self, backup_runner: Option<BackupRunner>) -> Self {
         self.backup_runner = backup_runner;
+        self
+    }
+
+    /// Where the ServiceClasses' admin Secrets are read from.
+    pub fn with_provider_namespace(mut self, namespace: impl Into<String>) -> Self {
+        self.provider_namespace = namespace.into();
         self
     }
 
@@ -266,8 +274,8 @@ impl Context {
     async fn provision(&self, service: &ManagedService) -> Result<Action, Error> {
         let namespace = service.namespace().ok_or(Error::Unnamed)?;
         let name = service.name_any();
-        let db = service::database_of_service(service);
-        db.validate()?;
+        let db = service::database_of_service(service)?;
+        let owner = Owner::of(service).ok_or(Error::Unnamed)?;
         let shape = match service.spec.placement.mode {
             PlacementMode::InProject => Some(
                 InProjectShape::from_parameters(service.spec.parameters.as_ref())
@@ -303,13 +311,16 @@ impl Context {
             .unwrap_or_else(generate_password);
         let (ready, message) = match shape {
             None => {
-                let engine = engine::of_service(&self.client, service).await?;
+                let engine =
+                    engine::of_service(&self.client, service, &self.provider_namespace).await?;
+                // No credential for a name that is not the service's own.
+                engine.reserve(&owner, &db).await?;
                 let credentials = engine.credentials(&db.name, &db.owner, &password);
                 // The password is kept before the role gets it, so it is never lost.
                 objects
                     .apply::<Secret>(service::secret_body(&secret_name, &name, &credentials))
                     .await?;
-                engine.ensure(&db, &password).await?;
+                engine.ensure(&owner, &db, &password).await?;
                 let admin = engine.admin();
                 objects
                     .apply::<Service>(instance::provider_service(&name, &admin.host, admin.port))
@@ -416,7 +427,7 @@ impl Context {
     async fn delete(&self, service: &ManagedService) -> Result<Action, Error> {
         let namespace = service.namespace().ok_or(Error::Unnamed)?;
         let name = service.name_any();
-        let db = service::database_of_service(service);
+        let uid = service.uid().ok_or(Error::Unnamed)?;
         let plan = engine::plan_of(&self.client, service).await?;
         let project = Api::<Namespace>::all(self.client.clone())
             .get_opt(&namespace)
@@ -431,15 +442,13 @@ impl Context {
             .is_none_or(|ns| ns.metadata.deletion_timestamp.is_some());
         let objects = Objects::of(&self.client, service)?;
         let provider = match service.spec.placement.mode {
-            PlacementMode::ProviderShared => Some(engine::of_service(&self.client, service).await),
+            PlacementMode::ProviderShared => {
+                Some(engine::of_service(&self.client, service, &self.provider_namespace).await)
+            }
             PlacementMode::InProject => None,
         };
         let engine_exists = match &provider {
-            Some(Ok(engine)) => match engine.exists(&db).await {
-                Ok(exists) => exists,
-                Err(postgres::Error::InvalidName { .. }) => false,
-                Err(e) => return Err(e.into()),
-            },
+            Some(Ok(engine)) => engine.exists(&uid).await?,
             // Unknown (no engine to ask): assume it exists, the side that
             // backs up rather than keeps.
             Some(Err(_)) => true,
@@ -503,14 +512,23 @@ impl Context {
                 Ok(Progress::Failed(message)) => Err(Error::FinalBackupFailed(message)),
                 Err(e) => Err(e),
             },
-            Step::Retain | Step::RetainData => objects.retain_all().await,
+            Step::Retain | Step::RetainData => match provider {
+                Some(Ok(engine)) => match objects.retain_all().await {
+                    Ok(()) => engine.retain(&uid).await.map_err(Error::from),
+                    Err(e) => Err(e),
+                },
+                // The records stay the deleted service's: no other service
+                // can use them either way.
+                Some(Err(_)) | None => objects.retain_all().await,
+            },
             Step::Remove => match provider {
                 Some(Ok(engine)) => match self.leadership.confirm().await {
-                    Ok(()) => engine.drop(&db).await.map_err(Error::from),
+                    // Only what is recorded as this service's own.
+                    Ok(()) => engine.drop_owned(&uid).await.map(|dropped| {
+                        tracing::info!(service = %format!("{namespace}/{name}"), ?dropped, "dropped the service's database and roles");
+                    }).map_err(Error::from),
                     Err(e) => Err(Error::NotLeader(e)),
                 },
-                // Nothing was ever created from an invalid name.
-                Some(Err(_)) if db.validate().is_err() => Ok(()),
                 Some(Err(e)) => Err(e),
                 None => objects.remove_engine(&self.leadership).await,
             },

@@ -8,7 +8,8 @@ use navique_api::constants::labels;
 use navique_api::services::{DeletionPolicy, ManagedService, ServicePlan};
 use serde_json::Value;
 
-use crate::postgres::{Credentials, Database};
+use crate::Error;
+use crate::postgres::{self, Credentials, Database};
 
 /// The credential Secret's name suffix: `<service>-credentials`.
 pub const CREDENTIALS_SUFFIX: &str = "-credentials";
@@ -20,32 +21,10 @@ pub fn credentials_secret_name(service: &str) -> String {
     format!("{service}{CREDENTIALS_SUFFIX}")
 }
 
-/// The default database and role name: the service's name with `-` as `_`.
-pub fn default_identifier(service: &str) -> String {
-    service.replace('-', "_")
-}
-
-/// A string parameter of the service, when given.
-fn string_parameter<'a>(parameters: Option<&'a Value>, key: &str) -> Option<&'a str> {
-    parameters?.get(key)?.as_str().filter(|s| !s.is_empty())
-}
-
-/// The database and owner role of a service: `spec.parameters.database`
-/// and `spec.parameters.owner`, each defaulting to [`default_identifier`].
-pub fn database_of(name: &str, parameters: Option<&Value>) -> Database {
-    let default = default_identifier(name);
-    Database::new(
-        string_parameter(parameters, "database").unwrap_or(&default),
-        string_parameter(parameters, "owner").unwrap_or(&default),
-    )
-}
-
-/// The database of a ManagedService.
-pub fn database_of_service(service: &ManagedService) -> Database {
-    database_of(
-        service.metadata.name.as_deref().unwrap_or_default(),
-        service.spec.parameters.as_ref(),
-    )
+/// The database and owner role of a ManagedService (see
+/// [`postgres::names`]): the credential Secret carries these names.
+pub fn database_of_service(service: &ManagedService) -> Result<Database, Error> {
+    Ok(postgres::names::of_service(service)?)
 }
 
 /// The credential Secret's data.
@@ -149,42 +128,45 @@ mod tests {
         )
     }
 
+    fn service(namespace: &str, mode: &str, parameters: serde_json::Value) -> ManagedService {
+        serde_json::from_value(json!({
+            "apiVersion": "services.kube-dc.com/v1alpha1",
+            "kind": "ManagedService",
+            "metadata": {"name": "orders-db", "namespace": namespace, "uid": "u1"},
+            "spec": {
+                "classRef": {"name": "postgresql"},
+                "planRef": {"name": "p"},
+                "placement": {"mode": mode},
+                "parameters": parameters,
+            },
+        }))
+        .unwrap()
+    }
+
     #[test]
-    fn names_default_to_the_service_name_with_underscores() {
+    fn a_shared_server_gets_the_projects_names_and_an_own_engine_the_requested_ones() {
         assert_eq!(
             credentials_secret_name("orders-db"),
             "orders-db-credentials"
         );
+        let asked = json!({"database": "orders", "owner": "app"});
         assert_eq!(
-            database_of("orders-db", None),
-            Database::new("orders_db", "orders_db")
+            database_of_service(&service("team-a", "ProviderShared", asked.clone())).unwrap(),
+            Database::new("team_a__orders", "team_a__app")
         );
         assert_eq!(
-            database_of("orders-db", Some(&json!({"instances": 2}))),
-            Database::new("orders_db", "orders_db")
+            database_of_service(&service("team-b", "ProviderShared", json!({}))).unwrap(),
+            Database::new("team_b__orders_db", "team_b__orders_db")
         );
-    }
-
-    #[test]
-    fn parameters_name_the_database_and_owner() {
         assert_eq!(
-            database_of(
-                "orders-db",
-                Some(&json!({"database": "orders", "owner": "app"}))
-            ),
+            database_of_service(&service("team-a", "InProject", asked)).unwrap(),
             Database::new("orders", "app")
         );
         assert_eq!(
-            database_of(
-                "orders-db",
-                Some(&json!({"database": "orders", "owner": ""}))
-            ),
-            Database::new("orders", "orders_db")
-        );
-        // Not a string: the default.
-        assert_eq!(
-            database_of("orders-db", Some(&json!({"database": 5}))),
-            Database::new("orders_db", "orders_db")
+            database_of_service(&service("team-a", "ProviderShared", json!({"database": 5})))
+                .unwrap_err()
+                .to_string(),
+            "spec.parameters.database: invalid database name \"5\": must be a string"
         );
     }
 

@@ -15,13 +15,22 @@ use std::net::TcpListener;
 
 use common::{ADMIN_USER, Server, connect_uri, free_port};
 use service_lifecycle_controller::postgres::{
-    AdminConnection, Database, Engine, Error, NameKind, generate_password,
+    AdminConnection, Conflict, Database, Engine, Error, NameKind, Owner, generate_password,
 };
 use tokio_postgres::Client;
 use tokio_postgres::error::SqlState;
 
 fn sqlstate(e: &tokio_postgres::Error) -> Option<&SqlState> {
     e.code()
+}
+
+/// The ManagedService with uid `uid`, as the owner of engine objects.
+fn service(uid: &str) -> Owner {
+    Owner {
+        uid: uid.to_owned(),
+        namespace: "shop".to_owned(),
+        name: format!("service-{uid}"),
+    }
 }
 
 async fn count(client: &Client, table: &str) -> i64 {
@@ -39,7 +48,7 @@ async fn ensure_creates_the_role_and_the_database() {
     let db = Database::new("shop", "shop_owner");
     let password = generate_password();
 
-    engine.ensure(&db, &password).await.unwrap();
+    engine.ensure(&service("u1"), &db, &password).await.unwrap();
 
     let admin = pg.admin().await;
     assert_eq!(
@@ -83,14 +92,14 @@ async fn ensure_twice_converges_and_the_second_password_wins() {
     let db = Database::new("shop", "shop_owner");
     let (first, second) = (generate_password(), generate_password());
 
-    engine.ensure(&db, &first).await.unwrap();
+    engine.ensure(&service("u1"), &db, &first).await.unwrap();
     pg.login("shop_owner", &first, "shop")
         .await
         .unwrap()
         .batch_execute("CREATE TABLE orders (id int); INSERT INTO orders VALUES (1)")
         .await
         .unwrap();
-    engine.ensure(&db, &second).await.unwrap();
+    engine.ensure(&service("u1"), &db, &second).await.unwrap();
 
     let refused = pg.login("shop_owner", &first, "shop").await.unwrap_err();
     assert_eq!(sqlstate(&refused), Some(&SqlState::INVALID_PASSWORD));
@@ -109,7 +118,7 @@ async fn the_readonly_role_can_select_but_not_insert() {
     let engine = pg.engine();
     let db = Database::new("shop", "shop");
     let password = generate_password();
-    engine.ensure(&db, &password).await.unwrap();
+    engine.ensure(&service("u1"), &db, &password).await.unwrap();
     let owner = pg.login("shop", &password, "shop").await.unwrap();
     owner
         .batch_execute("CREATE TABLE orders (id int); INSERT INTO orders VALUES (1), (2)")
@@ -118,7 +127,7 @@ async fn the_readonly_role_can_select_but_not_insert() {
 
     let readonly_password = generate_password();
     engine
-        .ensure_readonly(&db, &readonly_password)
+        .ensure_readonly(&service("u1"), &db, &readonly_password)
         .await
         .unwrap();
     let readonly = pg
@@ -152,7 +161,10 @@ async fn the_readonly_role_can_select_but_not_insert() {
 
     // Idempotent, and the second password wins.
     let second = generate_password();
-    engine.ensure_readonly(&db, &second).await.unwrap();
+    engine
+        .ensure_readonly(&service("u1"), &db, &second)
+        .await
+        .unwrap();
     let refused = pg
         .login("shop_readonly", &readonly_password, "shop")
         .await
@@ -168,11 +180,14 @@ async fn exists_tells_whether_the_database_exists() {
     let engine = pg.engine();
     let db = Database::new("shop", "shop_owner");
 
-    assert!(!engine.exists(&db).await.unwrap());
-    engine.ensure(&db, &generate_password()).await.unwrap();
-    assert!(engine.exists(&db).await.unwrap());
-    engine.drop(&db).await.unwrap();
-    assert!(!engine.exists(&db).await.unwrap());
+    assert!(!engine.exists("u1").await.unwrap());
+    engine
+        .ensure(&service("u1"), &db, &generate_password())
+        .await
+        .unwrap();
+    assert!(engine.exists("u1").await.unwrap());
+    engine.drop_owned("u1").await.unwrap();
+    assert!(!engine.exists("u1").await.unwrap());
 }
 
 #[tokio::test]
@@ -180,23 +195,24 @@ async fn drop_removes_the_database_and_its_roles_and_is_idempotent() {
     let pg = Server::start().await;
     let engine = pg.engine();
     let db = Database::new("shop", "shop_owner");
-    engine.ensure(&db, &generate_password()).await.unwrap();
     engine
-        .ensure_readonly(&db, &generate_password())
+        .ensure(&service("u1"), &db, &generate_password())
+        .await
+        .unwrap();
+    engine
+        .ensure_readonly(&service("u1"), &db, &generate_password())
         .await
         .unwrap();
     assert!(pg.role_exists("shop_owner_readonly").await);
 
-    engine.drop(&db).await.unwrap();
+    engine.drop_owned("u1").await.unwrap();
 
     assert_eq!(pg.database_owner("shop").await, None);
     assert!(!pg.role_exists("shop_owner").await);
     assert!(!pg.role_exists("shop_owner_readonly").await);
-    engine.drop(&db).await.unwrap();
-    engine
-        .drop(&Database::new("never", "never_owner"))
-        .await
-        .unwrap();
+    engine.drop_owned("u1").await.unwrap();
+    // A service that never provisioned owns nothing, and drops nothing.
+    assert!(engine.drop_owned("u2").await.unwrap().is_empty());
 }
 
 #[tokio::test]
@@ -205,16 +221,16 @@ async fn drop_succeeds_while_a_client_is_connected() {
     let engine = pg.engine();
     let db = Database::new("shop", "shop_owner");
     let password = generate_password();
-    engine.ensure(&db, &password).await.unwrap();
+    engine.ensure(&service("u1"), &db, &password).await.unwrap();
     let client = pg.login("shop_owner", &password, "shop").await.unwrap();
     client
         .batch_execute("BEGIN; CREATE TABLE orders (id int); LOCK orders")
         .await
         .unwrap();
 
-    engine.drop(&db).await.unwrap();
+    engine.drop_owned("u1").await.unwrap();
 
-    assert!(!engine.exists(&db).await.unwrap());
+    assert!(!engine.exists("u1").await.unwrap());
     assert!(!pg.role_exists("shop_owner").await);
     assert!(client.batch_execute("SELECT 1").await.is_err());
 }
@@ -225,11 +241,14 @@ async fn set_password_rotates_the_password() {
     let engine = pg.engine();
     let db = Database::new("shop", "shop_owner");
     let old = generate_password();
-    engine.ensure(&db, &old).await.unwrap();
+    engine.ensure(&service("u1"), &db, &old).await.unwrap();
     // Quotes, a backslash and URI delimiters: quoted in SQL, encoded in URIs.
     let new = r#"it's a "new" \ p@ss:w/rd?#% é"#;
 
-    engine.set_password("shop_owner", new).await.unwrap();
+    engine
+        .set_password(&service("u1"), "shop_owner", new)
+        .await
+        .unwrap();
 
     let refused = pg.login("shop_owner", &old, "shop").await.unwrap_err();
     assert_eq!(sqlstate(&refused), Some(&SqlState::INVALID_PASSWORD));
@@ -239,7 +258,7 @@ async fn set_password_rotates_the_password() {
         .unwrap();
 
     let missing = engine
-        .set_password("ghost", &generate_password())
+        .set_password(&service("u1"), "ghost", &generate_password())
         .await
         .unwrap_err();
     assert!(matches!(missing, Error::RoleMissing { .. }), "{missing:?}");
@@ -307,10 +326,6 @@ async fn invalid_names_are_refused_without_touching_the_server() {
              letters, digits and \"_\", not '\"'",
         ),
         (
-            Database::new("1shop", "shop"),
-            "invalid database name \"1shop\": must not start with a digit",
-        ),
-        (
             Database::new("postgres", "shop"),
             "invalid database name \"postgres\": is one of PostgreSQL's own databases",
         ),
@@ -332,10 +347,10 @@ async fn invalid_names_are_refused_without_touching_the_server() {
     ];
     for (db, message) in &cases {
         for result in [
-            engine.ensure(db, pw).await,
-            engine.drop(db).await,
-            engine.exists(db).await.map(|_| ()),
-            engine.ensure_readonly(db, pw).await,
+            engine.ensure(&service("u1"), db, pw).await,
+            engine.reserve(&service("u1"), db).await,
+            engine.check_owned(&service("u1"), db).await,
+            engine.ensure_readonly(&service("u1"), db, pw).await,
         ] {
             let err = result.unwrap_err();
             assert!(matches!(err, Error::InvalidName { .. }), "{err:?}");
@@ -343,7 +358,10 @@ async fn invalid_names_are_refused_without_touching_the_server() {
         }
     }
     for role in ["", "Shop", "public", "admin"] {
-        let err = engine.set_password(role, pw).await.unwrap_err();
+        let err = engine
+            .set_password(&service("u1"), role, pw)
+            .await
+            .unwrap_err();
         assert!(
             matches!(
                 err,
@@ -357,7 +375,10 @@ async fn invalid_names_are_refused_without_touching_the_server() {
     }
     // The readonly role's name is checked too: 55 + "_readonly" > 63 bytes.
     let long_owner = Database::new("shop", "o".repeat(55));
-    let err = engine.ensure_readonly(&long_owner, pw).await.unwrap_err();
+    let err = engine
+        .ensure_readonly(&service("u1"), &long_owner, pw)
+        .await
+        .unwrap_err();
     assert_eq!(
         err.to_string(),
         format!(
@@ -366,7 +387,7 @@ async fn invalid_names_are_refused_without_touching_the_server() {
         )
     );
     let err = engine
-        .ensure(&Database::new("shop", "shop"), "")
+        .ensure(&service("u1"), &Database::new("shop", "shop"), "")
         .await
         .unwrap_err();
     assert_eq!(err.to_string(), "invalid password: must not be empty");
@@ -391,10 +412,7 @@ async fn an_unreachable_server_is_reported_with_host_port_and_user() {
     }
     let engine = Engine::new(AdminConnection::from_secret(&data).unwrap());
 
-    let err = engine
-        .exists(&Database::new("shop", "shop"))
-        .await
-        .unwrap_err();
+    let err = engine.exists("u1").await.unwrap_err();
 
     let message = err.to_string();
     assert!(
@@ -420,10 +438,7 @@ async fn sslmode_require_is_refused_until_tls_is_supported() {
         data.insert(key.to_owned(), value.to_owned());
     }
     let engine = Engine::new(AdminConnection::from_secret(&data).unwrap());
-    let err = engine
-        .exists(&Database::new("shop", "shop"))
-        .await
-        .unwrap_err();
+    let err = engine.exists("u1").await.unwrap_err();
     assert_eq!(
         err.to_string(),
         "sslmode=require is not supported yet: connections to the provider's PostgreSQL are made \
@@ -437,10 +452,7 @@ async fn a_wrong_admin_password_is_reported_with_host_port_and_user() {
     let engine =
         Engine::new(AdminConnection::from_secret(&pg.secret(ADMIN_USER, "wrong")).unwrap());
 
-    let err = engine
-        .exists(&Database::new("shop", "shop"))
-        .await
-        .unwrap_err();
+    let err = engine.exists("u1").await.unwrap_err();
 
     assert_eq!(
         err.to_string(),
@@ -458,16 +470,33 @@ async fn another_services_role_cannot_connect_to_the_database() {
     let engine = pg.engine();
     let (shop, blog) = (Database::new("shop", "shop"), Database::new("blog", "blog"));
     let blog_password = generate_password();
-    engine.ensure(&shop, &generate_password()).await.unwrap();
-    engine.ensure(&blog, &blog_password).await.unwrap();
+    engine
+        .ensure(&service("u1"), &shop, &generate_password())
+        .await
+        .unwrap();
+    engine
+        .ensure(&service("u2"), &blog, &blog_password)
+        .await
+        .unwrap();
 
     let refused = pg.login("blog", &blog_password, "shop").await.unwrap_err();
     assert_eq!(sqlstate(&refused), Some(&SqlState::INSUFFICIENT_PRIVILEGE));
     pg.login("blog", &blog_password, "blog").await.unwrap();
 }
 
+/// The message of a name the service may not use.
+fn not_owned(pg: &Server, kind: &str, name: &str, conflict: Conflict, field: &str) -> String {
+    format!(
+        "{kind} \"{name}\" on PostgreSQL at 127.0.0.1:{} {}: refusing to use, take over or drop \
+         it; choose another spec.parameters.{field}",
+        pg.port,
+        conflict.describe()
+    )
+}
+
+// identity by name: a database is the service's only when recorded for its uid.
 #[tokio::test]
-async fn a_database_owned_by_another_role_is_neither_taken_over_nor_dropped() {
+async fn a_database_nobody_recorded_is_neither_taken_over_nor_dropped() {
     let pg = Server::start().await;
     let admin = pg.admin().await;
     admin.batch_execute("CREATE ROLE someone").await.unwrap();
@@ -477,19 +506,130 @@ async fn a_database_owned_by_another_role_is_neither_taken_over_nor_dropped() {
         .unwrap();
     let engine = pg.engine();
     let db = Database::new("shop", "shop_owner");
-    let message = format!(
-        "database \"shop\" already exists on PostgreSQL at 127.0.0.1:{} and is owned by \
-         \"someone\", not \"shop_owner\": refusing to take it over or drop it; pick another name",
-        pg.port
-    );
 
-    let err = engine.ensure(&db, &generate_password()).await.unwrap_err();
-    assert_eq!(err.to_string(), message);
-    let err = engine.drop(&db).await.unwrap_err();
-    assert_eq!(err.to_string(), message);
+    let err = engine
+        .ensure(&service("u1"), &db, &generate_password())
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        not_owned(&pg, "database", "shop", Conflict::Unrecorded, "database")
+    );
+    assert!(engine.drop_owned("u1").await.unwrap().is_empty());
 
     assert_eq!(pg.database_owner("shop").await.as_deref(), Some("someone"));
     assert!(!pg.role_exists("shop_owner").await);
+}
+
+// identity by name: another Project's service naming this database.
+#[tokio::test]
+async fn a_database_of_another_service_gives_no_credential_and_is_never_dropped() {
+    let pg = Server::start().await;
+    let engine = pg.engine();
+    let db = Database::new("shop", "shop_owner");
+    let password = generate_password();
+    engine.ensure(&service("u1"), &db, &password).await.unwrap();
+    let first = pg.login("shop_owner", &password, "shop").await.unwrap();
+    first
+        .batch_execute("CREATE TABLE orders (id int); INSERT INTO orders VALUES (1)")
+        .await
+        .unwrap();
+
+    let err = engine
+        .ensure(&service("u2"), &db, &generate_password())
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        not_owned(&pg, "database", "shop", Conflict::OtherService, "database")
+    );
+    // The same role name alone is refused too, and so is rotating it.
+    let err = engine
+        .ensure(
+            &service("u2"),
+            &Database::new("other", "shop_owner"),
+            &generate_password(),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        not_owned(&pg, "role", "shop_owner", Conflict::OtherService, "owner")
+    );
+    let err = engine
+        .set_password(&service("u2"), "shop_owner", "stolen")
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::NotOwned { .. }), "{err:?}");
+    assert!(engine.check_owned(&service("u2"), &db).await.is_err());
+    assert!(engine.drop_owned("u2").await.unwrap().is_empty());
+
+    // The first service's password still works and its rows are there.
+    let again = pg.login("shop_owner", &password, "shop").await.unwrap();
+    assert_eq!(count(&again, "orders").await, 1);
+    assert!(pg.database_owner("other").await.is_none());
+    engine.check_owned(&service("u1"), &db).await.unwrap();
+}
+
+// stale authorisation: Retain is kept, whatever service comes later.
+#[tokio::test]
+async fn a_retained_database_is_used_and_dropped_by_no_service() {
+    let pg = Server::start().await;
+    let engine = pg.engine();
+    let db = Database::new("shop", "shop_owner");
+    engine
+        .ensure(&service("u1"), &db, &generate_password())
+        .await
+        .unwrap();
+
+    engine.retain("u1").await.unwrap();
+
+    assert!(!engine.exists("u1").await.unwrap());
+    for uid in ["u1", "u2"] {
+        let err = engine
+            .ensure(&service(uid), &db, &generate_password())
+            .await
+            .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            not_owned(&pg, "database", "shop", Conflict::Retained, "database")
+        );
+        assert!(engine.drop_owned(uid).await.unwrap().is_empty());
+    }
+    assert_eq!(
+        pg.database_owner("shop").await.as_deref(),
+        Some("shop_owner")
+    );
+}
+
+// tenant-writable configuration: the records are the provider's alone.
+#[tokio::test]
+async fn a_services_role_can_neither_read_nor_write_the_ownership_records() {
+    let pg = Server::start().await;
+    let engine = pg.engine();
+    let password = generate_password();
+    engine
+        .ensure(
+            &service("u1"),
+            &Database::new("shop", "shop_owner"),
+            &password,
+        )
+        .await
+        .unwrap();
+    let tenant = pg.login("shop_owner", &password, "postgres").await.unwrap();
+    for sql in [
+        "SELECT * FROM navique.engine_objects",
+        "INSERT INTO navique.engine_objects (kind, name, service_uid, namespace, service) \
+         VALUES ('database', 'x', 'u9', 'n', 's')",
+        "UPDATE navique.engine_objects SET service_uid = 'u9'",
+    ] {
+        let refused = tenant.batch_execute(sql).await.unwrap_err();
+        assert_eq!(
+            sqlstate(&refused),
+            Some(&SqlState::INSUFFICIENT_PRIVILEGE),
+            "{sql}"
+        );
+    }
 }
 
 #[tokio::test]
@@ -504,9 +644,27 @@ async fn a_non_superuser_admin_with_createdb_and_createrole_provisions_and_drops
         Engine::new(AdminConnection::from_secret(&pg.secret("provider", "provider-pw")).unwrap());
     let db = Database::new("shop", "shop");
     let password = generate_password();
+    // The ownership records need CREATE on the maintenance database.
+    let err = engine
+        .ensure(&service("u1"), &db, &password)
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "Setting up the ownership records on PostgreSQL at 127.0.0.1:{} failed: ERROR: \
+             permission denied for database postgres",
+            pg.port
+        )
+    );
+    pg.admin()
+        .await
+        .batch_execute("GRANT CREATE ON DATABASE postgres TO provider")
+        .await
+        .unwrap();
 
-    engine.ensure(&db, &password).await.unwrap();
-    engine.ensure(&db, &password).await.unwrap();
+    engine.ensure(&service("u1"), &db, &password).await.unwrap();
+    engine.ensure(&service("u1"), &db, &password).await.unwrap();
     let owner = pg.login("shop", &password, "shop").await.unwrap();
     owner
         .batch_execute("CREATE TABLE orders (id int); INSERT INTO orders VALUES (1)")
@@ -514,7 +672,7 @@ async fn a_non_superuser_admin_with_createdb_and_createrole_provisions_and_drops
         .unwrap();
     let readonly_password = generate_password();
     engine
-        .ensure_readonly(&db, &readonly_password)
+        .ensure_readonly(&service("u1"), &db, &readonly_password)
         .await
         .unwrap();
     let readonly = pg
@@ -523,7 +681,7 @@ async fn a_non_superuser_admin_with_createdb_and_createrole_provisions_and_drops
         .unwrap();
     assert_eq!(count(&readonly, "orders").await, 1);
 
-    engine.drop(&db).await.unwrap();
+    engine.drop_owned("u1").await.unwrap();
 
     assert_eq!(pg.database_owner("shop").await, None);
     assert!(!pg.role_exists("shop").await);
