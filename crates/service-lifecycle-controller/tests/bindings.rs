@@ -22,6 +22,10 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use tokio_postgres::error::SqlState;
 
+/// The database and owner role of service `orders` asking for `orders` on
+/// the shared server: prefixed by its Project `my-project`.
+const ORDERS: &str = "my_project__orders";
+
 const NAMESPACE: &str = "my-project";
 
 fn binding(name: &str, service: &str, uid: Option<&str>, secret: Option<&str>) -> ServiceBinding {
@@ -177,7 +181,7 @@ async fn bindings_deliver_working_credentials_and_rotations_reach_them() {
         .query_one("SELECT current_user::text", &[])
         .await
         .unwrap();
-    assert_eq!(row.get::<_, String>(0), "orders");
+    assert_eq!(row.get::<_, String>(0), ORDERS);
     drop(session);
 
     // A rotation every 2 s, then one every 720h so that none follows the
@@ -227,10 +231,10 @@ async fn bindings_deliver_working_credentials_and_rotations_reach_them() {
     connect_uri(&value(&rotated, "uri"))
         .await
         .expect("the rotated uri logs in");
-    pg.login("orders", &new, "orders")
+    pg.login(ORDERS, &new, ORDERS)
         .await
         .expect("the new password logs in");
-    let refused = pg.login("orders", &old, "orders").await.unwrap_err();
+    let refused = pg.login(ORDERS, &old, ORDERS).await.unwrap_err();
     assert_eq!(refused.code(), Some(&SqlState::INVALID_PASSWORD));
     // ... and reached the binding.
     eventually("the rotated password to be delivered", || async {
@@ -259,7 +263,7 @@ async fn bindings_deliver_working_credentials_and_rotations_reach_them() {
     );
     assert_eq!(
         event.note.as_deref(),
-        Some("rotated the password of role orders of service orders-db")
+        Some("rotated the password of role my_project__orders of service orders-db")
     );
 
     // Delete, confirmed: the delivered Secret goes; binding and policy stay,
@@ -494,7 +498,7 @@ async fn nothing_rotates_while_the_service_is_being_deleted() {
     tokio::time::sleep(Duration::from_secs(5)).await;
     let after = secrets.get("orders-db-credentials").await.unwrap();
     assert_eq!(value(&after, "password"), password);
-    pg.login("orders", &password, "orders")
+    pg.login(ORDERS, &password, ORDERS)
         .await
         .expect("the password is unchanged on PostgreSQL");
     let stored = policies.get("orders-rotation").await.unwrap();

@@ -17,6 +17,10 @@ use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use navique_api::services::{ManagedService, ServicePhase, ServicePlan};
 
+/// The database and owner role of service `orders` asking for `orders` on
+/// the shared server: prefixed by its Project `my-project`.
+const ORDERS: &str = "my_project__orders";
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn orders_db_is_provisioned_and_deleted_only_when_confirmed() {
     let env = Env::start().await;
@@ -36,7 +40,7 @@ async fn orders_db_is_provisioned_and_deleted_only_when_confirmed() {
             .filter(|(phase, reason, _)| *phase == ServicePhase::Ready && reason == "Available")
     })
     .await;
-    assert_eq!(message, format!("database orders on 127.0.0.1:{}", pg.port));
+    assert_eq!(message, format!("database {ORDERS} on 127.0.0.1:{}", pg.port));
     let stored = services.get("orders-db").await.unwrap();
     let status = stored.status.clone().unwrap();
     assert_eq!(status.instance_namespace.as_deref(), Some("my-project"));
@@ -51,8 +55,8 @@ async fn orders_db_is_provisioned_and_deleted_only_when_confirmed() {
             .iter()
             .any(|f| f == "services.kube-dc.com/deletion-policy")
     );
-    assert_eq!(pg.database_owner("orders").await.as_deref(), Some("orders"));
-    assert!(pg.role_exists("orders").await);
+    assert_eq!(pg.database_owner(ORDERS).await.as_deref(), Some(ORDERS));
+    assert!(pg.role_exists(ORDERS).await);
 
     // The credential Secret works, is labelled and owned by the service.
     let secrets = Api::<Secret>::namespaced(client.clone(), "my-project");
@@ -67,8 +71,8 @@ async fn orders_db_is_provisioned_and_deleted_only_when_confirmed() {
     assert_eq!(credentials.owner_references()[0].uid, stored.uid().unwrap());
     let data = credentials.data.clone().unwrap();
     let value = |key: &str| String::from_utf8(data[key].0.clone()).unwrap();
-    assert_eq!(value("database"), "orders");
-    assert_eq!(value("user"), "orders");
+    assert_eq!(value("database"), ORDERS);
+    assert_eq!(value("user"), ORDERS);
     assert_eq!(value("port"), pg.port.to_string());
     let session = connect_uri(&value("uri"))
         .await
@@ -77,7 +81,7 @@ async fn orders_db_is_provisioned_and_deleted_only_when_confirmed() {
         .query_one("SELECT current_user::text", &[])
         .await
         .unwrap();
-    assert_eq!(row.get::<_, String>(0), "orders");
+    assert_eq!(row.get::<_, String>(0), ORDERS);
     drop(session);
 
     // The password is kept across reconciles: a change wakes the service
@@ -136,7 +140,7 @@ async fn orders_db_is_provisioned_and_deleted_only_when_confirmed() {
     );
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert!(services.get_opt("orders-db").await.unwrap().is_some());
-    assert_eq!(pg.database_owner("orders").await.as_deref(), Some("orders"));
+    assert_eq!(pg.database_owner(ORDERS).await.as_deref(), Some(ORDERS));
 
     // Confirmed: the database and role are dropped and the object goes.
     services
@@ -157,8 +161,8 @@ async fn orders_db_is_provisioned_and_deleted_only_when_confirmed() {
             .and_then(|s| s.is_none().then_some(()))
     })
     .await;
-    assert_eq!(pg.database_owner("orders").await, None);
-    assert!(!pg.role_exists("orders").await);
+    assert_eq!(pg.database_owner(ORDERS).await, None);
+    assert!(!pg.role_exists(ORDERS).await);
     // The credential Secret goes with its owner (garbage collection).
     eventually("the credential Secret to be collected", || async {
         secrets
@@ -212,14 +216,14 @@ spec:
     .await;
     assert_eq!(
         message,
-        format!("database ledger_db on 127.0.0.1:{}", pg.port)
+        format!("database my_project__ledger_db on 127.0.0.1:{}", pg.port)
     );
     let stored = services.get("ledger-db").await.unwrap();
     // Delete is not allowed and nothing was applied before.
     assert_eq!(stored.status.unwrap().applied_deletion_policy, None);
     assert_eq!(
-        pg.database_owner("ledger_db").await.as_deref(),
-        Some("ledger_db")
+        pg.database_owner("my_project__ledger_db").await.as_deref(),
+        Some("my_project__ledger_db")
     );
 
     services
@@ -235,8 +239,8 @@ spec:
     })
     .await;
     assert_eq!(
-        pg.database_owner("ledger_db").await.as_deref(),
-        Some("ledger_db")
+        pg.database_owner("my_project__ledger_db").await.as_deref(),
+        Some("my_project__ledger_db")
     );
     let secrets = Api::<Secret>::namespaced(client.clone(), "my-project");
     let retained = secrets.get("ledger-db-credentials").await.unwrap();
@@ -299,7 +303,7 @@ async fn a_deleted_project_removes_the_database() {
             .filter(|(phase, _, _)| *phase == ServicePhase::Ready)
     })
     .await;
-    assert_eq!(pg.database_owner("orders").await.as_deref(), Some("orders"));
+    assert_eq!(pg.database_owner(ORDERS).await.as_deref(), Some(ORDERS));
 
     Api::<Namespace>::all(client.clone())
         .delete("my-project", &DeleteParams::default())
@@ -313,8 +317,8 @@ async fn a_deleted_project_removes_the_database() {
             .and_then(|n| n.is_none().then_some(()))
     })
     .await;
-    assert_eq!(pg.database_owner("orders").await, None);
-    assert!(!pg.role_exists("orders").await);
+    assert_eq!(pg.database_owner(ORDERS).await, None);
+    assert!(!pg.role_exists(ORDERS).await);
     // A terminating namespace takes no events: it regards the Namespace,
     // so it is in `default`.
     let events = Api::<Event>::namespaced(client.clone(), "default");
@@ -373,7 +377,7 @@ async fn failures_and_blocked_deletions_are_reported() {
     })
     .await;
     assert!(
-        message.starts_with("invalid database name \"Orders\""),
+        message.starts_with("spec.parameters.database: invalid database name \"Orders\""),
         "{message}"
     );
 
@@ -409,7 +413,7 @@ async fn failures_and_blocked_deletions_are_reported() {
         message,
         "no backup-runner is configured (--backup-runner-url), so no final backup can be taken; switch to Retain or Delete"
     );
-    assert_eq!(pg.database_owner("orders").await.as_deref(), Some("orders"));
+    assert_eq!(pg.database_owner(ORDERS).await.as_deref(), Some(ORDERS));
 
     services
         .patch(
@@ -427,6 +431,6 @@ async fn failures_and_blocked_deletions_are_reported() {
             .and_then(|s| s.is_none().then_some(()))
     })
     .await;
-    assert_eq!(pg.database_owner("orders").await.as_deref(), Some("orders"));
+    assert_eq!(pg.database_owner(ORDERS).await.as_deref(), Some(ORDERS));
     env.stop().await;
 }
