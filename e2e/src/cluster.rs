@@ -180,6 +180,15 @@ impl Cluster {
         self.post_raw("/debug/users", &user.to_string());
     }
 
+    /// Binds `user` to the ClusterRole `role` (`admin`, `edit`, `view`) in
+    /// namespace `ns`, with a RoleBinding named `<user>-<role>`.
+    pub fn bind_role(&self, ns: &str, user: &str, role: &str) {
+        let binding = format!(
+            "apiVersion: rbac.authorization.k8s.io/v1\nkind: RoleBinding\nmetadata: {{name: {user}-{role}, namespace: {ns}}}\nroleRef: {{apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: {role}}}\nsubjects:\n- {{apiGroup: rbac.authorization.k8s.io, kind: User, name: {user}}}\n"
+        );
+        self.kubectl_in(&["apply", "-f", "-"], Some(&binding));
+    }
+
     /// A kubeconfig for this cluster that authenticates with `token`,
     /// written into `dir`.
     pub fn kubeconfig_for(&self, token: &str, dir: &Path) -> PathBuf {

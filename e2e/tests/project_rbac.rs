@@ -43,10 +43,7 @@ fn project(prefix: &str) -> String {
     let k = env();
     let ns = k.namespace(prefix);
     for (user, role) in [("alice", "admin"), ("bob", "edit"), ("carol", "view")] {
-        let binding = format!(
-            "apiVersion: rbac.authorization.k8s.io/v1\nkind: RoleBinding\nmetadata: {{name: {user}-{role}, namespace: {ns}}}\nroleRef: {{apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: {role}}}\nsubjects:\n- {{apiGroup: rbac.authorization.k8s.io, kind: User, name: {user}}}\n"
-        );
-        k.kubectl_in(&["apply", "-f", "-"], Some(&binding));
+        k.bind_role(&ns, user, role);
     }
     ns
 }

@@ -222,6 +222,20 @@ pub const BACKUP_RECORD_READ_ONLY: &str =
 /// ServiceBackup.
 pub const BACKUP_ORIGIN_RESERVED: &str = "only the platform records Scheduled and Final backups";
 
+/// The denial of a Project identity creating a ServiceBackup with
+/// ownerReferences: an owner's deletion would have the garbage collector
+/// delete the record (a side door).
+pub const BACKUP_RECORD_OWNER_REFERENCES: &str = "metadata.ownerReferences: ServiceBackup records have no owner; they are kept by the platform and removed with their Project";
+
+/// The denial of a Project identity setting the retained label: only the
+/// platform marks objects retained, when their ManagedService is deleted.
+pub const RETAINED_LABEL_RESERVED: &str = "metadata.labels: services.kube-dc.com/retained is set by the platform only, when a ManagedService is deleted under Retain";
+
+/// The denial of the garbage collector deleting a ServiceBackup record or a
+/// retained object outside a Project's deletion: it acts on an
+/// ownerReference, which on these objects can only have been planted.
+pub const GARBAGE_COLLECTION_REFUSED: &str = "metadata.ownerReferences: ServiceBackup records and retained objects are not garbage-collected; they are removed by the provider or with their Project";
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -370,6 +384,18 @@ mod tests {
         assert_eq!(
             BACKUP_ORIGIN_RESERVED,
             "only the platform records Scheduled and Final backups"
+        );
+        assert_eq!(
+            BACKUP_RECORD_OWNER_REFERENCES,
+            "metadata.ownerReferences: ServiceBackup records have no owner; they are kept by the platform and removed with their Project"
+        );
+        assert_eq!(
+            RETAINED_LABEL_RESERVED,
+            "metadata.labels: services.kube-dc.com/retained is set by the platform only, when a ManagedService is deleted under Retain"
+        );
+        assert_eq!(
+            GARBAGE_COLLECTION_REFUSED,
+            "metadata.ownerReferences: ServiceBackup records and retained objects are not garbage-collected; they are removed by the provider or with their Project"
         );
     }
 }

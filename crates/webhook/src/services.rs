@@ -10,9 +10,17 @@
 //!   one a plan no longer allows can still turn protection off (the
 //!   controller downgrades the policy at deletion);
 //! - objects labelled `services.kube-dc.com/retained: "true"` cannot be
-//!   changed or deleted by Project identities;
+//!   changed or deleted by Project identities, and no Project identity may
+//!   set that label (create an object with it, add or change it): only the
+//!   platform marks objects retained;
 //! - ServiceBackup records cannot be deleted or changed by Project
-//!   identities, who may create `Manual` ones only.
+//!   identities, who may create `Manual` ones only, without
+//!   `metadata.ownerReferences`;
+//! - the garbage collector cannot delete a ServiceBackup record or a
+//!   retained object unless its Project (the namespace) is being deleted.
+//!   Neither has an owner, so the collector acting on one means a planted
+//!   ownerReference: a side door through a trusted group, since the
+//!   collector is a kube-system service account and so the provider.
 //!
 //! A Project identity is anyone in none of the provider groups; Kubernetes'
 //! namespace controller and garbage collector are kube-system service
@@ -49,6 +57,10 @@ pub const DEFAULT_PROVIDER_GROUPS: [&str; 3] = [
     "system:serviceaccounts:navique-system",
     "system:serviceaccounts:kube-system",
 ];
+
+/// The user kube-controller-manager's garbage collector acts as (with
+/// `--use-service-account-credentials`, as kubeadm sets it).
+const GARBAGE_COLLECTOR: &str = "system:serviceaccount:kube-system:generic-garbage-collector";
 
 /// Why a lookup cannot be answered now.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -111,7 +123,11 @@ impl Validator for ServiceGuard {
         if matches!(request.operation, Operation::Connect) {
             return Decision::Allow;
         }
-        if let Some(denial) = self.retained(request) {
+        if let Some(denial) = self
+            .garbage_collection(request)
+            .or_else(|| self.retained(request))
+            .or_else(|| self.retained_label_set(request))
+        {
             return denial;
         }
         let kind = &request.kind;
@@ -144,14 +160,60 @@ impl ServiceGuard {
             return None;
         }
         let old = request.old_object.as_ref()?;
-        let retained = old
-            .metadata
-            .labels
-            .as_ref()
-            .and_then(|l| l.get(labels::RETAINED))
-            .is_some_and(|v| v == "true");
-        (retained && !self.by_provider(request))
+        (is_retained(old) && !self.by_provider(request))
             .then(|| Decision::Deny(messages::RETAINED_OBJECT_PROTECTED.to_owned()))
+    }
+
+    /// A Project identity setting the retained label, on a new object or by
+    /// adding or changing it (ownership by label): the marker would make
+    /// the platform treat the object as a deleted service's data.
+    fn retained_label_set(&self, request: &Request) -> Option<Decision> {
+        let value = retained_label(request.object.as_ref()?)?;
+        let set = match request.operation {
+            Operation::Create => true,
+            Operation::Update => {
+                request.old_object.as_ref().and_then(retained_label) != Some(value)
+            }
+            Operation::Delete | Operation::Connect => false,
+        };
+        (set && !self.by_provider(request))
+            .then(|| Decision::Deny(messages::RETAINED_LABEL_RESERVED.to_owned()))
+    }
+
+    /// The garbage collector deleting a ServiceBackup record or a retained
+    /// object while its Project stays (side door, trusted group): these
+    /// have no owner, so it can only be acting on a planted ownerReference.
+    /// The namespace controller removes them with their Project.
+    fn garbage_collection(&self, request: &Request) -> Option<Decision> {
+        if !matches!(request.operation, Operation::Delete)
+            || request.user_info.username.as_deref() != Some(GARBAGE_COLLECTOR)
+        {
+            return None;
+        }
+        let guarded = is_backup(request) || request.old_object.as_ref().is_some_and(is_retained);
+        if !guarded {
+            return None;
+        }
+        match self.project_terminating(request) {
+            Ok(true) => None,
+            Ok(false) => Some(Decision::Deny(
+                messages::GARBAGE_COLLECTION_REFUSED.to_owned(),
+            )),
+            Err(refused) => Some(refused),
+        }
+    }
+
+    /// Whether the request's namespace, its Project, is being deleted; the
+    /// refusal when that cannot be looked up.
+    fn project_terminating(&self, request: &Request) -> Result<bool, Decision> {
+        let namespace = request
+            .namespace
+            .as_deref()
+            .or_else(|| request.old_object.as_ref()?.metadata.namespace.as_deref())
+            .unwrap_or_default();
+        self.cluster
+            .namespace_terminating(namespace)
+            .map_err(|e| unavailable(&format!("namespace {namespace:?}"), &e))
     }
 
     fn managed_service(&self, request: &Request) -> Decision {
@@ -195,16 +257,11 @@ impl ServiceGuard {
         if !protected {
             return Decision::Allow;
         }
-        let namespace = request
-            .namespace
-            .as_deref()
-            .or(old.metadata.namespace.as_deref())
-            .unwrap_or_default();
-        match self.cluster.namespace_terminating(namespace) {
+        match self.project_terminating(request) {
             // The Project is going: the protection does not cover that.
             Ok(true) => Decision::Allow,
             Ok(false) => Decision::Deny(messages::DELETION_PROTECTION_ENABLED.to_owned()),
-            Err(e) => unavailable(&format!("namespace {namespace:?}"), &e),
+            Err(refused) => refused,
         }
     }
 
@@ -246,6 +303,16 @@ impl ServiceGuard {
             Operation::Delete => Decision::Deny(messages::BACKUP_RECORD_PROTECTED.to_owned()),
             Operation::Update => Decision::Deny(messages::BACKUP_RECORD_READ_ONLY.to_owned()),
             Operation::Create => {
+                let owned = request
+                    .object
+                    .as_ref()
+                    .and_then(|o| o.metadata.owner_references.as_ref())
+                    .is_some_and(|owners| !owners.is_empty());
+                if owned {
+                    // An owner's deletion would have the garbage collector
+                    // delete the record (side door).
+                    return Decision::Deny(messages::BACKUP_RECORD_OWNER_REFERENCES.to_owned());
+                }
                 let origin = request
                     .object
                     .as_ref()
@@ -352,6 +419,25 @@ fn unavailable(what: &str, reason: &Unavailable) -> Decision {
     ))
 }
 
+fn is_backup(request: &Request) -> bool {
+    request.kind.group == SERVICES_GROUP && request.kind.kind == "ServiceBackup"
+}
+
+fn retained_label(object: &DynamicObject) -> Option<&str> {
+    object
+        .metadata
+        .labels
+        .as_ref()?
+        .get(labels::RETAINED)
+        .map(String::as_str)
+}
+
+/// Whether the object is marked retained (only `"true"` marks it, as the
+/// webhook configuration's objectSelector and the controller read it).
+fn is_retained(object: &DynamicObject) -> bool {
+    retained_label(object) == Some("true")
+}
+
 fn spec(object: &DynamicObject) -> Option<&serde_json::Map<String, Value>> {
     object.data.get("spec")?.as_object()
 }
@@ -455,6 +541,16 @@ mod tests {
             r["request"]["userInfo"]["username"] = user;
             r["request"]["userInfo"]["groups"] = groups;
         }
+    }
+
+    /// An ownerReference to a ConfigMap of the Project.
+    fn configmap_owner() -> Value {
+        json!({
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "name": "anchor",
+            "uid": "5c0ffee0-0000-4000-8000-000000000001"
+        })
     }
 
     const NAMESPACE_CONTROLLER: &str = "system:serviceaccount:kube-system:namespace-controller";
@@ -761,16 +857,178 @@ mod tests {
                 ("kubernetes-admin", &["system:masters"][..]),
                 (NAMESPACE_CONTROLLER, &KUBE_SYSTEM_SAS[..]),
                 (
-                    "system:serviceaccount:kube-system:generic-garbage-collector",
-                    &KUBE_SYSTEM_SAS[..],
-                ),
-                (
                     "system:serviceaccount:navique-system:service-lifecycle-controller",
                     &[
                         "system:serviceaccounts",
                         "system:serviceaccounts:navique-system",
                     ][..],
                 ),
+            ] {
+                assert_eq!(
+                    decide(name, as_user(user, groups)),
+                    Decision::Allow,
+                    "{name} by {user}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn a_project_identity_cannot_give_a_retained_object_an_owner() {
+        // Side door: an owner the tenant deletes would have the garbage
+        // collector delete the retained object.
+        let decision = decide("update-retained-statefulset", |r| {
+            r["request"]["object"]["metadata"]["ownerReferences"] = json!([configmap_owner()]);
+        });
+        assert_eq!(decision, denied(messages::RETAINED_OBJECT_PROTECTED));
+    }
+
+    #[test]
+    fn a_project_identity_cannot_create_an_object_labelled_retained() {
+        // Ownership by label: only the platform marks objects retained.
+        assert_eq!(
+            decide("create-retained-statefulset", |_| {}),
+            denied(
+                "metadata.labels: services.kube-dc.com/retained is set by the platform only, when a ManagedService is deleted under Retain"
+            )
+        );
+        // Whatever the value: the label is the platform's.
+        let decision = decide("create-retained-statefulset", |r| {
+            r["request"]["object"]["metadata"]["labels"][labels::RETAINED] = json!("True");
+        });
+        assert_eq!(decision, denied(messages::RETAINED_LABEL_RESERVED));
+        let decision = decide("create-retained-statefulset", |r| {
+            r["request"]["object"]["metadata"]["labels"]
+                .as_object_mut()
+                .unwrap()
+                .remove(labels::RETAINED);
+        });
+        assert_eq!(decision, Decision::Allow);
+    }
+
+    #[test]
+    fn a_project_identity_cannot_mark_an_existing_object_retained() {
+        let decision = decide("update-retained-statefulset", |r| {
+            r["request"]["oldObject"]["metadata"]["labels"]
+                .as_object_mut()
+                .unwrap()
+                .remove(labels::RETAINED);
+        });
+        assert_eq!(decision, denied(messages::RETAINED_LABEL_RESERVED));
+        let decision = decide("update-retained-statefulset", |r| {
+            r["request"]["oldObject"]["metadata"]["labels"][labels::RETAINED] = json!("false");
+        });
+        assert_eq!(decision, denied(messages::RETAINED_LABEL_RESERVED));
+    }
+
+    #[test]
+    fn the_platform_marks_objects_retained() {
+        let controller = || {
+            as_user(
+                "system:serviceaccount:navique-system:service-lifecycle-controller",
+                &[
+                    "system:serviceaccounts",
+                    "system:serviceaccounts:navique-system",
+                ],
+            )
+        };
+        assert_eq!(
+            decide("create-retained-statefulset", controller()),
+            Decision::Allow
+        );
+        let decision = decide("update-retained-statefulset", |r| {
+            controller()(r);
+            r["request"]["oldObject"]["metadata"]["labels"]
+                .as_object_mut()
+                .unwrap()
+                .remove(labels::RETAINED);
+        });
+        assert_eq!(decision, Decision::Allow);
+    }
+
+    // --- the garbage collector: a trusted group's side door ---
+
+    /// The garbage collector, a kube-system service account: in the
+    /// provider groups.
+    fn as_garbage_collector() -> impl FnOnce(&mut Value) {
+        as_user(GARBAGE_COLLECTOR, &KUBE_SYSTEM_SAS)
+    }
+
+    #[test]
+    fn the_garbage_collector_cannot_delete_a_backup_record_or_a_retained_object() {
+        // Neither has an owner: the collector deleting one acts on an
+        // ownerReference a tenant planted (side door, trusted group).
+        for name in ["delete-service-backup", "delete-retained-statefulset"] {
+            assert_eq!(
+                decide(name, as_garbage_collector()),
+                denied(
+                    "metadata.ownerReferences: ServiceBackup records and retained objects are not garbage-collected; they are removed by the provider or with their Project"
+                ),
+                "{name}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_garbage_collector_removes_them_with_their_terminating_project() {
+        let mut cluster = cluster();
+        cluster.terminating.insert("shop".to_owned());
+        let guard = guard_with(cluster);
+        for name in ["delete-service-backup", "delete-retained-statefulset"] {
+            assert_eq!(
+                decide_with(&guard, name, as_garbage_collector()),
+                Decision::Allow,
+                "{name}"
+            );
+        }
+        // Another namespace being deleted does not help.
+        let decision = decide_with(&guard, "delete-service-backup", |r| {
+            as_garbage_collector()(r);
+            r["request"]["namespace"] = json!("orders");
+        });
+        assert_eq!(decision, denied(messages::GARBAGE_COLLECTION_REFUSED));
+    }
+
+    #[test]
+    fn a_garbage_collection_that_cannot_be_checked_fails_closed() {
+        let decision = decide_with(
+            &guard_with(NoCluster),
+            "delete-retained-statefulset",
+            as_garbage_collector(),
+        );
+        assert_eq!(
+            decision,
+            Decision::Error(
+                "cannot look up namespace \"shop\": the webhook is not connected to the API server; the request is refused until it can be checked"
+                    .to_owned()
+            )
+        );
+    }
+
+    #[test]
+    fn the_garbage_collector_still_collects_other_objects_and_orphans_records() {
+        // Not retained: nothing to look up.
+        let decision = decide_with(&guard_with(NoCluster), "delete-retained-statefulset", |r| {
+            as_garbage_collector()(r);
+            r["request"]["oldObject"]["metadata"]["labels"][labels::RETAINED] = json!("false");
+        });
+        assert_eq!(decision, Decision::Allow);
+        // Orphaning removes an ownerReference: an update, which it may make.
+        for name in ["update-service-backup", "update-retained-statefulset"] {
+            assert_eq!(
+                decide(name, as_garbage_collector()),
+                Decision::Allow,
+                "{name}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_namespace_controller_and_the_provider_still_delete_records_and_retained_objects() {
+        for name in ["delete-service-backup", "delete-retained-statefulset"] {
+            for (user, groups) in [
+                (NAMESPACE_CONTROLLER, &KUBE_SYSTEM_SAS[..]),
+                ("kubernetes-admin", &["system:masters"][..]),
             ] {
                 assert_eq!(
                     decide(name, as_user(user, groups)),
@@ -875,6 +1133,51 @@ mod tests {
             decide("update-service-backup", |_| {}),
             denied("ServiceBackup records can only be changed by the platform")
         );
+    }
+
+    #[test]
+    fn a_project_identity_cannot_create_a_backup_record_with_an_owner() {
+        // Side door: deleting the owner would have the garbage collector
+        // delete the record.
+        let with_owners = |owners: Value| {
+            move |r: &mut Value| {
+                r["request"]["object"]["spec"]["origin"] = json!("Manual");
+                r["request"]["object"]["metadata"]["ownerReferences"] = owners;
+            }
+        };
+        assert_eq!(
+            decide(
+                "create-service-backup",
+                with_owners(json!([configmap_owner()]))
+            ),
+            denied(
+                "metadata.ownerReferences: ServiceBackup records have no owner; they are kept by the platform and removed with their Project"
+            )
+        );
+        // Whatever the origin.
+        let decision = decide("create-service-backup", |r| {
+            r["request"]["object"]["metadata"]["ownerReferences"] = json!([configmap_owner()]);
+        });
+        assert_eq!(decision, denied(messages::BACKUP_RECORD_OWNER_REFERENCES));
+        // An empty list names no owner.
+        assert_eq!(
+            decide("create-service-backup", with_owners(json!([]))),
+            Decision::Allow
+        );
+        // The provider is trusted with what it records.
+        let decision = decide("create-service-backup", |r| {
+            with_owners(json!([configmap_owner()]))(r);
+            as_user("kubernetes-admin", &["system:masters"])(r);
+        });
+        assert_eq!(decision, Decision::Allow);
+    }
+
+    #[test]
+    fn a_project_identity_cannot_give_a_backup_record_an_owner() {
+        let decision = decide("update-service-backup", |r| {
+            r["request"]["object"]["metadata"]["ownerReferences"] = json!([configmap_owner()]);
+        });
+        assert_eq!(decision, denied(messages::BACKUP_RECORD_READ_ONLY));
     }
 
     #[test]
