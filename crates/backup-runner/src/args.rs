@@ -71,6 +71,17 @@ pub struct Args {
     )]
     pub expiry_interval: Duration,
 
+    /// The provider's namespace: backup-runner connects to a ProviderShared
+    /// service's database only with the admin Secret its ServiceClass names
+    /// here, never with anything a Project can write.
+    #[arg(
+        long,
+        env = "NAVIQUE_PROVIDER_NAMESPACE",
+        default_value = navique_provider_postgres::catalogue::DEFAULT_PROVIDER_NAMESPACE,
+        value_name = "NAMESPACE"
+    )]
+    pub provider_namespace: String,
+
     /// Folder holding pg_dump and pg_restore. Default: PATH, then the newest
     /// /usr/lib/postgresql/<version>/bin. They must be at least as new as
     /// the servers they dump.

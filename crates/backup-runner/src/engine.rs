@@ -9,7 +9,10 @@ use kube::{Client, ResourceExt};
 use navique_api::grpc::snapshot::v1::{
     Origin, Phase, RequestSnapshotRequest, RestoreSnapshotRequest, ServiceRef,
 };
-use navique_api::services::ManagedService;
+use navique_api::services::{
+    BackupPhase, IN_PROJECT_PORT, ManagedService, PlacementMode, ServiceBackup, in_project_host,
+};
+use navique_provider_postgres::{Owner, catalogue, names};
 use object_store::{ObjectStoreExt, PutPayload};
 use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
 use tokio_util::sync::CancellationToken;
@@ -73,7 +76,7 @@ pub struct RestoreRequest {
     pub source: BackupKey,
     pub target_namespace: String,
     pub target_name: String,
-    pub target_uid: Option<String>,
+    pub target_uid: String,
 }
 
 impl RestoreRequest {
@@ -88,6 +91,9 @@ impl RestoreRequest {
             .ok_or_else(|| Error::InvalidRequest("target is missing".to_owned()))?;
         if target.name.is_empty() {
             return Err(Error::InvalidRequest("target.name is empty".to_owned()));
+        }
+        if target.uid.is_empty() {
+            return Err(Error::InvalidRequest("target.uid is empty".to_owned()));
         }
         if target.namespace != source.namespace {
             return Err(Error::CrossNamespace {
@@ -105,8 +111,38 @@ impl RestoreRequest {
             )?,
             target_namespace: target.namespace,
             target_name: target.name,
-            target_uid: (!target.uid.is_empty()).then_some(target.uid),
+            target_uid: target.uid,
         })
+    }
+}
+
+/// A service's database, as backup-runner reaches it.
+struct Reached {
+    connection: Connection,
+    /// The provider's record of it, for `ProviderShared` services.
+    provider: Option<ProviderDatabase>,
+}
+
+/// A `ProviderShared` service's database on the provider's server.
+struct ProviderDatabase {
+    engine: navique_provider_postgres::Engine,
+    owner: Owner,
+    db: navique_provider_postgres::Database,
+}
+
+impl ProviderDatabase {
+    async fn restored_from(&self) -> Result<Option<String>, Error> {
+        self.engine
+            .restored_from(&self.owner, &self.db)
+            .await
+            .map_err(Error::engine)
+    }
+
+    async fn record_restore(&self, tag: &str) -> Result<(), Error> {
+        self.engine
+            .record_restore(&self.owner, &self.db, tag)
+            .await
+            .map_err(Error::engine)
     }
 }
 
@@ -125,6 +161,7 @@ pub struct Engine {
     store: Store,
     tools: PgTools,
     metrics: Metrics,
+    provider_namespace: String,
 }
 
 impl Engine {
@@ -134,7 +171,14 @@ impl Engine {
             store,
             tools,
             metrics,
+            provider_namespace: catalogue::DEFAULT_PROVIDER_NAMESPACE.to_owned(),
         }
+    }
+
+    /// Where the ServiceClasses' admin Secrets are read from.
+    pub fn with_provider_namespace(mut self, namespace: impl Into<String>) -> Self {
+        self.provider_namespace = namespace.into();
+        self
     }
 
     pub fn client(&self) -> &Client {
@@ -170,9 +214,11 @@ impl Engine {
             tracing::info!(location = %found.location, "found the completed snapshot in the store");
             return Ok(found);
         }
-        self.service(&backup.namespace, &backup.service, Some(&backup.uid))
+        let service = self
+            .service(&backup.namespace, &backup.service, Some(&backup.uid))
             .await?;
-        let connection = self.connection(&backup.namespace, &backup.service).await?;
+        self.check_record(backup, request.origin).await?;
+        let connection = self.reach(&service).await?.connection;
         report.phase(
             Phase::Running,
             format!("pg_dump of {} is streaming", connection.describe()),
@@ -385,18 +431,161 @@ impl Engine {
         }
     }
 
-    /// The owner's connection from the credential Secret `<service>-credentials`.
-    async fn connection(&self, namespace: &str, service: &str) -> Result<Connection, Error> {
-        let name = format!("{service}-credentials");
-        let secret = Api::<Secret>::namespaced(self.client.clone(), namespace)
-            .get_opt(&name)
+    /// The ServiceBackup the snapshot is taken for: it must exist and
+    /// describe this service and origin, so that no archive is written that
+    /// no record accounts for.
+    pub async fn check_record(&self, backup: &BackupKey, origin: Origin) -> Result<(), Error> {
+        let record = self.record(&backup.namespace, &backup.backup_name).await?;
+        let described = &record.spec.service_ref;
+        let problem = if described.name != backup.service
+            || described
+                .uid
+                .as_deref()
+                .is_some_and(|uid| uid != backup.uid)
+        {
+            Some(format!(
+                "it describes service {}{}",
+                described.name,
+                described
+                    .uid
+                    .as_deref()
+                    .map(|uid| format!(" (uid {uid})"))
+                    .unwrap_or_default()
+            ))
+        } else if record.spec.origin.as_str() != origin_name(origin) {
+            Some(format!("its origin is {}", record.spec.origin.as_str()))
+        } else {
+            None
+        };
+        match problem {
+            Some(problem) => Err(Error::RecordMismatch {
+                namespace: backup.namespace.clone(),
+                name: backup.backup_name.clone(),
+                expected: format!(
+                    "a {} backup of {}",
+                    origin_name(origin),
+                    backup.service_display()
+                ),
+                problem,
+            }),
+            None => Ok(()),
+        }
+    }
+
+    /// The ServiceBackup `namespace/name`, which must exist.
+    async fn record(&self, namespace: &str, name: &str) -> Result<ServiceBackup, Error> {
+        Api::<ServiceBackup>::namespaced(self.client.clone(), namespace)
+            .get_opt(name)
             .await
-            .map_err(Error::kube(format!("read Secret {namespace}/{name}")))?
-            .ok_or_else(|| Error::SecretMissing {
+            .map_err(Error::kube(format!(
+                "read ServiceBackup {namespace}/{name}"
+            )))?
+            .ok_or_else(|| Error::RecordMissing {
                 namespace: namespace.to_owned(),
-                name: name.clone(),
-            })?;
-        Connection::from_secret(&secret.data.unwrap_or_default(), namespace, &name)
+                name: name.to_owned(),
+            })
+    }
+
+    /// What admission checked, again on the stored objects: the target asks
+    /// for this restore (`spec.restoreFrom`), and the backup's record is
+    /// Completed and describes the archive's service.
+    async fn check_restore(
+        &self,
+        target: &ManagedService,
+        request: &RestoreRequest,
+    ) -> Result<(), Error> {
+        let source = &request.source;
+        let asked = target.spec.restore_from.as_ref().filter(|r| {
+            r.backup_name == source.backup_name
+                && r.namespace
+                    .as_deref()
+                    .is_none_or(|n| n == request.target_namespace)
+        });
+        if asked.is_none() {
+            return Err(Error::RestoreNotRequested {
+                namespace: request.target_namespace.clone(),
+                name: request.target_name.clone(),
+                backup: source.backup_name.clone(),
+            });
+        }
+        let record = self.record(&source.namespace, &source.backup_name).await?;
+        let described = &record.spec.service_ref;
+        let completed =
+            record.status.as_ref().and_then(|s| s.phase) == Some(BackupPhase::Completed);
+        let problem = if described.name != source.service
+            || described
+                .uid
+                .as_deref()
+                .is_some_and(|uid| uid != source.uid)
+        {
+            Some(format!("it describes service {}", described.name))
+        } else if !completed {
+            Some("it is not Completed".to_owned())
+        } else {
+            None
+        };
+        match problem {
+            Some(problem) => Err(Error::RecordMismatch {
+                namespace: source.namespace.clone(),
+                name: source.backup_name.clone(),
+                expected: format!("a Completed backup of {}", source.service_display()),
+                problem,
+            }),
+            None => Ok(()),
+        }
+    }
+
+    /// How the service's database is reached, never with anything a
+    /// Project can write: `ProviderShared` as the provider (the class's
+    /// admin Secret in the provider namespace), into the database recorded
+    /// as the service's own; `InProject` at the engine's own Service, as
+    /// its owner, with only the password read from the credential Secret.
+    async fn reach(&self, service: &ManagedService) -> Result<Reached, Error> {
+        let db = names::of_service(service).map_err(Error::engine)?;
+        match service.spec.placement.mode {
+            PlacementMode::ProviderShared => {
+                let engine = catalogue::engine_of_class(
+                    &self.client,
+                    &service.spec.class_ref.name,
+                    &self.provider_namespace,
+                )
+                .await?;
+                let owner = Owner::of(service).ok_or_else(|| {
+                    Error::InvalidRequest("the ManagedService has no uid".to_owned())
+                })?;
+                engine
+                    .check_owned(&owner, &db)
+                    .await
+                    .map_err(Error::engine)?;
+                Ok(Reached {
+                    connection: Connection::as_provider(engine.admin(), &db),
+                    provider: Some(ProviderDatabase { engine, owner, db }),
+                })
+            }
+            PlacementMode::InProject => {
+                let namespace = service.namespace().unwrap_or_default();
+                let name = format!("{}-credentials", service.name_any());
+                let secret = Api::<Secret>::namespaced(self.client.clone(), &namespace)
+                    .get_opt(&name)
+                    .await
+                    .map_err(Error::kube(format!("read Secret {namespace}/{name}")))?
+                    .ok_or_else(|| Error::SecretMissing {
+                        namespace: namespace.clone(),
+                        name: name.clone(),
+                    })?;
+                let password =
+                    pg::password_of(&secret.data.unwrap_or_default(), &namespace, &name)?;
+                Ok(Reached {
+                    connection: Connection::in_project(
+                        in_project_host(&service.name_any(), &namespace),
+                        IN_PROJECT_PORT,
+                        &db,
+                        password,
+                    ),
+                    provider: None,
+                })
+            }
+        }
     }
 
     /// Restores a verified archive into the target service's database.
@@ -415,20 +604,36 @@ impl Engine {
                 service: format!("{} (uid {})", source.service_display(), source.uid),
                 manifest: self.store.location(&source.manifest()),
             })?;
-        self.service(
-            &request.target_namespace,
-            &request.target_name,
-            request.target_uid.as_deref(),
-        )
-        .await?;
-        let connection = self
-            .connection(&request.target_namespace, &request.target_name)
+        let target = self
+            .service(
+                &request.target_namespace,
+                &request.target_name,
+                Some(&request.target_uid),
+            )
             .await?;
+        self.check_restore(&target, request).await?;
+        let reached = self.reach(&target).await?;
+        let connection = &reached.connection;
+        // An in-place restore of a protected service would replace its
+        // data; a retry of the restore that wrote it does not.
+        let tag = format!("{}/{}", source.uid, source.backup_name);
+        if target.spec.deletion_protection != Some(false) && connection.holds_data().await? {
+            let retried = match &reached.provider {
+                Some(provider) => provider.restored_from().await? == Some(tag.clone()),
+                None => false,
+            };
+            if !retried {
+                return Err(Error::InPlaceRestoreProtected {
+                    namespace: request.target_namespace.clone(),
+                    name: request.target_name.clone(),
+                });
+            }
+        }
         let key = source.archive();
         let location = self.store.location(&key);
         let mut child = self
             .tools
-            .restore(&connection)
+            .restore(connection)
             .spawn()
             .map_err(|source| Error::Spawn {
                 program: self.tools.bin_dir().join("pg_restore"),
@@ -463,10 +668,13 @@ impl Engine {
                 stderr: pg::summarize(&stderr),
             });
         }
+        if let Some(provider) = &reached.provider {
+            provider.record_restore(&tag).await?;
+        }
         Ok(Restored {
             location,
             digested: read,
-            database: connection.database,
+            database: connection.database.clone(),
             started_at,
             completed_at: Timestamp::now(),
         })
@@ -540,7 +748,7 @@ mod tests {
         let request = RestoreSnapshotRequest {
             source_service: service("team-a", "db", "u1"),
             backup_name: "b".into(),
-            target: service("team-b", "db2", ""),
+            target: service("team-b", "db2", "u2"),
         };
         let error = RestoreRequest::from_proto(request).unwrap_err();
         assert_eq!(error.code(), tonic::Code::FailedPrecondition);
@@ -557,10 +765,18 @@ mod tests {
         let request = RestoreSnapshotRequest {
             source_service: service("team-a", "db", "u1"),
             backup_name: "b".into(),
-            target: service("team-a", "db2", ""),
+            target: service("team-a", "db2", "u2"),
         };
-        let parsed = RestoreRequest::from_proto(request).unwrap();
+        let parsed = RestoreRequest::from_proto(request.clone()).unwrap();
         assert_eq!(parsed.source.archive(), "team-a/db-u1/b.dump");
-        assert_eq!(parsed.target_uid, None);
+        assert_eq!(parsed.target_uid, "u2");
+        // identity by name: a restore always names the target's uid.
+        let unpinned = RestoreSnapshotRequest {
+            target: service("team-a", "db2", ""),
+            ..request
+        };
+        let error = RestoreRequest::from_proto(unpinned).unwrap_err();
+        assert_eq!(error.code(), tonic::Code::InvalidArgument);
+        assert_eq!(error.to_string(), "invalid request: target.uid is empty");
     }
 }

@@ -70,6 +70,42 @@ pub enum Error {
         reason: String,
     },
 
+    #[error(
+        "ServiceBackup {namespace}/{name} does not exist: a snapshot is taken only for a record \
+         that describes it"
+    )]
+    RecordMissing { namespace: String, name: String },
+
+    #[error("ServiceBackup {namespace}/{name} is not {expected}: {problem}")]
+    RecordMismatch {
+        namespace: String,
+        name: String,
+        expected: String,
+        problem: String,
+    },
+
+    #[error(
+        "ManagedService {namespace}/{name} does not ask for a restore of {backup}: its \
+         spec.restoreFrom.backupName must name it"
+    )]
+    RestoreNotRequested {
+        namespace: String,
+        name: String,
+        backup: String,
+    },
+
+    #[error(
+        "ManagedService {namespace}/{name} holds data: {}",
+        navique_api::messages::IN_PLACE_RESTORE_PROTECTED
+    )]
+    InPlaceRestoreProtected { namespace: String, name: String },
+
+    #[error(transparent)]
+    Catalogue(#[from] navique_provider_postgres::catalogue::Error),
+
+    #[error(transparent)]
+    Engine(Box<navique_provider_postgres::Error>),
+
     #[error("Kubernetes API: cannot {action}: {source}")]
     Kube {
         action: String,
@@ -161,7 +197,17 @@ impl Error {
             | Self::ServiceNotFound { .. }
             | Self::SecretMissing { .. }
             | Self::BackupNotFound { .. } => Code::NotFound,
+            Self::Engine(e) if e.is_transient() => Code::Unavailable,
+            Self::Catalogue(navique_provider_postgres::catalogue::Error::Read { .. }) => {
+                Code::Unavailable
+            }
+            Self::RecordMissing { .. } => Code::NotFound,
             Self::ServiceUidMismatch { .. }
+            | Self::RecordMismatch { .. }
+            | Self::RestoreNotRequested { .. }
+            | Self::InPlaceRestoreProtected { .. }
+            | Self::Catalogue(_)
+            | Self::Engine(_)
             | Self::SecretInvalid { .. }
             | Self::CrossNamespace { .. }
             | Self::TooLarge { .. } => Code::FailedPrecondition,
@@ -194,6 +240,10 @@ impl Error {
     pub(crate) fn kube(action: impl Into<String>) -> impl FnOnce(kube::Error) -> Self {
         let action = action.into();
         move |source| Self::Kube { action, source }
+    }
+
+    pub(crate) fn engine(error: navique_provider_postgres::Error) -> Self {
+        Self::Engine(Box::new(error))
     }
 
     pub(crate) fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> Self {

@@ -150,6 +150,11 @@ impl SnapshotService for Api {
         let span = server_span("RequestSnapshot", request.metadata());
         async {
             let request = SnapshotRequest::from_proto(request.into_inner())?;
+            // Refused now, not as a failed snapshot: no record, no archive.
+            self.snapshots
+                .engine()
+                .check_record(&request.backup, request.origin)
+                .await?;
             tracing::info!(idempotency_key = %request.idempotency_key, backup = %request.backup.archive(), "snapshot requested");
             Ok(Response::new(self.snapshots.request(request, true)?))
         }

@@ -80,7 +80,10 @@ pub async fn run(args: Args) -> Result<(), Error> {
         let metrics = Metrics::default();
         component.register_metrics(|registry| metrics.register(registry));
         let shutdown = component.shutdown().clone();
-        let engine = Arc::new(Engine::new(client.clone(), store, tools, metrics));
+        let engine = Arc::new(
+            Engine::new(client.clone(), store, tools, metrics)
+                .with_provider_namespace(&args.provider_namespace),
+        );
         let snapshots = Snapshots::new(engine, shutdown.child_token());
         component.readiness().register(GRPC_CHECK);
         let serving = async {

@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 
 use k8s_openapi::ByteString;
+use navique_provider_postgres::{AdminConnection, Database};
 use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::process::Command;
 
@@ -119,7 +120,7 @@ impl PgTools {
                 "--single-transaction",
                 "--exit-on-error",
             ])
-            .arg(format!("--role={}", connection.user))
+            .arg(format!("--role={}", connection.role))
             .arg(format!("--dbname={}", connection.database))
             .stdin(Stdio::piped())
             .stdout(Stdio::null());
@@ -147,7 +148,25 @@ pub fn newest_versions(names: Vec<String>) -> Vec<String> {
     versions.into_iter().map(|(_, name)| name).collect()
 }
 
-/// A service's database, from its credential Secret.
+/// The `password` of an `InProject` service's credential Secret: the only
+/// key read from it, so that the Secret never says where to connect.
+pub fn password_of(
+    data: &BTreeMap<String, ByteString>,
+    namespace: &str,
+    name: &str,
+) -> Result<String, Error> {
+    data.get("password")
+        .and_then(|bytes| String::from_utf8(bytes.0.clone()).ok())
+        .filter(|password| !password.is_empty())
+        .ok_or_else(|| Error::SecretInvalid {
+            namespace: namespace.to_owned(),
+            name: name.to_owned(),
+            reason: "missing or empty key: password".to_owned(),
+        })
+}
+
+/// How pg_dump and pg_restore reach a service's database, and the role a
+/// restore recreates its objects as (the service's owner).
 #[derive(Clone)]
 pub struct Connection {
     pub host: String,
@@ -156,6 +175,8 @@ pub struct Connection {
     pub user: String,
     password: String,
     sslmode: Option<String>,
+    /// The service's owner role: restored objects belong to it.
+    pub role: String,
 }
 
 impl std::fmt::Debug for Connection {
@@ -165,46 +186,37 @@ impl std::fmt::Debug for Connection {
             .field("port", &self.port)
             .field("database", &self.database)
             .field("user", &self.user)
+            .field("role", &self.role)
             .finish_non_exhaustive()
     }
 }
 
 impl Connection {
-    /// Reads `host`, `port`, `database`, `user`, `password` (required) and
-    /// `sslmode` (optional); the error names every missing key.
-    pub fn from_secret(
-        data: &BTreeMap<String, ByteString>,
-        namespace: &str,
-        name: &str,
-    ) -> Result<Self, Error> {
-        let value = |key: &str| -> Option<String> {
-            let bytes = &data.get(key)?.0;
-            let text = String::from_utf8(bytes.clone()).ok()?;
-            let text = text.trim().to_owned();
-            (!text.is_empty()).then_some(text)
-        };
-        let required = ["host", "port", "database", "user", "password"];
-        let missing: Vec<&str> = required
-            .iter()
-            .copied()
-            .filter(|key| value(key).is_none())
-            .collect();
-        if !missing.is_empty() {
-            return Err(Error::SecretInvalid {
-                namespace: namespace.to_owned(),
-                name: name.to_owned(),
-                reason: format!("missing or empty keys: {}", missing.join(", ")),
-            });
+    /// The provider's admin connection into the service's database: a dump
+    /// holds every object, whatever role owns it.
+    pub fn as_provider(admin: &AdminConnection, db: &Database) -> Self {
+        Self {
+            host: admin.host.clone(),
+            port: admin.port.to_string(),
+            database: db.name.clone(),
+            user: admin.user.clone(),
+            password: admin.password.clone(),
+            sslmode: Some(admin.sslmode.as_str().to_owned()),
+            role: db.owner.clone(),
         }
-        let get = |key: &str| value(key).unwrap_or_default();
-        Ok(Self {
-            host: get("host"),
-            port: get("port"),
-            database: get("database"),
-            user: get("user"),
-            password: get("password"),
-            sslmode: value("sslmode"),
-        })
+    }
+
+    /// An `InProject` engine, as its owner, at the given host and port.
+    pub fn in_project(host: String, port: u16, db: &Database, password: String) -> Self {
+        Self {
+            host,
+            port: port.to_string(),
+            database: db.name.clone(),
+            user: db.owner.clone(),
+            password,
+            sslmode: None,
+            role: db.owner.clone(),
+        }
     }
 
     /// Connection settings go through libpq's variables, so that the
@@ -221,6 +233,45 @@ impl Connection {
         if let Some(sslmode) = &self.sslmode {
             command.env("PGSSLMODE", sslmode);
         }
+    }
+
+    /// Whether the database holds any table, view, sequence or other
+    /// relation outside PostgreSQL's own schemas.
+    pub async fn holds_data(&self) -> Result<bool, Error> {
+        let failed = |e: tokio_postgres::Error| Error::ToolFailed {
+            tool: "a check",
+            context: format!("of whether {} holds data", self.describe()),
+            status: "error".to_owned(),
+            stderr: e
+                .as_db_error()
+                .map_or_else(|| e.to_string(), |db| db.message().to_owned()),
+        };
+        let mut config = tokio_postgres::Config::new();
+        config
+            .host(&self.host)
+            .port(self.port.parse().unwrap_or(5432))
+            .user(&self.user)
+            .password(&self.password)
+            .dbname(&self.database)
+            .application_name("navique-backup-runner")
+            .connect_timeout(std::time::Duration::from_secs(15));
+        let (client, connection) = config
+            .connect(tokio_postgres::NoTls)
+            .await
+            .map_err(failed)?;
+        tokio::spawn(async move {
+            let _ = connection.await;
+        });
+        let row = client
+            .query_one(
+                "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_class c \
+                 JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace \
+                 WHERE n.nspname <> 'information_schema' AND n.nspname NOT LIKE 'pg\\_%')",
+                &[],
+            )
+            .await
+            .map_err(failed)?;
+        Ok(row.get(0))
     }
 
     /// `database orders on db.example:5432 as orders`, for messages.
@@ -287,41 +338,53 @@ mod tests {
     }
 
     #[test]
-    fn a_secret_missing_keys_names_them_all() {
-        let data: BTreeMap<String, ByteString> = [("host", "h"), ("port", "5432"), ("user", "")]
+    fn only_the_password_is_read_from_a_project_secret() {
+        let data: BTreeMap<String, ByteString> = [("host", "evil"), ("password", "")]
             .into_iter()
             .map(|(k, v)| (k.to_owned(), ByteString(v.as_bytes().to_vec())))
             .collect();
-        let error = Connection::from_secret(&data, "ns", "db-credentials")
+        let error = password_of(&data, "ns", "db-credentials")
             .unwrap_err()
             .to_string();
         assert_eq!(
             error,
-            "Secret ns/db-credentials: missing or empty keys: database, user, password"
+            "Secret ns/db-credentials: missing or empty key: password"
         );
     }
 
     #[test]
-    fn the_password_is_never_printed() {
-        let data: BTreeMap<String, ByteString> = [
-            ("host", "h"),
-            ("port", "5432"),
-            ("database", "orders"),
-            ("user", "orders"),
-            ("password", "s3cret"),
-        ]
-        .into_iter()
-        .map(|(k, v)| (k.to_owned(), ByteString(v.as_bytes().to_vec())))
-        .collect();
-        let connection = Connection::from_secret(&data, "ns", "x").unwrap();
+    fn the_provider_connects_to_the_services_database_and_restores_as_its_owner() {
+        let admin = AdminConnection::from_secret(
+            &[
+                ("host", "h"),
+                ("port", "5432"),
+                ("user", "admin"),
+                ("password", "s3cret"),
+            ]
+            .into_iter()
+            .map(|(k, v)| (k.to_owned(), v.to_owned()))
+            .collect(),
+        )
+        .unwrap();
+        let connection = Connection::as_provider(&admin, &Database::new("a__orders", "a__app"));
         assert!(!format!("{connection:?}").contains("s3cret"));
-        assert_eq!(connection.describe(), "database orders on h:5432 as orders");
+        assert_eq!(
+            connection.describe(),
+            "database a__orders on h:5432 as admin"
+        );
         let tools = PgTools {
             bin_dir: PathBuf::from("/bin"),
         };
-        let dump = tools.dump(&connection);
-        let args: Vec<_> = dump.as_std().get_args().collect();
-        assert!(!args.iter().any(|a| a.to_string_lossy().contains("s3cret")));
+        for command in [tools.dump(&connection), tools.restore(&connection)] {
+            let args: Vec<_> = command.as_std().get_args().collect();
+            assert!(!args.iter().any(|a| a.to_string_lossy().contains("s3cret")));
+        }
+        let restore = tools.restore(&connection);
+        let args: Vec<_> = restore.as_std().get_args().collect();
+        assert!(
+            args.contains(&std::ffi::OsStr::new("--role=a__app")),
+            "{args:?}"
+        );
     }
 
     #[test]

@@ -86,7 +86,7 @@ async fn a_runner_killed_mid_upload_leaves_no_backup_and_the_retry_makes_one() {
     let uid = env.service(NS, "big-db", "big", None).await;
     // Random text pg_dump cannot squeeze much: an archive of tens of MiB,
     // several upload parts and a moment to kill the runner in.
-    env.fill("big", 300_000, 120).await;
+    env.fill(&Env::database(NS, "big"), 300_000, 120).await;
     env.record(NS, "big-db-final", "big-db", "Final").await;
     let s3 = S3Server::start().await;
     let objects = s3.bucket_dir().join("navique");

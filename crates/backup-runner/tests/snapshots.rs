@@ -10,10 +10,11 @@ use backup_runner::store::Store;
 use common::{
     Env, Runner, eventually, files, request, restore_list, service_ref, sha256_file, watch_to_end,
 };
+use kube::api::{Api as KubeApi, Patch, PatchParams};
 use navique_api::grpc::snapshot::v1::{
     GetSnapshotRequest, Phase, RestoreSnapshotRequest, ServiceRef,
 };
-use navique_api::services::BackupPhase;
+use navique_api::services::{BackupPhase, ManagedService};
 use navique_e2e::s3::{BUCKET, S3Server};
 
 const NS: &str = "my-project";
@@ -61,7 +62,8 @@ impl Backend {
 async fn snapshot_round_trip(backend: Backend, store: Store) {
     let env = Env::start(&[NS, "other-project"]).await;
     let uid = env.service(NS, "orders-db", "orders", None).await;
-    env.fill("orders", 2000, 40).await;
+    let orders = Env::database(NS, "orders");
+    env.fill(&orders, 2000, 40).await;
     env.record(NS, "orders-db-final", "orders-db", "Final")
         .await;
     let runner = Runner::start(&env.client, store, false).await;
@@ -167,7 +169,10 @@ async fn snapshot_round_trip(backend: Backend, store: Store) {
 
     // Restore into a fresh service of the same Project: the same rows, and
     // again (a retry) with the same result.
-    let copy_uid = env.service(NS, "orders-copy", "orders_copy", None).await;
+    let copy_uid = env
+        .service(NS, "orders-copy", "orders_copy", Some("orders-db-final"))
+        .await;
+    let copy = Env::database(NS, "orders_copy");
     let restore = RestoreSnapshotRequest {
         source_service: Some(service.clone()),
         backup_name: "orders-db-final".to_owned(),
@@ -180,11 +185,100 @@ async fn snapshot_round_trip(backend: Backend, store: Store) {
             .unwrap()
             .into_inner();
         assert_eq!(restored.sha256, snapshot.sha256);
-        assert_eq!(restored.database, "orders_copy");
-        let original = env.pg.items("orders").await;
+        assert_eq!(restored.database, copy);
+        let original = env.pg.items(&orders).await;
         assert_eq!(original.len(), 2000);
-        assert_eq!(env.pg.items("orders_copy").await, original);
+        assert_eq!(env.pg.items(&copy).await, original);
     }
+
+    // unauthenticated inside: whatever the caller asks, the stored objects
+    // decide. A service that does not ask for this restore is not written.
+    let error = client
+        .restore_snapshot(RestoreSnapshotRequest {
+            target: Some(service.clone()),
+            ..restore.clone()
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(error.code(), tonic::Code::FailedPrecondition);
+    assert_eq!(
+        error.message(),
+        format!(
+            "ManagedService {NS}/orders-db does not ask for a restore of orders-db-final: its \
+             spec.restoreFrom.backupName must name it"
+        )
+    );
+    // A protected service holding data is never restored over, even when
+    // it asks (the webhook refuses that update; this is the second lock).
+    let live_uid = env
+        .service(NS, "orders-live", "orders_live", Some("orders-db-final"))
+        .await;
+    let live = Env::database(NS, "orders_live");
+    env.fill(&live, 3, 10).await;
+    KubeApi::<ManagedService>::namespaced(env.client.clone(), NS)
+        .patch(
+            "orders-live",
+            &PatchParams::default(),
+            &Patch::Merge(serde_json::json!({"spec": {"deletionProtection": true}})),
+        )
+        .await
+        .unwrap();
+    let error = client
+        .restore_snapshot(RestoreSnapshotRequest {
+            target: Some(service_ref(NS, "orders-live", &live_uid)),
+            ..restore.clone()
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(error.code(), tonic::Code::FailedPrecondition);
+    assert_eq!(
+        error.message(),
+        format!(
+            "ManagedService {NS}/orders-live holds data: spec.restoreFrom: an in-place restore \
+             replaces this service's data; set spec.deletionProtection=false first"
+        )
+    );
+    assert_eq!(env.pg.items(&live).await.len(), 3);
+    // The restore of a protected new service is retried safely: the
+    // database holds what that restore wrote.
+    KubeApi::<ManagedService>::namespaced(env.client.clone(), NS)
+        .patch(
+            "orders-copy",
+            &PatchParams::default(),
+            &Patch::Merge(serde_json::json!({"spec": {"deletionProtection": true}})),
+        )
+        .await
+        .unwrap();
+    client.restore_snapshot(restore.clone()).await.unwrap();
+    // A snapshot needs a record that describes it.
+    let error = client
+        .request_snapshot(request("no-record", service.clone(), "no-such-record"))
+        .await
+        .unwrap_err();
+    assert_eq!(error.code(), tonic::Code::NotFound);
+    assert_eq!(
+        error.message(),
+        format!(
+            "ServiceBackup {NS}/no-such-record does not exist: a snapshot is taken only for a \
+             record that describes it"
+        )
+    );
+    let error = client
+        .request_snapshot(request(
+            "copy-key",
+            service_ref(NS, "orders-copy", &copy_uid),
+            "orders-db-final",
+        ))
+        .await
+        .unwrap_err();
+    assert_eq!(error.code(), tonic::Code::FailedPrecondition);
+    assert_eq!(
+        error.message(),
+        format!(
+            "ServiceBackup {NS}/orders-db-final is not a Final backup of {NS}/orders-copy: it \
+             describes service orders-db"
+        )
+    );
 
     // Never into another Project.
     let foreign_uid = env
@@ -228,15 +322,20 @@ async fn snapshot_round_trip_in_s3() {
     snapshot_round_trip(backend, store).await;
 }
 
-/// pg_dump fails (a wrong password in the Secret): FAILED with pg_dump's
-/// reason, the record says so, and the store holds nothing; once the
-/// Secret is right, the same key starts a new attempt that completes.
+/// pg_dump fails (the database takes no connections): FAILED with
+/// pg_dump's reason, the record says so, and the store holds nothing; once
+/// it does again, the same key starts a new attempt that completes.
 async fn failing_dump_leaves_nothing(backend: Backend, store: Store) {
     let env = Env::start(&[NS]).await;
-    let uid = env
-        .service(NS, "orders-db", "orders", Some("not-the-password"))
-        .await;
-    env.fill("orders", 10, 10).await;
+    let uid = env.service(NS, "orders-db", "orders", None).await;
+    let orders = Env::database(NS, "orders");
+    env.fill(&orders, 10, 10).await;
+    env.pg
+        .admin()
+        .await
+        .batch_execute(&format!("ALTER DATABASE {orders} ALLOW_CONNECTIONS false"))
+        .await
+        .unwrap();
     env.record(NS, "orders-db-final", "orders-db", "Final")
         .await;
     let runner = Runner::start(&env.client, store, false).await;
@@ -252,14 +351,14 @@ async fn failing_dump_leaves_nothing(backend: Backend, store: Store) {
     assert!(
         snapshot
             .message
-            .starts_with("pg_dump of database orders on 127.0.0.1:")
-            && snapshot
-                .message
-                .contains("password authentication failed for user \"orders\""),
+            .starts_with(&format!("pg_dump of database {orders} on 127.0.0.1:"))
+            && snapshot.message.contains(&format!(
+                "database \"{orders}\" is not currently accepting connections"
+            )),
         "{}",
         snapshot.message
     );
-    assert!(!snapshot.message.contains("not-the-password"));
+    assert!(!snapshot.message.contains(common::ADMIN_PASSWORD));
     assert_eq!(files(&backend.objects()), Vec::<String>::new());
     if let Backend::S3(server) = &backend {
         // No multipart upload left behind either.
@@ -283,7 +382,7 @@ async fn failing_dump_leaves_nothing(backend: Backend, store: Store) {
     env.pg
         .admin()
         .await
-        .batch_execute("ALTER ROLE orders PASSWORD 'not-the-password'")
+        .batch_execute(&format!("ALTER DATABASE {orders} ALLOW_CONNECTIONS true"))
         .await
         .unwrap();
     let retried = client
@@ -320,7 +419,7 @@ async fn failing_dump_leaves_nothing_in_s3() {
 async fn manual_backups_are_taken_by_the_controller() {
     let env = Env::start(&[NS]).await;
     let uid = env.service(NS, "orders-db", "orders", None).await;
-    env.fill("orders", 100, 20).await;
+    env.fill(&Env::database(NS, "orders"), 100, 20).await;
     let (backend, store) = Backend::folder().await;
     let runner = Runner::start(&env.client, store, true).await;
     env.record(NS, "before-upgrade", "orders-db", "Manual")

@@ -748,6 +748,53 @@ impl Engine {
         .await
     }
 
+    /// The backup last restored into the service's database (as
+    /// [`Engine::record_restore`] wrote it); `None` when none was. The
+    /// database must be the service's own ([`Error::NotOwned`]).
+    pub async fn restored_from(&self, owner: &Owner, db: &Database) -> Result<Option<String>, Error> {
+        self.check_database(db)?;
+        self.bounded("reading the database's last restore", async {
+            let session = self.connect(MAINTENANCE_DATABASE).await?;
+            self.claim(&session, owner, &Self::names_of(db)).await?;
+            let rows = self
+                .query(
+                    &session,
+                    &format!("reading the last restore into database \"{}\"", db.name),
+                    &format!(
+                        "SELECT restored_from FROM {} WHERE kind = 'database' AND name = $1",
+                        ownership::TABLE
+                    ),
+                    &[&db.name],
+                )
+                .await?;
+            Ok(rows.first().and_then(|row| row.get(0)))
+        })
+        .await
+    }
+
+    /// Records that `backup` was restored into the service's database, so
+    /// that a retry of that restore is known for one, not for an in-place
+    /// restore over live data.
+    pub async fn record_restore(&self, owner: &Owner, db: &Database, backup: &str) -> Result<(), Error> {
+        self.check_database(db)?;
+        self.bounded("recording the restore", async {
+            let session = self.connect(MAINTENANCE_DATABASE).await?;
+            self.query(
+                &session,
+                &format!("recording the restore into database \"{}\"", db.name),
+                &format!(
+                    "UPDATE {} SET restored_from = $1 \
+                     WHERE kind = 'database' AND name = $2 AND service_uid = $3 AND NOT retained",
+                    ownership::TABLE
+                ),
+                &[&backup, &db.name, &owner.uid],
+            )
+            .await
+            .map(drop)
+        })
+        .await
+    }
+
     /// Drops what is recorded for the service and not retained, and
     /// nothing else: its databases (`WITH (FORCE)`, terminating their
     /// connections), then its roles, each record going with its object.

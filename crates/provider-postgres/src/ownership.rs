@@ -34,6 +34,8 @@ CREATE TABLE IF NOT EXISTS navique.engine_objects (
     namespace text NOT NULL,
     service text NOT NULL,
     retained boolean NOT NULL DEFAULT false,
+    -- For a database: the last backup restored into it, by backup-runner.
+    restored_from text,
     recorded_at timestamptz NOT NULL DEFAULT now(),
     PRIMARY KEY (kind, name)
 );

@@ -12,8 +12,7 @@ use navique_api::constants::labels;
 use navique_api::services::ManagedService;
 use serde_json::{Value, json};
 
-/// PostgreSQL's port inside the Project.
-pub const PORT: u16 = 5432;
+pub use navique_api::services::{IN_PROJECT_PORT as PORT, in_project_host};
 /// The volume claim template of the data volumes: claims are named
 /// `data-<service>-<ordinal>` by the StatefulSet controller.
 pub const DATA_VOLUME: &str = "data";
@@ -56,11 +55,6 @@ pub fn is_data_claim(service: &str, claim: &str) -> bool {
     claim
         .strip_prefix(&format!("{DATA_VOLUME}-{service}-"))
         .is_some_and(|ordinal| !ordinal.is_empty() && ordinal.bytes().all(|b| b.is_ascii_digit()))
-}
-
-/// The host applications connect to: the client Service's cluster DNS name.
-pub fn in_project_host(service: &str, namespace: &str) -> String {
-    format!("{service}.{namespace}.svc")
 }
 
 /// What an `InProject` engine is made of, from `spec.parameters`.

@@ -116,6 +116,15 @@ pub struct Placement {
     pub mode: PlacementMode,
 }
 
+/// The port of an `InProject` engine's client Service.
+pub const IN_PROJECT_PORT: u16 = 5432;
+
+/// The host an `InProject` engine is reached at: its client Service's
+/// cluster DNS name.
+pub fn in_project_host(service: &str, namespace: &str) -> String {
+    format!("{service}.{namespace}.svc")
+}
+
 /// Placement modes.
 #[derive(JsonSchema, Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum PlacementMode {

@@ -29,13 +29,18 @@ use navique_api::grpc::snapshot::v1::snapshot_service_client::SnapshotServiceCli
 use navique_api::grpc::snapshot::v1::{
     Origin, Phase, RequestSnapshotRequest, ServiceRef, Snapshot, WatchSnapshotRequest,
 };
-use navique_api::services::{ManagedService, ServiceBackup};
+use navique_api::services::{ManagedService, RestoreFrom, ServiceBackup, ServiceClass};
+use navique_provider_postgres::{
+    AdminConnection, Engine as ProviderEngine, MAX_NAME_LEN, Owner, names,
+};
 use tokio_postgres::NoTls;
 use tokio_util::sync::CancellationToken;
 use tonic::transport::Channel;
 
 pub const TIMEOUT: Duration = Duration::from_secs(60);
 pub const ADMIN_PASSWORD: &str = "admin-pw";
+/// Where the provider's catalogue Secrets are, as in the chart.
+pub const PROVIDER_NAMESPACE: &str = "navique-system";
 
 pub fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
@@ -172,17 +177,6 @@ impl Postgres {
             .expect("connect as the admin")
     }
 
-    /// A role `name` (password `<name>-pw`) owning an empty database `name`.
-    pub async fn create_database(&self, name: &str) {
-        let admin = self.admin().await;
-        for statement in [
-            format!("CREATE ROLE {name} LOGIN PASSWORD '{name}-pw'"),
-            format!("CREATE DATABASE {name} OWNER {name}"),
-        ] {
-            admin.batch_execute(&statement).await.unwrap();
-        }
-    }
-
     /// Logs in to database `name` as its owner.
     pub async fn owner(&self, name: &str) -> tokio_postgres::Client {
         self.connect(name, &format!("{name}-pw"), name)
@@ -308,7 +302,7 @@ impl Env {
             backups.list(&Default::default()).await.ok()
         })
         .await;
-        for name in namespaces {
+        for name in namespaces.iter().chain(&[PROVIDER_NAMESPACE]) {
             let namespace = Namespace {
                 metadata: ObjectMeta {
                     name: Some((*name).to_owned()),
@@ -321,6 +315,36 @@ impl Env {
                 .await
                 .unwrap();
         }
+        // The provider's catalogue: the class's admin Secret points at pg.
+        let admin: BTreeMap<String, ByteString> = [
+            ("host", "127.0.0.1".to_owned()),
+            ("port", pg.port.to_string()),
+            ("user", "postgres".to_owned()),
+            ("password", ADMIN_PASSWORD.to_owned()),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), ByteString(v.into_bytes())))
+        .collect();
+        let secret = Secret {
+            metadata: ObjectMeta {
+                name: Some("provider-postgresql-admin".to_owned()),
+                ..Default::default()
+            },
+            data: Some(admin),
+            ..Default::default()
+        };
+        KubeApi::<Secret>::namespaced(client.clone(), PROVIDER_NAMESPACE)
+            .create(&PostParams::default(), &secret)
+            .await
+            .unwrap();
+        let class: ServiceClass = serde_yaml::from_value(
+            yaml_documents(&repo_root().join("deploy/examples/catalogue.yaml")).remove(0),
+        )
+        .unwrap();
+        KubeApi::<ServiceClass>::all(client.clone())
+            .create(&PostParams::default(), &class)
+            .await
+            .unwrap();
         Env {
             pg,
             client,
@@ -328,18 +352,42 @@ impl Env {
         }
     }
 
-    /// A ManagedService `name` in `namespace` whose database `database`
-    /// (owned by the role of the same name) exists, and its credential
-    /// Secret, with `password` (the right one unless a test wants a wrong
-    /// one). Returns the service's uid.
+    /// The name `database` of a service in `namespace` gets on the server
+    /// (its database and its owner role, password `<name>-pw`).
+    pub fn database(namespace: &str, database: &str) -> String {
+        names::physical(namespace, database, MAX_NAME_LEN)
+    }
+
+    /// The provider's engine, as the lifecycle controller uses it.
+    pub fn engine(&self) -> ProviderEngine {
+        ProviderEngine::new(
+            AdminConnection::from_secret(
+                &[
+                    ("host", "127.0.0.1".to_owned()),
+                    ("port", self.pg.port.to_string()),
+                    ("user", "postgres".to_owned()),
+                    ("password", ADMIN_PASSWORD.to_owned()),
+                ]
+                .into_iter()
+                .map(|(k, v)| (k.to_owned(), v))
+                .collect(),
+            )
+            .unwrap(),
+        )
+    }
+
+    /// A ProviderShared ManagedService `name` in `namespace` asking for
+    /// database `database` (owned by the role of the same name), provisioned
+    /// as the lifecycle controller does: recorded as the service's own on
+    /// the server ([`Env::database`] names it). `restore_from` is its
+    /// `spec.restoreFrom.backupName`. Returns the service's uid.
     pub async fn service(
         &self,
         namespace: &str,
         name: &str,
         database: &str,
-        password: Option<&str>,
+        restore_from: Option<&str>,
     ) -> String {
-        self.pg.create_database(database).await;
         let mut service: ManagedService = serde_yaml::from_value(
             yaml_documents(&repo_root().join("deploy/examples/orders-db.yaml")).remove(0),
         )
@@ -347,40 +395,23 @@ impl Env {
         service.annotations_mut().clear();
         service.metadata.name = Some(name.to_owned());
         service.metadata.namespace = Some(namespace.to_owned());
+        service.spec.parameters =
+            Some(serde_json::json!({"database": database, "owner": database}));
+        service.spec.restore_from = restore_from.map(|backup| RestoreFrom {
+            backup_name: backup.to_owned(),
+            namespace: None,
+        });
         let created = KubeApi::<ManagedService>::namespaced(self.client.clone(), namespace)
             .create(&PostParams::default(), &service)
             .await
             .unwrap();
-        let password = password
-            .map(str::to_owned)
-            .unwrap_or_else(|| format!("{database}-pw"));
-        let data: BTreeMap<String, ByteString> = [
-            ("host", "127.0.0.1".to_owned()),
-            ("port", self.pg.port.to_string()),
-            ("database", database.to_owned()),
-            ("user", database.to_owned()),
-            ("password", password.clone()),
-            (
-                "uri",
-                format!(
-                    "postgresql://{database}:{password}@127.0.0.1:{}/{database}",
-                    self.pg.port
-                ),
-            ),
-        ]
-        .into_iter()
-        .map(|(k, v)| (k.to_owned(), ByteString(v.into_bytes())))
-        .collect();
-        let secret = Secret {
-            metadata: ObjectMeta {
-                name: Some(format!("{name}-credentials")),
-                ..Default::default()
-            },
-            data: Some(data),
-            ..Default::default()
-        };
-        KubeApi::<Secret>::namespaced(self.client.clone(), namespace)
-            .create(&PostParams::default(), &secret)
+        let physical = names::of_service(&created).unwrap();
+        self.engine()
+            .ensure(
+                &Owner::of(&created).unwrap(),
+                &physical,
+                &format!("{}-pw", physical.owner),
+            )
             .await
             .unwrap();
         created.uid().unwrap()
