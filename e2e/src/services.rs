@@ -130,6 +130,12 @@ impl Drop for Postgres {
     }
 }
 
+/// The name a ProviderShared service of Project `ns` asking for database
+/// (or owner) `db` gets on the shared PostgreSQL server.
+pub fn on_server(ns: &str, db: &str) -> String {
+    navique_provider_postgres::names::physical(ns, db, navique_provider_postgres::MAX_NAME_LEN)
+}
+
 /// Everything the managed-services tests drive.
 pub struct ServiceEnv {
     pub cluster: Cluster,

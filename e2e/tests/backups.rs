@@ -11,7 +11,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use navique_e2e::s3::{BUCKET, S3Server};
-use navique_e2e::services::{ALICE, ServiceEnv};
+use navique_e2e::services::{ALICE, ServiceEnv, on_server};
 use navique_e2e::{Process, eventually, free_port};
 
 const WAIT: Duration = Duration::from_secs(60);
@@ -78,10 +78,10 @@ async fn service_with_rows(env: &ServiceEnv, ns: &str, db: &str, spec: &str) {
     );
     env.apply(&manifest).await;
     env.until_state(ns, "orders-db", "Ready Available").await;
-    env.postgres.query_in(
-        db,
+    env.postgres.query_in(&on_server(ns, db),
         &format!(
-            "set role {db}; create table items (id int primary key, name text); insert into items select g, 'item ' || g from generate_series(1, 1000) g"
+            "set role {}; create table items (id int primary key, name text); insert into items select g, 'item ' || g from generate_series(1, 1000) g",
+            on_server(ns, db)
         ),
     );
 }
@@ -106,7 +106,7 @@ async fn snapshot_and_delete_leaves_one_verified_final_backup_that_restores() {
     env.start_deleting(&ns, "orders-db");
     env.until_gone(&ns, "orders-db").await;
     assert!(
-        !env.postgres.database_exists(db),
+        !env.postgres.database_exists(&on_server(&ns, db)),
         "removed after the backup"
     );
 
@@ -147,8 +147,10 @@ async fn snapshot_and_delete_leaves_one_verified_final_backup_that_restores() {
         record[0]
     );
     assert_eq!(
-        env.postgres
-            .query_in("restored_orders", "select count(*), sum(id) from items"),
+        env.postgres.query_in(
+            &on_server(&ns, "restored_orders"),
+            "select count(*), sum(id) from items"
+        ),
         "1000|500500"
     );
 
@@ -172,8 +174,10 @@ async fn snapshot_and_delete_leaves_one_verified_final_backup_that_restores() {
     )
     .await;
     assert_eq!(
-        env.postgres
-            .query_in("manual_orders", "select count(*) from items"),
+        env.postgres.query_in(
+            &on_server(&ns, "manual_orders"),
+            "select count(*) from items"
+        ),
         "1000"
     );
 }
@@ -199,9 +203,13 @@ async fn nothing_is_deleted_while_backup_runner_is_down_and_one_backup_is_taken_
         "{blocked}"
     );
     tokio::time::sleep(Duration::from_secs(2)).await;
-    assert!(env.postgres.database_exists(db), "nothing removed");
+    assert!(
+        env.postgres.database_exists(&on_server(&ns, db)),
+        "nothing removed"
+    );
     assert_eq!(
-        env.postgres.query_in(db, "select count(*) from items"),
+        env.postgres
+            .query_in(&on_server(&ns, db), "select count(*) from items"),
         "1000"
     );
 
@@ -210,7 +218,7 @@ async fn nothing_is_deleted_while_backup_runner_is_down_and_one_backup_is_taken_
         .start_backup_runner(port, &format!("file://{}", store.path().display()))
         .await;
     env.until_gone(&ns, "orders-db").await;
-    assert!(!env.postgres.database_exists(db));
+    assert!(!env.postgres.database_exists(&on_server(&ns, db)));
     let all = backups(&env, &ns);
     assert_eq!(all.len(), 1, "{all:?}");
     assert_eq!(
@@ -234,10 +242,10 @@ async fn backup_runner_killed_mid_snapshot_records_no_half_backup_and_drops_only
         .await;
     env.until_state(&ns, "orders-db", "Ready Available").await;
     // Enough data (about 60 MB dumped) for the snapshot to take seconds.
-    env.postgres.query_in(
-        db,
+    env.postgres.query_in(&on_server(&ns, db),
         &format!(
-            "set role {db}; create table blob as select g as id, md5(random()::text) || md5(random()::text) as a from generate_series(1, 1000000) g"
+            "set role {}; create table blob as select g as id, md5(random()::text) || md5(random()::text) as a from generate_series(1, 1000000) g",
+            on_server(&ns, db)
         ),
     );
 
@@ -256,12 +264,12 @@ async fn backup_runner_killed_mid_snapshot_records_no_half_backup_and_drops_only
     assert!(all.iter().all(|b| b[2] != "Completed"), "{all:?}");
     assert_eq!(stored(store.path(), "json").len(), 0);
     assert_eq!(stored(store.path(), "dump").len(), 0);
-    assert!(env.postgres.database_exists(db));
+    assert!(env.postgres.database_exists(&on_server(&ns, db)));
     assert!(env.state(&ns, "orders-db").starts_with("Deleting"));
 
     let _runner = env.start_backup_runner(port, &store_url).await;
     env.until_gone(&ns, "orders-db").await;
-    assert!(!env.postgres.database_exists(db));
+    assert!(!env.postgres.database_exists(&on_server(&ns, db)));
     let all = backups(&env, &ns);
     assert_eq!(all.len(), 1, "{all:?}");
     assert_eq!(
@@ -347,7 +355,7 @@ async fn an_s3_store_keeps_each_backup_until_its_retention_ends() {
 
     env.start_deleting(&ns, "orders-db");
     env.until_gone(&ns, "orders-db").await;
-    assert!(!env.postgres.database_exists(db));
+    assert!(!env.postgres.database_exists(&on_server(&ns, db)));
 
     // The Final backup is in the bucket, as recorded, with its expiry.
     let all = backups(&env, &ns);
@@ -387,8 +395,10 @@ async fn an_s3_store_keeps_each_backup_until_its_retention_ends() {
     env.until_state(&ns, "orders-restored", "Ready Available")
         .await;
     assert_eq!(
-        env.postgres
-            .query_in("s3_restored", "select count(*), sum(id) from items"),
+        env.postgres.query_in(
+            &on_server(&ns, "s3_restored"),
+            "select count(*), sum(id) from items"
+        ),
         "1000|500500"
     );
 

@@ -13,7 +13,7 @@ use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions
 use navique_api::messages;
 use navique_api::services::ManagedService;
 use navique_e2e::eventually;
-use navique_e2e::services::{ALICE, ServiceEnv};
+use navique_e2e::services::{ALICE, ServiceEnv, on_server};
 
 const WAIT: Duration = Duration::from_secs(30);
 
@@ -30,8 +30,8 @@ async fn the_seed_service_is_protected_then_deleted_only_once_confirmed() {
     let db = "seed_orders";
     env.apply(&env.orders_db(&ns, db, "Delete", true)).await;
     env.until_state(&ns, "orders-db", "Ready Available").await;
-    assert!(env.postgres.database_exists(db));
-    assert!(env.postgres.role_exists(db));
+    assert!(env.postgres.database_exists(&on_server(&ns, db)));
+    assert!(env.postgres.role_exists(&on_server(&ns, db)));
     assert_eq!(
         env.field(&ns, "orders-db", "{.status.observedGeneration}"),
         env.field(&ns, "orders-db", "{.metadata.generation}"),
@@ -99,7 +99,7 @@ async fn the_seed_service_is_protected_then_deleted_only_once_confirmed() {
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert_eq!(env.state(&ns, "orders-db"), needed);
     assert!(
-        env.postgres.database_exists(db),
+        env.postgres.database_exists(&on_server(&ns, db)),
         "untouched until confirmed"
     );
 
@@ -113,8 +113,8 @@ async fn the_seed_service_is_protected_then_deleted_only_once_confirmed() {
         "services.kube-dc.com/confirm-delete=orders-db",
     ]);
     env.until_gone(&ns, "orders-db").await;
-    assert!(!env.postgres.database_exists(db));
-    assert!(!env.postgres.role_exists(db));
+    assert!(!env.postgres.database_exists(&on_server(&ns, db)));
+    assert!(!env.postgres.role_exists(&on_server(&ns, db)));
     eventually(WAIT, "the credential Secret to be collected", || async {
         env.get(&ns, "secret/orders-db-credentials", "{.metadata.name}")
             .is_empty()
@@ -135,10 +135,10 @@ async fn retain_leaves_the_database_and_objects_unowned_and_protected() {
     env.until_gone(&ns, "orders-db").await;
 
     assert!(
-        env.postgres.database_exists(db),
+        env.postgres.database_exists(&on_server(&ns, db)),
         "Retain keeps the database"
     );
-    assert!(env.postgres.role_exists(db));
+    assert!(env.postgres.role_exists(&on_server(&ns, db)));
     for object in ["secret/orders-db-credentials", "service/orders-db"] {
         assert_eq!(
             env.get(&ns,
@@ -173,7 +173,10 @@ async fn retain_leaves_the_database_and_objects_unowned_and_protected() {
     );
     env.start_deleting(&ns, "orders-db");
     env.until_gone(&ns, "orders-db").await;
-    assert!(env.postgres.database_exists(db), "still retained");
+    assert!(
+        env.postgres.database_exists(&on_server(&ns, db)),
+        "still retained"
+    );
 
     // The provider can remove them.
     env.cluster.kubectl_ok(&[
@@ -257,7 +260,10 @@ async fn a_policy_the_plan_no_longer_allows_is_downgraded_with_a_warning() {
     );
     env.start_deleting(&ns, "orders-db");
     env.until_gone(&ns, "orders-db").await;
-    assert!(env.postgres.database_exists(db), "ran under Retain");
+    assert!(
+        env.postgres.database_exists(&on_server(&ns, db)),
+        "ran under Retain"
+    );
     let events = env.cluster.event_messages(&ns, "DeletionPolicyDowngraded");
     assert!(events.starts_with("Warning "), "{events}");
     assert!(events.contains("Retain"), "{events}");
@@ -293,8 +299,14 @@ async fn deleting_the_project_removes_every_service_and_its_database() {
     })
     .await;
     for (name, db, _, _) in services {
-        assert!(!env.postgres.database_exists(db), "{name}'s database");
-        assert!(!env.postgres.role_exists(db), "{name}'s role");
+        assert!(
+            !env.postgres.database_exists(&on_server(&ns, db)),
+            "{name}'s database"
+        );
+        assert!(
+            !env.postgres.role_exists(&on_server(&ns, db)),
+            "{name}'s role"
+        );
         let events = env.cluster.event_messages("default", "ProjectDeleted");
         assert!(
             events.contains(&format!(
@@ -499,8 +511,10 @@ async fn snapshot_and_delete_without_an_engine_retains_the_secrets_and_says_so()
     // provisioning pass after the drop would make the database again.
     tokio::time::sleep(Duration::from_secs(3)).await;
     // The engine disappears behind the platform's back.
-    env.postgres
-        .query(&format!("drop database {db} with (force)"));
+    env.postgres.query(&format!(
+        "drop database {} with (force)",
+        on_server(&ns, db)
+    ));
     env.start_deleting(&ns, "orders-db");
     env.until_gone(&ns, "orders-db").await;
     assert_eq!(

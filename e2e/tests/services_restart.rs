@@ -11,7 +11,7 @@
 use std::time::Duration;
 
 use navique_e2e::eventually;
-use navique_e2e::services::{CONTROLLER_REPLICA, ServiceEnv};
+use navique_e2e::services::{CONTROLLER_REPLICA, ServiceEnv, on_server};
 use serde_json::json;
 
 const WAIT: Duration = Duration::from_secs(30);
@@ -87,18 +87,18 @@ async fn an_interrupted_delete_finishes_after_a_restart_at_every_step() {
         match before {
             "status" => {
                 assert_eq!(env.field(&ns, "orders-db", "{.status.phase}"), "Ready");
-                assert!(env.postgres.database_exists(&db));
+                assert!(env.postgres.database_exists(&on_server(&ns, &db)));
             }
             "drop" => {
                 assert!(
                     env.state(&ns, "orders-db")
                         .starts_with("Deleting DeletionBlocked")
                 );
-                assert!(env.postgres.database_exists(&db));
+                assert!(env.postgres.database_exists(&on_server(&ns, &db)));
             }
             _ => {
                 assert!(
-                    !env.postgres.database_exists(&db),
+                    !env.postgres.database_exists(&on_server(&ns, &db)),
                     "dropped, finalizer kept"
                 );
                 assert_ne!(env.field(&ns, "orders-db", "{.metadata.name}"), "");
@@ -107,10 +107,10 @@ async fn an_interrupted_delete_finishes_after_a_restart_at_every_step() {
         restart(&env).await;
         env.until_gone(&ns, "orders-db").await;
         assert!(
-            !env.postgres.database_exists(&db),
+            !env.postgres.database_exists(&on_server(&ns, &db)),
             "after a crash before the {before}"
         );
-        assert!(!env.postgres.role_exists(&db));
+        assert!(!env.postgres.role_exists(&on_server(&ns, &db)));
         eventually(WAIT, "the credential Secret to be collected", || async {
             env.get(&ns, "secret/orders-db-credentials", "{.metadata.name}")
                 .is_empty()
@@ -151,8 +151,8 @@ async fn an_interrupted_retain_keeps_everything_after_a_restart() {
     for object in ["secret/orders-db-credentials", "service/orders-db"] {
         assert_eq!(env.get(&ns, object, RETAINED), "true", "{object}");
     }
-    assert!(env.postgres.database_exists(db));
-    assert!(env.postgres.role_exists(db));
+    assert!(env.postgres.database_exists(&on_server(&ns, db)));
+    assert!(env.postgres.role_exists(&on_server(&ns, db)));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -244,12 +244,12 @@ async fn a_replica_that_lost_its_lease_never_drops_the_database() {
     );
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert!(
-        env.postgres.database_exists(db),
+        env.postgres.database_exists(&on_server(&ns, db)),
         "a stale leader dropped nothing"
     );
 
     // The Lease back: the deletion completes.
     take_lease(CONTROLLER_REPLICA);
     env.until_gone(&ns, "orders-db").await;
-    assert!(!env.postgres.database_exists(db));
+    assert!(!env.postgres.database_exists(&on_server(&ns, db)));
 }
