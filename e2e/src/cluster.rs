@@ -10,6 +10,11 @@ use std::time::{Duration, Instant};
 
 use crate::Process;
 
+/// A Project's usual members: alice admin, bob editor, carol viewer (dave,
+/// in tests, is bound to nothing).
+pub const PROJECT_MEMBERS: [(&str, &str); 3] =
+    [("alice", "admin"), ("bob", "edit"), ("carol", "view")];
+
 /// A cluster and the clients to drive it.
 pub struct Cluster {
     kubeconfig: PathBuf,
@@ -187,6 +192,27 @@ impl Cluster {
             "apiVersion: rbac.authorization.k8s.io/v1\nkind: RoleBinding\nmetadata: {{name: {user}-{role}, namespace: {ns}}}\nroleRef: {{apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: {role}}}\nsubjects:\n- {{apiGroup: rbac.authorization.k8s.io, kind: User, name: {user}}}\n"
         );
         self.kubectl_in(&["apply", "-f", "-"], Some(&binding));
+    }
+
+    /// A new Project namespace named `<prefix>-<random>` in which each
+    /// `(user, role)` of `members` is bound to the standard ClusterRole
+    /// `role` (`admin`, `edit`, `view`), e.g. [`PROJECT_MEMBERS`].
+    pub fn project(&self, prefix: &str, members: &[(&str, &str)]) -> String {
+        let ns = self.namespace(prefix);
+        for (user, role) in members {
+            self.bind_role(&ns, user, role);
+        }
+        ns
+    }
+
+    /// The bearer token of this cluster's kubeconfig (the admin's).
+    pub fn token(&self) -> String {
+        let text = std::fs::read_to_string(&self.kubeconfig).expect("read kubeconfig");
+        text.lines()
+            .find_map(|line| line.trim_start().strip_prefix("token: "))
+            .expect("the kubeconfig has a token")
+            .trim()
+            .to_owned()
     }
 
     /// A kubeconfig for this cluster that authenticates with `token`,

@@ -10,7 +10,7 @@ pub mod s3;
 pub mod services;
 pub mod stacks;
 mod webhook;
-pub use cluster::{Cluster, cluster, repo_root};
+pub use cluster::{Cluster, PROJECT_MEMBERS, cluster, repo_root};
 pub use webhook::WebhookServer;
 
 use std::future::Future;

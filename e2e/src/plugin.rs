@@ -63,12 +63,17 @@ impl Watch {
     /// Starts `kubectl navique approvals --watch <args>` as the admin,
     /// following the ApprovalEvents server at `url`.
     pub fn start(cluster: &Cluster, url: &str, args: &[&str]) -> Self {
+        Self::start_as(cluster, cluster.kubeconfig(), url, args)
+    }
+
+    /// [`Watch::start`] as the user of `kubeconfig`.
+    pub fn start_as(cluster: &Cluster, kubeconfig: &Path, url: &str, args: &[&str]) -> Self {
         let all: Vec<&str> = ["approvals", "--watch"]
             .iter()
             .copied()
             .chain(args.iter().copied())
             .collect();
-        let mut child = command(cluster, cluster.kubeconfig(), &all)
+        let mut child = command(cluster, kubeconfig, &all)
             .env("NAVIQUE_APPROVALS_URL", url)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())

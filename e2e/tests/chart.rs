@@ -558,6 +558,19 @@ fn each_component_is_granted_exactly_what_it_uses() {
             ),
             rule(&["core.navique.com"], &["stacks/status"], &[], &["patch"]),
             rule(&["events.k8s.io"], &["events"], &[], &["create", "patch"]),
+            // ApprovalEvents: the caller's TokenReview and SubjectAccessReviews.
+            rule(
+                &["authentication.k8s.io"],
+                &["tokenreviews"],
+                &[],
+                &["create"]
+            ),
+            rule(
+                &["authorization.k8s.io"],
+                &["subjectaccessreviews"],
+                &[],
+                &["create"]
+            ),
             // serviceLifecycleController.stackResources
             rule(
                 &[""],

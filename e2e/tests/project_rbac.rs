@@ -14,7 +14,7 @@ use std::process::Output;
 use std::sync::OnceLock;
 
 use navique_e2e::locks::{helm_template, lock, stack};
-use navique_e2e::{Cluster, repo_root};
+use navique_e2e::{Cluster, PROJECT_MEMBERS, repo_root};
 
 const SERVICES: &str = "services.kube-dc.com";
 const CORE: &str = "core.navique.com";
@@ -40,12 +40,7 @@ fn env() -> &'static Cluster {
 /// A new Project namespace with alice as admin, bob as editor, carol as
 /// viewer.
 fn project(prefix: &str) -> String {
-    let k = env();
-    let ns = k.namespace(prefix);
-    for (user, role) in [("alice", "admin"), ("bob", "edit"), ("carol", "view")] {
-        k.bind_role(&ns, user, role);
-    }
-    ns
+    env().project(prefix, &PROJECT_MEMBERS)
 }
 
 /// kubectl as `user`, with the user's own token.

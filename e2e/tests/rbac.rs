@@ -116,3 +116,90 @@ subjects:
         )
     );
 }
+
+/// TokenReview, as kube-apiserver answers it: whom a bearer token stands
+/// for (with `system:authenticated`), or `{"user": {}}` for an unknown
+/// token; only to callers that may create tokenreviews, such as those bound
+/// to `system:auth-delegator`.
+#[test]
+fn a_token_review_names_the_token_s_user_to_an_auth_delegator() {
+    let cluster = Cluster::dev(&["--authorization", "rbac"]);
+    cluster.add_user("alice", &["project-users"]);
+    cluster.add_user("reviewer", &[]);
+    let resources = cluster.kubectl_ok(&[
+        "api-resources",
+        "--api-group=authentication.k8s.io",
+        "-o",
+        "name",
+    ]);
+    assert!(
+        resources
+            .lines()
+            .any(|l| l == "tokenreviews.authentication.k8s.io"),
+        "{resources}"
+    );
+    let dir = tempfile::tempdir().expect("temp dir");
+    let review = |token: &str, as_token: Option<&str>| {
+        let file = dir.path().join("review.json");
+        let body = serde_json::json!({
+            "apiVersion": "authentication.k8s.io/v1",
+            "kind": "TokenReview",
+            "spec": {"token": token},
+        });
+        std::fs::write(&file, body.to_string()).expect("write review");
+        let mut args = vec![
+            "create",
+            "--raw",
+            "/apis/authentication.k8s.io/v1/tokenreviews",
+            "-f",
+            file.to_str().expect("utf-8 path"),
+        ];
+        if let Some(token) = as_token {
+            args.extend(["--token", token]);
+        }
+        cluster.kubectl(&args, None)
+    };
+    let status = |output: std::process::Output| -> serde_json::Value {
+        assert!(
+            output.status.success(),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let review: serde_json::Value = serde_json::from_slice(&output.stdout).expect("JSON");
+        assert_eq!(review["kind"], "TokenReview");
+        review["status"].clone()
+    };
+
+    assert_eq!(
+        status(review("alice-token", None)),
+        serde_json::json!({
+            "authenticated": true,
+            "user": {"username": "alice", "groups": ["project-users", "system:authenticated"]},
+            "audiences": ["https://kubernetes.default.svc.cluster.local"]
+        })
+    );
+    assert_eq!(
+        status(review("bogus-token", None)),
+        serde_json::json!({"user": {}})
+    );
+
+    let refused = review("alice-token", Some("reviewer-token"));
+    assert!(!refused.status.success());
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        stderr.contains("User \"reviewer\" cannot create resource \"tokenreviews\" in API group \"authentication.k8s.io\" at the cluster scope"),
+        "{stderr}"
+    );
+    let binding = r#"apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: reviewer-auth-delegator}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: "system:auth-delegator"}
+subjects:
+- {apiGroup: rbac.authorization.k8s.io, kind: User, name: reviewer}
+"#;
+    cluster.kubectl_in(&["apply", "-f", "-"], Some(binding));
+    assert_eq!(
+        status(review("alice-token", Some("reviewer-token")))["user"]["username"],
+        "alice"
+    );
+}

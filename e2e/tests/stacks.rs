@@ -3,18 +3,21 @@
 //! in order; `Prune=confirm` and `Delete=confirm` wait for approval, which
 //! the gRPC stream, an Event and a notification announce; `Prune=false`
 //! never prunes; an approval is used once; a Lock keeps a deleted Stack
-//! partially torn down.
+//! partially torn down; ApprovalEvents shows each caller only the Projects
+//! its own identity may read.
 
 use std::sync::OnceLock;
 use std::time::Duration;
 
 use navique_api::grpc::approvals::v1::approval_events_client::ApprovalEventsClient;
-use navique_api::grpc::approvals::v1::{ApprovalEvent, EventType, StreamApprovalEventsRequest};
+use navique_api::grpc::approvals::v1::{
+    ApprovalEvent, EventType, ListPendingApprovalsRequest, StreamApprovalEventsRequest,
+};
 use navique_e2e::locks::lock;
-use navique_e2e::plugin::{Watch, kubectl_navique_ok};
+use navique_e2e::plugin::{Watch, kubectl_navique, kubectl_navique_ok};
 use navique_e2e::services::CONTROLLER_USER;
 use navique_e2e::stacks::StackEnv;
-use navique_e2e::{Cluster, eventually};
+use navique_e2e::{Cluster, PROJECT_MEMBERS, eventually};
 use serde_json::{Value, json};
 use tokio_stream::StreamExt;
 
@@ -121,16 +124,32 @@ fn approve(ns: &str, kind: &str, name: &str) {
     ]);
 }
 
-/// Approval events of `ns`, as they arrive.
-async fn subscribe(ns: &str) -> tonic::Streaming<ApprovalEvent> {
-    let mut client = ApprovalEventsClient::connect(format!("http://{}", env().approvals_addr))
+/// A client of the controller's ApprovalEvents server.
+async fn approval_events() -> ApprovalEventsClient<tonic::transport::Channel> {
+    ApprovalEventsClient::connect(format!("http://{}", env().approvals_addr))
         .await
-        .expect("connect to ApprovalEvents");
-    client
-        .stream_approval_events(StreamApprovalEventsRequest {
-            namespace: ns.to_owned(),
-            include_existing: true,
-        })
+        .expect("connect to ApprovalEvents")
+}
+
+/// `message` with `authorization: Bearer <token>` metadata, when a token.
+fn bearing<T>(message: T, token: Option<&str>) -> tonic::Request<T> {
+    let mut request = tonic::Request::new(message);
+    if let Some(token) = token {
+        let value = format!("Bearer {token}").parse().expect("metadata value");
+        request.metadata_mut().insert("authorization", value);
+    }
+    request
+}
+
+/// Approval events of `ns`, as they arrive, as the cluster's admin.
+async fn subscribe(ns: &str) -> tonic::Streaming<ApprovalEvent> {
+    let request = StreamApprovalEventsRequest {
+        namespace: ns.to_owned(),
+        include_existing: true,
+    };
+    approval_events()
+        .await
+        .stream_approval_events(bearing(request, Some(&cluster().token())))
         .await
         .expect("stream approval events")
         .into_inner()
@@ -527,4 +546,212 @@ async fn a_locked_resource_keeps_a_deleted_stack_partially_torn_down() {
         (stack(&ns, "outer").is_none() && stack(&ns, "inner").is_none()).then_some(())
     })
     .await;
+}
+
+/// Makes a prune of ConfigMap `name` (Prune=confirm) in Stack `app` of `ns`
+/// wait for approval, keeping `kept` in the Stack.
+async fn pending_prune(ns: &str, name: &str, kept: &[Value]) {
+    let mut all = kept.to_vec();
+    all.push(config_map(name, 0, Some("Prune=confirm")));
+    apply_stack(ns, "app", &all);
+    until_stack(ns, "app", "the sync", |s| {
+        row(s, name).is_some_and(|r| r["status"] == "Synced")
+    })
+    .await;
+    apply_stack(ns, "app", kept);
+    until_stack(ns, "app", "the prune to wait for approval", |s| {
+        row(s, name).is_some_and(|r| r["requiresDeletionApproval"] == true)
+    })
+    .await;
+}
+
+/// The Stack namespaces of a listing or of events.
+fn namespaces<'a>(
+    approvals: impl IntoIterator<Item = &'a navique_api::grpc::approvals::v1::PendingApproval>,
+) -> Vec<String> {
+    let mut namespaces: Vec<String> = approvals
+        .into_iter()
+        .filter_map(|a| a.stack.as_ref().map(|s| s.namespace.clone()))
+        .collect();
+    namespaces.sort();
+    namespaces.dedup();
+    namespaces
+}
+
+/// ApprovalEvents answers as the caller's own Kubernetes identity. Without
+/// authentication it would be "unauthenticated inside": anyone on the pod
+/// network could read every Project's pending deletions. Answering with the
+/// controller's own (cluster-wide) rights would make it a "privileged
+/// deputy": a Project viewer would read every other Project through it.
+/// Two Projects: alice administers both, carol views A only, dave has no
+/// role anywhere.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn approval_events_show_a_caller_only_the_projects_it_may_read() {
+    let env = env();
+    env.ready().await;
+    let k = cluster();
+    for user in ["alice", "bob", "carol", "dave"] {
+        k.add_user(user, &[]);
+    }
+    let a = k.project("team-a", &PROJECT_MEMBERS);
+    let b = k.project("team-b", &[("alice", "admin")]);
+    let kept = [config_map("kept", 0, None)];
+    for ns in [&a, &b] {
+        pending_prune(ns, "settings", &kept).await;
+    }
+    let list = async |namespace: &str, token: Option<&str>| {
+        let request = ListPendingApprovalsRequest {
+            namespace: namespace.to_owned(),
+            stack: String::new(),
+        };
+        approval_events()
+            .await
+            .list_pending_approvals(bearing(request, token))
+            .await
+            .map(|r| namespaces(&r.into_inner().approvals))
+    };
+    let refusal = |result: Result<Vec<String>, tonic::Status>| {
+        let status = result.expect_err("refused");
+        (status.code(), status.message().to_owned())
+    };
+
+    // Who the caller is comes from its token, reviewed by the API server.
+    let (code, message) = refusal(list("", None).await);
+    assert_eq!(code, tonic::Code::Unauthenticated);
+    assert!(
+        message.contains("authorization: Bearer <token>"),
+        "{message}"
+    );
+    let (code, message) = refusal(list(&a, Some("bogus-token")).await);
+    assert_eq!(code, tonic::Code::Unauthenticated);
+    assert_eq!(
+        message,
+        "the Kubernetes API server does not accept the bearer token: send a current token of your kubeconfig's user"
+    );
+
+    // What it sees is what it may list.
+    assert_eq!(
+        list("", Some("alice-token")).await.unwrap(),
+        [a.clone(), b.clone()]
+    );
+    assert_eq!(
+        list("", Some("carol-token")).await.unwrap(),
+        std::slice::from_ref(&a)
+    );
+    assert_eq!(
+        list(&a, Some("carol-token")).await.unwrap(),
+        std::slice::from_ref(&a)
+    );
+    let (code, message) = refusal(list(&b, Some("carol-token")).await);
+    assert_eq!(code, tonic::Code::PermissionDenied);
+    assert_eq!(
+        message,
+        format!(
+            "User \"carol\" cannot list resource \"stacks\" in API group \"core.navique.com\" in the namespace \"{b}\": ApprovalEvents shows a namespace's approvals to whoever may list its Stacks"
+        )
+    );
+    assert_eq!(
+        list("", Some("dave-token")).await.unwrap(),
+        Vec::<String>::new()
+    );
+    assert_eq!(
+        refusal(list(&a, Some("dave-token")).await).0,
+        tonic::Code::PermissionDenied
+    );
+    let (code, message) = refusal(list("Team_A", Some("carol-token")).await);
+    assert_eq!(code, tonic::Code::InvalidArgument);
+    assert!(
+        message.starts_with("namespace: Invalid value: \"Team_A\""),
+        "{message}"
+    );
+
+    // A stream of every namespace carries A's events, never B's.
+    let request = StreamApprovalEventsRequest {
+        namespace: String::new(),
+        include_existing: true,
+    };
+    let mut carols = approval_events()
+        .await
+        .stream_approval_events(bearing(request, Some("carol-token")))
+        .await
+        .expect("carol's stream")
+        .into_inner();
+    let next_namespace = async |events: &mut tonic::Streaming<ApprovalEvent>| {
+        let event = tokio::time::timeout(WAIT, events.next())
+            .await
+            .expect("an approval event in time")
+            .expect("the stream goes on")
+            .expect("an event, not an error");
+        namespaces(event.approval.as_ref())
+    };
+    assert_eq!(next_namespace(&mut carols).await, std::slice::from_ref(&a));
+
+    // The plugin, with each user's own kubeconfig token.
+    let dir = tempfile::tempdir().expect("temp dir");
+    let url = format!("http://{}", env.approvals_addr);
+    let carol = k.kubeconfig_for("carol-token", dir.path());
+    let watch = Watch::start_as(k, &carol, &url, &["-A", "-o", "json"]);
+    let namespace_of = |line: String| -> String {
+        let event: Value = serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line}"));
+        event["approval"]["stack"]["namespace"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned()
+    };
+    assert_eq!(namespace_of(watch.next_line(WAIT)), a);
+
+    // New waits in B, then in A: only A's reach carol.
+    pending_prune(&b, "later", &kept).await;
+    pending_prune(&a, "later", &kept).await;
+    assert_eq!(next_namespace(&mut carols).await, std::slice::from_ref(&a));
+    assert_eq!(namespace_of(watch.next_line(WAIT)), a);
+
+    let refused = kubectl_navique(
+        k,
+        &carol,
+        &["approvals", "--watch", "-n", &b, "--approvals-url", &url],
+    );
+    assert_eq!(refused.code, Some(1));
+    assert_eq!(
+        refused.stderr,
+        format!(
+            "error: the ApprovalEvents service at {url} refused the stream: User \"carol\" cannot list resource \"stacks\" in API group \"core.navique.com\" in the namespace \"{b}\": ApprovalEvents shows a namespace's approvals to whoever may list its Stacks\n"
+        )
+    );
+    let dave = k.kubeconfig_for("dave-token", dir.path());
+    let refused = kubectl_navique(
+        k,
+        &dave,
+        &["approvals", "--watch", "-n", &a, "--approvals-url", &url],
+    );
+    assert_eq!(refused.code, Some(1));
+    assert!(
+        refused.stderr.contains("User \"dave\" cannot list"),
+        "{}",
+        refused.stderr
+    );
+
+    // A kubeconfig user without a token gets told what to use.
+    let basic = dir.path().join("kubeconfig-basic");
+    let text = std::fs::read_to_string(&carol).expect("read kubeconfig");
+    std::fs::write(
+        &basic,
+        text.replace(
+            "token: carol-token",
+            "username: carol\n    password: secret",
+        ),
+    )
+    .expect("write kubeconfig");
+    let refused = kubectl_navique(
+        k,
+        &basic,
+        &["approvals", "--watch", "-n", &a, "--approvals-url", &url],
+    );
+    assert_eq!(
+        (refused.code, refused.stderr.as_str()),
+        (
+            Some(1),
+            "error: ApprovalEvents needs a bearer token; the kubeconfig's user has a username and password: use a context whose user has a token, a tokenFile or an exec plugin that returns a token\n"
+        )
+    );
 }

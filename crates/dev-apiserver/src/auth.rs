@@ -82,6 +82,12 @@ impl Users {
             .to_str()
             .ok()?
             .strip_prefix("Bearer ")?;
+        self.user_of(token)
+    }
+
+    /// The user `token` stands for: what a request bearing it is
+    /// authenticated as, and what a TokenReview of it answers.
+    pub fn user_of(&self, token: &str) -> Option<UserInfo> {
         self.0
             .read()
             .unwrap_or_else(|p| p.into_inner())

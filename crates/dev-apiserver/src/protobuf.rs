@@ -48,6 +48,7 @@ use std::collections::BTreeMap;
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
+use k8s_pb::api::authentication::v1 as authentication;
 use k8s_pb::api::authorization::v1 as authorization;
 use k8s_pb::api::core::v1 as core;
 use k8s_pb::apimachinery::pkg::apis::meta::v1 as meta;
@@ -139,7 +140,8 @@ type Result<T, E = ProtobufError> = std::result::Result<T, E>;
 
 /// Whether objects of this apiVersion/kind (and their `...List` kinds) can be encoded and
 /// decoded: core `v1` Namespace, ConfigMap, Secret, ServiceAccount, Service and Event, their
-/// lists, and `v1` (or `meta.k8s.io/v1`) `Status`.
+/// lists, and `v1` (or `meta.k8s.io/v1`) `Status`; and, decoded only, DeleteOptions,
+/// TokenReview and the access reviews.
 pub fn supports(api_version: &str, kind: &str) -> bool {
     Shape::of(api_version, kind).is_some()
 }
@@ -202,6 +204,23 @@ pub fn decode(body: &[u8]) -> Result<Value, ProtobufError> {
         }
         Shape::Status => status_to_json(declared.parse(&raw)?)?,
         Shape::DeleteOptions => delete_options_to_json(declared.parse(&raw)?),
+        Shape::TokenReview => {
+            let review: authentication::TokenReview = declared.parse(&raw)?;
+            let spec = review.spec.unwrap_or_default();
+            let mut fields = Map::new();
+            if let Some(token) = spec.token {
+                fields.insert("token".into(), Value::String(token));
+            }
+            if !spec.audiences.is_empty() {
+                fields.insert(
+                    "audiences".into(),
+                    spec.audiences.into_iter().map(Value::String).collect(),
+                );
+            }
+            let mut out = Map::new();
+            out.insert("spec".into(), Value::Object(fields));
+            out
+        }
         Shape::SelfSubjectAccessReview => {
             let review: authorization::SelfSubjectAccessReview = declared.parse(&raw)?;
             let spec = review.spec.unwrap_or_default();
@@ -313,7 +332,10 @@ pub fn encode(object: &Value) -> Result<Vec<u8>, ProtobufError> {
             core::EventList { metadata, items }.encode_to_vec()
         }
         Shape::Status => status_from_json(&object)?.encode_to_vec(),
-        Shape::DeleteOptions | Shape::SelfSubjectAccessReview | Shape::SubjectAccessReview => {
+        Shape::DeleteOptions
+        | Shape::TokenReview
+        | Shape::SelfSubjectAccessReview
+        | Shape::SubjectAccessReview => {
             return Err(ProtobufError::UnsupportedObject {
                 api_version: api_version.to_owned(),
                 kind: kind.to_owned(),
@@ -354,6 +376,8 @@ enum Shape {
     Status,
     /// Sent as the body of a delete (Helm does); decoded only.
     DeleteOptions,
+    /// Sent by client-go's typed clients (authenticating proxies); decoded only.
+    TokenReview,
     /// `kubectl auth can-i` sends these; decoded only.
     SelfSubjectAccessReview,
     SubjectAccessReview,
@@ -363,6 +387,9 @@ impl Shape {
     fn of(api_version: &str, kind: &str) -> Option<Shape> {
         if kind == "Status" {
             return matches!(api_version, "v1" | "meta.k8s.io/v1").then_some(Shape::Status);
+        }
+        if api_version == "authentication.k8s.io/v1" {
+            return (kind == "TokenReview").then_some(Shape::TokenReview);
         }
         if api_version == "authorization.k8s.io/v1" {
             return match kind {
@@ -1733,6 +1760,41 @@ mod tests {
         ];
         out.extend_from_slice(payload);
         out
+    }
+
+    #[test]
+    fn a_token_review_decodes_to_its_spec() {
+        let review = authentication::TokenReview {
+            metadata: None,
+            spec: Some(authentication::TokenReviewSpec {
+                token: Some("alice-token".into()),
+                audiences: vec!["https://kubernetes.default.svc.cluster.local".into()],
+            }),
+            status: None,
+        };
+        let unknown = Unknown {
+            type_meta: Some(TypeMeta {
+                api_version: Some("authentication.k8s.io/v1".into()),
+                kind: Some("TokenReview".into()),
+            }),
+            raw: Some(review.encode_to_vec()),
+            content_encoding: Some(String::new()),
+            content_type: Some(String::new()),
+        };
+        let body = [MAGIC.as_slice(), &unknown.encode_to_vec()].concat();
+        assert_eq!(
+            decode(&body).unwrap(),
+            json!({
+                "apiVersion": "authentication.k8s.io/v1",
+                "kind": "TokenReview",
+                "spec": {
+                    "token": "alice-token",
+                    "audiences": ["https://kubernetes.default.svc.cluster.local"]
+                }
+            })
+        );
+        assert!(supports("authentication.k8s.io/v1", "TokenReview"));
+        assert!(!supports("authentication.k8s.io/v1", "TokenRequest"));
     }
 
     #[test]

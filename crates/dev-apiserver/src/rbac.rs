@@ -881,6 +881,20 @@ fn build_bootstrap() -> Bootstrap {
                 ),
             ],
         ),
+        // What an authenticating, authorizing server (here the
+        // service-lifecycle-controller's ApprovalEvents) is bound to.
+        cluster_role(
+            "system:auth-delegator",
+            &[],
+            vec![
+                rule(&["create"], &["authentication.k8s.io"], &["tokenreviews"]),
+                rule(
+                    &["create"],
+                    &["authorization.k8s.io"],
+                    &["subjectaccessreviews"],
+                ),
+            ],
+        ),
         cluster_role(
             "system:public-info-viewer",
             &[],

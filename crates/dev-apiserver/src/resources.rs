@@ -35,7 +35,7 @@ pub struct ResourceType {
     /// Where objects are stored, when another type shares the storage
     /// (events.k8s.io events are core events).
     pub storage: Option<(&'static str, &'static str)>,
-    /// An access review: created and answered, never stored.
+    /// A review (access or token): created and answered, never stored.
     pub review: bool,
 }
 
@@ -249,6 +249,14 @@ const BUILTINS: &[Builtin] = &[
         false,
     ),
     builtin(
+        "authentication.k8s.io",
+        "v1",
+        "TokenReview",
+        "tokenreviews",
+        &[],
+        false,
+    ),
+    builtin(
         "authorization.k8s.io",
         "v1",
         "SubjectAccessReview",
@@ -287,7 +295,7 @@ pub fn builtins() -> Vec<Arc<ResourceType>> {
                 openapi_schema: None,
                 crd: None,
                 storage: (b.group == "events.k8s.io").then_some(("", "events")),
-                review: b.group == "authorization.k8s.io",
+                review: matches!(b.group, "authorization.k8s.io" | "authentication.k8s.io"),
             })
         })
         .collect()

@@ -73,6 +73,7 @@ pub async fn handle(
     .await?;
     if target.rt.review {
         return match req.method {
+            Method::POST if target.rt.kind == "TokenReview" => token_review(state, req, &target),
             Method::POST => access_review(state, req, &target),
             _ => Err(ApiError::method_not_allowed(
                 "the server does not allow this method on the requested resource",
@@ -113,7 +114,7 @@ fn verb(req: &Req, target: &Target) -> &'static str {
 /// SubjectAccessReview (about the user in its spec) and
 /// SelfSubjectAccessReview (about the requester), answered from RBAC.
 fn access_review(state: &State, req: &Req, target: &Target) -> Result<Response<Body>, ApiError> {
-    let mut review = decode_body(req)?;
+    let review = decode_body(req)?;
     let spec = review["spec"].clone();
     let user = if target.rt.kind == "SelfSubjectAccessReview" {
         req.user.clone()
@@ -135,13 +136,67 @@ fn access_review(state: &State, req: &Req, target: &Target) -> Result<Response<B
     } else {
         state.with_rbac(|rbac| rbac.access_review_status(&spec, &user))
     };
+    Ok(answered(review, target, status))
+}
+
+/// The audience of this server's tokens: kube-apiserver's `--api-audiences`,
+/// which defaults to its service-account issuer.
+pub const API_AUDIENCE: &str = "https://kubernetes.default.svc.cluster.local";
+
+/// TokenReview (`authentication.k8s.io/v1`): whom a bearer token stands
+/// for, answered as kube-apiserver answers it for its static, audience-less
+/// tokens: `{"authenticated": true, "user": {...}, "audiences": [...]}`, or
+/// for an unknown token `{"user": {}}` (Go leaves `authenticated: false`
+/// out). A review naming audiences none of which is [`API_AUDIENCE`] is not
+/// authenticated, with kube's error.
+fn token_review(state: &State, req: &Req, target: &Target) -> Result<Response<Body>, ApiError> {
+    let review = decode_body(req)?;
+    let token = review["spec"]["token"].as_str().unwrap_or_default();
+    if token.is_empty() {
+        return Err(ApiError::bad_request(
+            "token is required for TokenReview in authentication",
+        ));
+    }
+    let audiences: Vec<&str> = review["spec"]["audiences"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .collect();
+    let status = match state.users.user_of(token) {
+        Some(user) if audiences.is_empty() || audiences.contains(&API_AUDIENCE) => json!({
+            "authenticated": true,
+            "user": user.to_json(),
+            "audiences": [API_AUDIENCE],
+        }),
+        Some(_) => {
+            let quoted = |list: &[&str]| {
+                let items: Vec<String> = list.iter().map(|a| json!(a).to_string()).collect();
+                format!("[{}]", items.join(" "))
+            };
+            json!({
+                "user": {},
+                "error": format!(
+                    "token audiences {} is invalid for the target audiences {}",
+                    quoted(&[API_AUDIENCE]),
+                    quoted(&audiences)
+                ),
+            })
+        }
+        None => json!({"user": {}}),
+    };
+    Ok(answered(review, target, status))
+}
+
+/// A review sent back with its `status`, as created (201).
+fn answered(mut review: Value, target: &Target, status: Value) -> Response<Body> {
     review["status"] = status;
     review["apiVersion"] = json!(target.rt.api_version());
     review["kind"] = json!(target.rt.kind);
     if !review["metadata"].is_object() {
         review["metadata"] = json!({});
     }
-    Ok(json(StatusCode::CREATED, &review))
+    json(StatusCode::CREATED, &review)
 }
 
 fn watching(req: &Req) -> bool {

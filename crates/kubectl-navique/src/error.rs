@@ -19,6 +19,12 @@ pub enum Error {
         candidates: String,
         example: String,
     },
+    /// The kubeconfig's user has no token-based credential for ApprovalEvents.
+    #[error("ApprovalEvents needs a bearer token; {0}")]
+    NoBearerToken(String),
+    /// The kubeconfig's credential could not be obtained (token file, exec plugin).
+    #[error("cannot get the kubeconfig user's token for ApprovalEvents: {0}")]
+    Credentials(String),
     /// A result could not be printed as JSON.
     #[error("cannot print JSON: {0}")]
     Json(#[from] serde_json::Error),

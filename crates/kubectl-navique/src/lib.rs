@@ -15,7 +15,8 @@
 //!   (a prune when `requiresPruning`, else a delete), so `approvals` and
 //!   `approve` need nothing but the API server and RBAC on Stacks. Only
 //!   `approvals --watch` talks to the service-lifecycle-controller's
-//!   `ApprovalEvents` gRPC service.
+//!   `ApprovalEvents` gRPC service, with the kubeconfig user's own bearer
+//!   token ([`credentials`]), so it streams only what that user may list.
 //! - **Approving is a merge patch** of `metadata.annotations
 //!   ["cd.hanzo.ai/deletion-approved"] = "true"`, sent with the user's own
 //!   kubeconfig credentials (field manager `kubectl-navique`): whoever may
@@ -37,6 +38,7 @@
 
 pub mod approvals;
 pub mod cli;
+pub mod credentials;
 pub mod events;
 pub mod locks;
 pub mod render;

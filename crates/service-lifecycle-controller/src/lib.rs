@@ -14,6 +14,7 @@ use tokio_stream::wrappers::TcpListenerStream;
 use tonic::transport::{Identity, Server, ServerTlsConfig};
 
 use crate::postgres::catalogue;
+use crate::stack::access::Access;
 use crate::stack::approvals::{Approvals, Notifier};
 
 pub mod binding;
@@ -154,7 +155,9 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
                 .map_err(|e| navique_runtime::Error::Component(e.into()))?;
         }
         let serving = server
-            .add_service(approvals.clone().into_server())
+            // Each call is authenticated and authorised as its caller's own
+            // Kubernetes identity (stack::access).
+            .add_service(approvals.clone().into_server(Access::new(client.clone())))
             .serve_with_incoming_shutdown(
                 TcpListenerStream::new(listener),
                 component.shutdown().clone().cancelled_owned(),

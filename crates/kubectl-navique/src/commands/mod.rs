@@ -38,6 +38,8 @@ pub fn describe(error: &anyhow::Error) -> String {
 /// The client and the scope of one invocation.
 pub struct Session {
     client: Client,
+    /// What the client was built from: the user's credentials.
+    config: Config,
     /// `-n`, else the context's namespace, else `default`.
     namespace: String,
     all_namespaces: bool,
@@ -68,9 +70,10 @@ impl Session {
             .namespace
             .clone()
             .unwrap_or_else(|| config.default_namespace.clone());
-        let client = Client::try_from(config)?;
+        let client = Client::try_from(config.clone())?;
         Ok(Self {
             client,
+            config,
             namespace,
             all_namespaces: args.all_namespaces,
             output: args.output,

@@ -5,9 +5,10 @@ use std::process::ExitCode;
 use anyhow::{Context, Result, bail};
 use kubectl_navique::cli::{ApprovalsArgs, Output};
 use kubectl_navique::events::{WatchEvent, line};
-use kubectl_navique::render;
+use kubectl_navique::{credentials, render};
 use navique_api::grpc::approvals::v1::StreamApprovalEventsRequest;
 use navique_api::grpc::approvals::v1::approval_events_client::ApprovalEventsClient;
+use tonic::metadata::{Ascii, MetadataValue};
 use tonic::transport::{Certificate, ClientTlsConfig, Endpoint};
 
 use super::{Session, stdout};
@@ -39,11 +40,24 @@ pub async fn run(session: &Session, args: &ApprovalsArgs) -> Result<ExitCode> {
         .connect()
         .await
         .with_context(|| format!("cannot connect to the ApprovalEvents service at {url}"))?;
+    // The user's own token on every call: the service shows what this user
+    // may list, not what the controller may.
+    let authorization: MetadataValue<Ascii> =
+        credentials::bearer(&session.config)
+            .await?
+            .parse()
+            .context("the kubeconfig user's token is not a valid gRPC metadata value")?;
+    let with_token = move |mut request: tonic::Request<()>| {
+        request
+            .metadata_mut()
+            .insert("authorization", authorization.clone());
+        Ok(request)
+    };
     let request = StreamApprovalEventsRequest {
         namespace: session.scope().unwrap_or_default().to_owned(),
         include_existing: true,
     };
-    let mut stream = ApprovalEventsClient::new(channel)
+    let mut stream = ApprovalEventsClient::with_interceptor(channel, with_token)
         .stream_approval_events(request)
         .await
         .map_err(|s| anyhow::anyhow!("{}", s.message()))

@@ -22,6 +22,7 @@ use tokio::sync::broadcast;
 use tokio_stream::wrappers::BroadcastStream;
 use tonic::{Request, Response, Status};
 
+use super::access::{Access, Authenticated, denied, namespace_of, valid_name};
 use super::plan::ResourceKey;
 
 /// Events kept for subscribers that fall behind; older ones are dropped
@@ -167,31 +168,41 @@ impl Approvals {
             .collect()
     }
 
-    pub fn into_server(self) -> ApprovalEventsServer<Self> {
-        ApprovalEventsServer::new(self)
+    /// The ApprovalEvents service, each call of which `access` checks.
+    pub fn into_server(self, access: Access) -> ApprovalEventsServer<ApprovalService> {
+        ApprovalEventsServer::new(ApprovalService {
+            approvals: self,
+            access,
+        })
     }
 }
 
-fn in_namespace(event: &ApprovalEvent, namespace: &str) -> bool {
-    namespace.is_empty()
-        || event
-            .approval
-            .as_ref()
-            .and_then(|a| a.stack.as_ref())
-            .is_some_and(|s| s.namespace == namespace)
+/// `ApprovalEvents`: the pending approvals, and their events, of the
+/// namespaces whose Stacks the caller may list (see [`super::access`]).
+#[derive(Clone)]
+pub struct ApprovalService {
+    approvals: Approvals,
+    access: Access,
 }
 
 type EventStream = Pin<Box<dyn Stream<Item = Result<ApprovalEvent, Status>> + Send>>;
 
 #[tonic::async_trait]
-impl ApprovalEvents for Approvals {
+impl ApprovalEvents for ApprovalService {
     async fn list_pending_approvals(
         &self,
         request: Request<ListPendingApprovalsRequest>,
     ) -> Result<Response<ListPendingApprovalsResponse>, Status> {
+        let who = self.access.authenticate(request.metadata()).await?;
         let request = request.into_inner();
+        valid_name("namespace", &request.namespace, true)?;
+        valid_name("stack", &request.stack, false)?;
+        if !request.namespace.is_empty() {
+            self.access.require(&who, &request.namespace).await?;
+        }
+        let pending = self.approvals.list(&request.namespace, &request.stack);
         Ok(Response::new(ListPendingApprovalsResponse {
-            approvals: self.list(&request.namespace, &request.stack),
+            approvals: self.access.visible(&who, pending).await?,
         }))
     }
 
@@ -201,12 +212,20 @@ impl ApprovalEvents for Approvals {
         &self,
         request: Request<StreamApprovalEventsRequest>,
     ) -> Result<Response<EventStream>, Status> {
+        let who = self.access.authenticate(request.metadata()).await?;
         let request = request.into_inner();
+        valid_name("namespace", &request.namespace, true)?;
+        if !request.namespace.is_empty() {
+            self.access.require(&who, &request.namespace).await?;
+        }
         // Subscribe before listing, so nothing falls between the two.
-        let live = BroadcastStream::new(self.events.subscribe());
+        let live = BroadcastStream::new(self.approvals.events.subscribe());
         let existing = if request.include_existing {
             let now = timestamp(Timestamp::now());
-            self.list(&request.namespace, "")
+            let pending = self.approvals.list(&request.namespace, "");
+            self.access
+                .visible(&who, pending)
+                .await?
                 .into_iter()
                 .map(|approval| ApprovalEvent {
                     r#type: EventType::ApprovalRequired as i32,
@@ -217,19 +236,62 @@ impl ApprovalEvents for Approvals {
         } else {
             Vec::new()
         };
-        let namespace = request.namespace;
-        let live = live.filter_map(move |event| {
-            let event = match event {
-                Ok(event) if in_namespace(&event, &namespace) => Some(Ok(event)),
-                Ok(_) => None,
-                Err(lagged) => Some(Err(Status::data_loss(format!(
-                    "{lagged}; list the pending approvals again"
-                )))),
-            };
-            std::future::ready(event)
-        });
-        let stream = futures::stream::iter(existing.into_iter().map(Ok)).chain(live);
+        let follow = Follow {
+            live,
+            access: self.access.clone(),
+            who,
+            namespace: request.namespace,
+            ended: false,
+        };
+        let stream = futures::stream::iter(existing.into_iter().map(Ok)).chain(follow.events());
         Ok(Response::new(Box::pin(stream)))
+    }
+}
+
+/// A subscriber's live events: those of its namespace (every namespace when
+/// empty) that it may see, checked as each arrives. Losing the right to one
+/// namespace it asked for, or a check that cannot be made, ends the stream
+/// with the refusal.
+struct Follow {
+    live: BroadcastStream<ApprovalEvent>,
+    access: Access,
+    who: Authenticated,
+    namespace: String,
+    ended: bool,
+}
+
+impl Follow {
+    fn events(self) -> impl Stream<Item = Result<ApprovalEvent, Status>> + Send {
+        futures::stream::unfold(self, |mut follow| async move {
+            if follow.ended {
+                return None;
+            }
+            loop {
+                let event = match follow.live.next().await? {
+                    Ok(event) => event,
+                    Err(lagged) => {
+                        let status = Status::data_loss(format!(
+                            "{lagged}; list the pending approvals again"
+                        ));
+                        return Some((Err(status), follow));
+                    }
+                };
+                let Some(namespace) = event.approval.as_ref().and_then(namespace_of) else {
+                    continue;
+                };
+                if !follow.namespace.is_empty() && namespace != follow.namespace {
+                    continue;
+                }
+                let refusal = match follow.access.may_see(&follow.who, namespace).await {
+                    Ok(true) => return Some((Ok(event), follow)),
+                    Ok(false) if follow.namespace.is_empty() => continue,
+                    Ok(false) => denied(&follow.who, namespace),
+                    Err(status) => status,
+                };
+                follow.ended = true;
+                return Some((Err(refusal), follow));
+            }
+        })
     }
 }
 
@@ -333,6 +395,8 @@ pub fn notification(
 
 #[cfg(test)]
 mod tests {
+    use tonic::Code;
+
     use super::*;
 
     fn waiting(name: &str, operation: Operation) -> Waiting {
@@ -397,6 +461,129 @@ mod tests {
         assert_eq!(types(&mut events), []);
         assert_eq!(approvals.list("team", "web").len(), 1, "still listed");
         assert_eq!(approvals.list("other", "").len(), 0);
+    }
+
+    fn request<T>(message: T, token: Option<&str>) -> Request<T> {
+        let mut request = Request::new(message);
+        *request.metadata_mut() =
+            super::super::access::tests::metadata(token.map(|t| format!("Bearer {t}")).as_deref());
+        request
+    }
+
+    fn list_request(namespace: &str, token: Option<&str>) -> Request<ListPendingApprovalsRequest> {
+        let message = ListPendingApprovalsRequest {
+            namespace: namespace.into(),
+            stack: String::new(),
+        };
+        request(message, token)
+    }
+
+    fn stack_namespaces(approvals: &[PendingApproval]) -> Vec<String> {
+        approvals
+            .iter()
+            .map(|a| a.stack.as_ref().unwrap().namespace.clone())
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn each_call_sees_only_the_namespaces_its_caller_may_list() {
+        let approvals = Approvals::default();
+        for ns in ["team-a", "team-b"] {
+            approvals.update(ns, "web", &[waiting("a", Operation::Prune)], |_| false);
+        }
+        let service = ApprovalService {
+            approvals: approvals.clone(),
+            access: Access::with_reviews(super::super::access::tests::fake()),
+        };
+        let code = async |request| {
+            service
+                .list_pending_approvals(request)
+                .await
+                .map(|_| ())
+                .unwrap_err()
+                .code()
+        };
+        assert_eq!(code(list_request("", None)).await, Code::Unauthenticated);
+        assert_eq!(
+            code(list_request("", Some("bogus"))).await,
+            Code::Unauthenticated
+        );
+        assert_eq!(
+            code(list_request("team-b", Some("carol-token"))).await,
+            Code::PermissionDenied
+        );
+        assert_eq!(
+            code(list_request("team-a", Some("dave-token"))).await,
+            Code::PermissionDenied
+        );
+        assert_eq!(
+            code(list_request("Team-A", Some("carol-token"))).await,
+            Code::InvalidArgument
+        );
+        let stack = ListPendingApprovalsRequest {
+            namespace: "team-a".into(),
+            stack: "web/x".into(),
+        };
+        let invalid = service
+            .list_pending_approvals(request(stack, Some("carol-token")))
+            .await
+            .unwrap_err();
+        assert!(
+            invalid
+                .message()
+                .starts_with("stack: Invalid value: \"web/x\"")
+        );
+        let list = async |namespace, token| {
+            let response = service
+                .list_pending_approvals(list_request(namespace, Some(token)))
+                .await
+                .unwrap();
+            stack_namespaces(&response.into_inner().approvals)
+        };
+        assert_eq!(list("", "carol-token").await, ["team-a"]);
+        assert_eq!(list("team-a", "carol-token").await, ["team-a"]);
+        assert_eq!(list("", "dave-token").await, Vec::<String>::new());
+
+        // Streams: the existing approvals, then live events, of team-a only.
+        let stream = StreamApprovalEventsRequest {
+            namespace: String::new(),
+            include_existing: true,
+        };
+        let mut events = service
+            .stream_approval_events(request(stream.clone(), Some("carol-token")))
+            .await
+            .unwrap()
+            .into_inner();
+        let refused = service
+            .stream_approval_events(request(
+                StreamApprovalEventsRequest {
+                    namespace: "team-b".into(),
+                    include_existing: false,
+                },
+                Some("carol-token"),
+            ))
+            .await
+            .map(|_| ())
+            .unwrap_err();
+        assert_eq!(refused.code(), Code::PermissionDenied);
+        let next = async |events: &mut EventStream| {
+            let event = events.next().await.unwrap().unwrap();
+            event.approval.unwrap().stack.unwrap().namespace
+        };
+        assert_eq!(next(&mut events).await, "team-a");
+        approvals.update("team-b", "web", &[waiting("b", Operation::Prune)], |_| {
+            false
+        });
+        approvals.update("team-a", "web", &[waiting("b", Operation::Prune)], |_| {
+            false
+        });
+        assert_eq!(next(&mut events).await, "team-a");
+        let unauthenticated = service
+            .stream_approval_events(request(stream, None))
+            .await
+            .map(|_| ())
+            .unwrap_err();
+        assert_eq!(unauthenticated.code(), Code::Unauthenticated);
     }
 
     #[test]

@@ -8,6 +8,7 @@
 //! reference: garbage collection (a foreground or orphaning delete of the
 //! Stack) must never remove them past the approval gate.
 
+pub mod access;
 pub mod approvals;
 pub mod live;
 pub mod plan;
