@@ -104,7 +104,9 @@ run kubectl get managedservices -n my-project \
   -o custom-columns='NAME:.metadata.name,INSTANCE_NAMESPACE:.status.instanceNamespace,POLICY:.spec.deletionPolicy,PROTECTED:.spec.deletionProtection'
 run kubectl get managedservice orders-db -n my-project \
   -o jsonpath='phase={.status.phase}{"\n"}{range .status.conditions[?(@.type=="Ready")]}reason={.reason} {.message}{"\n"}{end}'
-run psql "$DATABASE_URL" -Atc "select datname, pg_get_userbyid(datdba) from pg_database where datname = 'orders'"
+# On the provider's shared server the Project prefixes the names (docs/managed-services.md).
+run psql "$DATABASE_URL" -Atc "select datname, pg_get_userbyid(datdba) from pg_database where datname = 'my_project__orders'"
+run psql "$DATABASE_URL" -Atc "select kind, name, namespace, service, retained from navique.engine_objects where namespace = 'my-project' order by kind, name"
 
 step "deletionPolicy must be one of Retain, SnapshotAndDelete, Delete"
 run kubectl patch managedservice orders-db -n my-project --type merge -p '{"spec":{"deletionPolicy":"Destroy"}}'
@@ -133,12 +135,12 @@ run kubectl delete managedservice orders-db -n my-project --wait=false
 run kubectl wait --for=jsonpath='{.status.conditions[0].reason}'=DeletionConfirmationNeeded managedservice/orders-db -n my-project --timeout 30s
 run kubectl get managedservice orders-db -n my-project \
   -o jsonpath='phase={.status.phase}{"\n"}{range .status.conditions[?(@.type=="Ready")]}reason={.reason} {.message}{"\n"}{end}'
-run psql "$DATABASE_URL" -Atc "select count(*) from pg_database where datname = 'orders'"
+run psql "$DATABASE_URL" -Atc "select count(*) from pg_database where datname = 'my_project__orders'"
 
 step "Confirm with the service's name: the deletion completes and the database is gone"
 run kubectl annotate managedservice orders-db -n my-project services.kube-dc.com/confirm-delete=orders-db
 run kubectl wait --for=delete managedservice/orders-db -n my-project --timeout 60s
-run psql "$DATABASE_URL" -Atc "select count(*) from pg_database where datname = 'orders'"
+run psql "$DATABASE_URL" -Atc "select count(*) from pg_database where datname = 'my_project__orders'"
 run kubectl get servicebackups -n my-project
 
 step "SnapshotAndDelete: a verified final backup first (backup-runner, over gRPC, into .dev/backups), then the data goes"
@@ -153,10 +155,10 @@ spec:
   deletionPolicy: SnapshotAndDelete
   deletionProtection: false"
 run kubectl wait --for=jsonpath='{.status.phase}'=Ready managedservice/billing-db -n my-project --timeout 60s
-run psql "${DATABASE_URL%/*}/billing" -Atc "set role billing; create table invoices (id int primary key, total numeric); insert into invoices select g, g * 1.5 from generate_series(1, 500) g"
+run psql "${DATABASE_URL%/*}/my_project__billing" -Atc "set role my_project__billing; create table invoices (id int primary key, total numeric); insert into invoices select g, g * 1.5 from generate_series(1, 500) g"
 run kubectl delete managedservice billing-db -n my-project --timeout 120s
 run kubectl get servicebackups -n my-project
-run psql "$DATABASE_URL" -Atc "select count(*) from pg_database where datname = 'billing'"
+run psql "$DATABASE_URL" -Atc "select count(*) from pg_database where datname = 'my_project__billing'"
 final=$(kubectl get servicebackups -n my-project -o jsonpath='{.items[?(@.spec.origin=="Final")].metadata.name}')
 
 step "Restore the final backup into a new service of the same Project"
@@ -172,7 +174,7 @@ spec:
   deletionProtection: false"
 run kubectl wait --for=jsonpath='{.status.phase}'=Ready managedservice/billing-db-restored -n my-project --timeout 120s
 run kubectl get managedservice billing-db-restored -n my-project -o jsonpath='restoredFrom={.status.restoredFrom}{"\n"}'
-run psql "${DATABASE_URL%/*}/billing_restored" -Atc "select count(*), sum(total) from invoices"
+run psql "${DATABASE_URL%/*}/my_project__billing_restored" -Atc "select count(*), sum(total) from invoices"
 
 step "A restore from another Project is refused"
 apply "apiVersion: services.kube-dc.com/v1alpha1

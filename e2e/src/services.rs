@@ -22,7 +22,8 @@ pub const BACKUP_RUNNER_USER: &str = "system:serviceaccount:navique-system:backu
 pub const CONTROLLER_REPLICA: &str = "service-lifecycle-controller-0";
 /// A Project user.
 pub const ALICE: &str = "alice";
-const WAIT: Duration = Duration::from_secs(30);
+/// How long a managed-services test waits for a state.
+pub const WAIT: Duration = Duration::from_secs(30);
 
 /// A throwaway PostgreSQL server, stopped when dropped.
 pub struct Postgres {
@@ -87,25 +88,36 @@ impl Postgres {
 
     /// Runs `sql` as the superuser in `database`.
     pub fn query_in(&self, database: &str, sql: &str) -> String {
-        let bin = Command::new(repo_root().join("scripts/postgres.sh"))
-            .arg("bin")
-            .output()
-            .expect("run scripts/postgres.sh bin");
-        let psql = PathBuf::from(String::from_utf8_lossy(&bin.stdout).trim()).join("psql");
-        let output = Command::new(psql)
-            .args(["-X", "-At", "-v", "ON_ERROR_STOP=1", "-c", sql])
-            .arg(format!(
-                "postgresql://postgres@127.0.0.1:{}/{database}",
-                self.port
-            ))
-            .output()
-            .expect("run psql");
+        let output = self.psql(database, sql);
         assert!(
             output.status.success(),
             "psql {sql:?}: {}",
             String::from_utf8_lossy(&output.stderr)
         );
         String::from_utf8_lossy(&output.stdout).trim().to_owned()
+    }
+
+    /// Runs `sql`, which must fail, in `database`; returns psql's error.
+    pub fn query_in_err(&self, database: &str, sql: &str) -> String {
+        let output = self.psql(database, sql);
+        assert!(!output.status.success(), "psql {sql:?} succeeded");
+        String::from_utf8_lossy(&output.stderr).trim().to_owned()
+    }
+
+    fn psql(&self, database: &str, sql: &str) -> std::process::Output {
+        let bin = Command::new(repo_root().join("scripts/postgres.sh"))
+            .arg("bin")
+            .output()
+            .expect("run scripts/postgres.sh bin");
+        let psql = PathBuf::from(String::from_utf8_lossy(&bin.stdout).trim()).join("psql");
+        Command::new(psql)
+            .args(["-X", "-At", "-v", "ON_ERROR_STOP=1", "-c", sql])
+            .arg(format!(
+                "postgresql://postgres@127.0.0.1:{}/{database}",
+                self.port
+            ))
+            .output()
+            .expect("run psql")
     }
 
     pub fn database_exists(&self, name: &str) -> bool {

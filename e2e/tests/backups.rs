@@ -484,3 +484,89 @@ async fn a_plans_schedule_records_scheduled_backups_that_backup_runner_takes() {
     );
     assert!(stored(store.path(), "json").len() >= 2);
 }
+
+/// A final backup is taken as the provider: it holds the tables of every
+/// owner (the service's role, another role, the superuser), whatever a
+/// Project admin writes into the credential Secret, and restores them all
+/// into a new service, owned by its role.
+// tenant-writable configuration: the Secret never says where to connect.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_final_backup_holds_every_owners_tables_and_restores_them_all() {
+    let (env, _runner, _store) = with_backup_runner().await;
+    let ns = env.cluster.namespace("owners");
+    let db = "owners_orders";
+    service_with_rows(&env, &ns, db, "").await;
+    let database = on_server(&ns, db);
+    let other = on_server(&ns, "other_role");
+    env.postgres.query(&format!("create role {other}"));
+    env.postgres.query_in(
+        &database,
+        &format!(
+            "create table others (id int); insert into others select generate_series(1, 20); \
+             alter table others owner to {other}; \
+             create table platform (id int); insert into platform select generate_series(1, 30)"
+        ),
+    );
+    // The service's own role could not have dumped these.
+    let refused = env.postgres.query_in_err(
+        &database,
+        &format!("set role {database}; select count(*) from others"),
+    );
+    assert!(
+        refused.contains("permission denied for table others"),
+        "{refused}"
+    );
+
+    // A Project admin points the credential Secret elsewhere.
+    env.cluster.kubectl_ok(&[
+        "patch",
+        "secret",
+        "orders-db-credentials",
+        "-n",
+        &ns,
+        "--type",
+        "merge",
+        "-p",
+        r#"{"stringData":{"host":"203.0.113.9","port":"1","user":"postgres","database":"postgres"}}"#,
+        "--token",
+        &format!("{ALICE}-token"),
+    ]);
+
+    env.start_deleting(&ns, "orders-db");
+    env.until_gone(&ns, "orders-db").await;
+    let finals: Vec<Vec<String>> = backups(&env, &ns)
+        .into_iter()
+        .filter(|b| b[1] == "Final")
+        .collect();
+    assert_eq!(finals.len(), 1, "{finals:?}");
+    assert_eq!(finals[0][2], "Completed", "{finals:?}");
+    assert!(!env.postgres.database_exists(&database));
+
+    let restored = restored_service(
+        &env,
+        &ns,
+        "orders-restored",
+        "owners_restored",
+        &finals[0][0],
+    );
+    env.apply(&restored).await;
+    env.until_state(&ns, "orders-restored", "Ready Available")
+        .await;
+    let copy = on_server(&ns, "owners_restored");
+    assert_eq!(
+        env.postgres.query_in(
+            &copy,
+            "select (select count(*) from items), (select count(*) from others), \
+             (select count(*) from platform)"
+        ),
+        "1000|20|30"
+    );
+    // Every restored table belongs to the new service's role.
+    assert_eq!(
+        env.postgres.query_in(
+            &copy,
+            "select string_agg(distinct tableowner, ',') from pg_tables where schemaname = 'public'"
+        ),
+        copy
+    );
+}

@@ -13,9 +13,8 @@ use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions
 use navique_api::messages;
 use navique_api::services::ManagedService;
 use navique_e2e::eventually;
-use navique_e2e::services::{ALICE, ServiceEnv, on_server};
+use navique_e2e::services::{ALICE, ServiceEnv, WAIT, on_server};
 
-const WAIT: Duration = Duration::from_secs(30);
 
 fn env() -> &'static ServiceEnv {
     static ENV: OnceLock<ServiceEnv> = OnceLock::new();
