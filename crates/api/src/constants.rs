@@ -116,6 +116,10 @@ pub mod events {
     /// A `SnapshotAndDelete` found no engine to back up, so data volumes
     /// and credential Secrets were retained instead of deleted.
     pub const DATA_RETAINED: &str = "DataRetained";
+    /// Warning: provisioning (or its restore) failed; once per cause.
+    pub const PROVISIONING_FAILED: &str = "ProvisioningFailed";
+    /// Warning: a final backup failed; recorded once per cause in a row.
+    pub const FINAL_BACKUP_FAILED: &str = "FinalBackupFailed";
     /// Normal: a prune or delete waits for `cd.hanzo.ai/deletion-approved`.
     pub const DELETION_APPROVAL_REQUIRED: &str = "DeletionApprovalRequired";
     /// Warning: admission denied the delete of a Stack resource (a Lock).

@@ -22,7 +22,7 @@ pub use admin::Readiness;
 pub use args::{CommonArgs, LeaderElectionArgs, LogFormat};
 pub use component::Component;
 pub use error::Error;
-pub use failures::FailureBackoff;
+pub use failures::{Attempts, FailureBackoff, Retry};
 pub use finalizers::set_finalizers;
 pub use leader::Leadership;
 pub use telemetry::trace_headers;

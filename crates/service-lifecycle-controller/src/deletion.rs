@@ -1,7 +1,7 @@
 //! What deleting a ManagedService does, decided from what is known: the
 //! requested policy, the one last applied, the plan, the confirmation
-//! annotation, whether the Project is going, and whether the engine still
-//! exists. Pure, so that every rule of the "Status and Deletion" guide is a
+//! annotation, protection, whether the Project is going, and whether the
+//! engine still exists. Pure, so that every rule of the "Status and Deletion" guide is a
 //! unit test, and so that a controller restarted at any point decides the
 //! same again.
 
@@ -23,6 +23,9 @@ pub struct Facts<'a> {
     pub backup_enabled: bool,
     /// The `services.kube-dc.com/confirm-delete` annotation.
     pub confirmation: Option<&'a str>,
+    /// `spec.deletionProtection: true` on the stored object: turned on
+    /// after the delete request came in, it holds the deletion.
+    pub protected: bool,
     /// The Project (namespace) is being deleted.
     pub project_deleting: bool,
     /// The engine (database, StatefulSet) still exists.
@@ -38,6 +41,8 @@ pub struct Facts<'a> {
 pub enum Step {
     /// Nothing is touched until the confirmation annotation is right.
     AwaitConfirmation,
+    /// Nothing is touched while `deletionProtection` is on.
+    AwaitProtectionOff,
     /// Stop managing: leave engine, data, Secrets and Services, unowned,
     /// marked retained.
     Retain,
@@ -93,6 +98,16 @@ pub fn decide(facts: &Facts<'_>) -> Decision {
                 .to_owned(),
             downgraded: None,
             project_deleted: true,
+        };
+    }
+    if facts.protected {
+        return Decision {
+            policy: facts.applied.unwrap_or(DeletionPolicy::Retain),
+            step: Step::AwaitProtectionOff,
+            reason: reasons::DELETION_BLOCKED,
+            message: messages::DELETION_PROTECTION_ENABLED.to_owned(),
+            downgraded: None,
+            project_deleted: false,
         };
     }
     let requested = facts.requested;
@@ -174,10 +189,40 @@ mod tests {
             allowed: Some(ALL),
             backup_enabled: true,
             confirmation: Some("orders-db"),
+            protected: false,
             project_deleting: false,
             engine_exists: true,
             final_backup_completed: false,
         }
+    }
+
+    // stale authorisation: protection is read from the stored object at
+    // every pass, not only when the delete request came in.
+    #[test]
+    fn protection_turned_on_while_deleting_holds_every_policy_with_the_seed_message() {
+        for policy in [Retain, SnapshotAndDelete, Delete] {
+            let decision = decide(&Facts {
+                protected: true,
+                final_backup_completed: true,
+                ..facts(policy)
+            });
+            assert_eq!(decision.step, Step::AwaitProtectionOff, "{policy}");
+            assert_eq!(decision.reason, "DeletionBlocked");
+            assert_eq!(
+                decision.message,
+                "deletionProtection is enabled on this ManagedService; set spec.deletionProtection=false first"
+            );
+        }
+    }
+
+    #[test]
+    fn a_deleted_project_removes_a_protected_service_too() {
+        let decision = decide(&Facts {
+            protected: true,
+            project_deleting: true,
+            ..facts(Retain)
+        });
+        assert_eq!(decision.step, Step::Remove);
     }
 
     #[test]

@@ -109,6 +109,25 @@ impl BackupRunner {
             .map_err(|status| self.failed(&status))
     }
 
+    /// The snapshot under `key`; `None` when backup-runner knows none (it
+    /// restarted, or none was asked for). Never starts one.
+    pub async fn get(&self, key: &str) -> Result<Option<pb::Snapshot>, Error> {
+        let request = traced(
+            pb::GetSnapshotRequest {
+                idempotency_key: key.to_owned(),
+            },
+            REQUEST_TIMEOUT,
+        );
+        match SnapshotServiceClient::new(self.channel.clone())
+            .get_snapshot(request)
+            .await
+        {
+            Ok(response) => Ok(Some(response.into_inner())),
+            Err(status) if status.code() == tonic::Code::NotFound => Ok(None),
+            Err(status) => Err(self.failed(&status)),
+        }
+    }
+
     /// Restores a snapshot and waits for pg_restore to finish.
     pub async fn restore(
         &self,

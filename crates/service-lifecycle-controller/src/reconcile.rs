@@ -25,9 +25,9 @@ use navique_api::conditions;
 use navique_api::constants::{annotations, events, finalizers, labels, reasons};
 use navique_api::services::{
     BackupOrigin, BackupPhase, ManagedService, ManagedServiceStatus, PlacementMode, ServiceBackup,
-    ServicePhase,
+    ServicePhase, ServicePlan,
 };
-use navique_runtime::{Component, Leadership, one_line};
+use navique_runtime::{Attempts, Component, Leadership, Retry, one_line};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -36,7 +36,7 @@ use crate::deletion::{self, Facts, Step};
 use crate::final_backup::{self, BackupRunner, Progress};
 use crate::instance::{self, InProjectShape};
 use crate::objects::{MANAGER, Objects};
-use crate::postgres::{Credentials, Owner, catalogue, generate_password};
+use crate::postgres::{Credentials, Engine, Owner, catalogue, generate_password};
 use crate::schedule;
 use crate::service;
 use crate::{Error, engine};
@@ -56,6 +56,7 @@ struct ErrorLabels {
 pub struct Metrics {
     reconciles: Counter,
     reconcile_errors: Family<ErrorLabels, Counter>,
+    final_backup_failures: Counter,
 }
 
 impl Metrics {
@@ -71,6 +72,11 @@ impl Metrics {
                 "managed_service_reconcile_errors",
                 "ManagedService reconciliations that failed, by error",
                 metrics.reconcile_errors.clone(),
+            );
+            registry.register(
+                "final_backup_failures",
+                "Final backups that failed, counted once per cause in a row",
+                metrics.final_backup_failures.clone(),
             );
         });
         metrics
@@ -91,6 +97,8 @@ pub struct Context {
     backup_runner: Option<BackupRunner>,
     /// Consecutive failures per service, for the retry backoff.
     failures: navique_runtime::FailureBackoff<ObjectRef<ManagedService>>,
+    /// Failed final backups per service uid, for the wait before the next.
+    backup_attempts: Attempts<String>,
 }
 
 impl Context {
@@ -105,6 +113,7 @@ impl Context {
             provider_namespace: catalogue::DEFAULT_PROVIDER_NAMESPACE.to_owned(),
             backup_runner: None,
             failures: navique_runtime::FailureBackoff::default(),
+            backup_attempts: Attempts::default(),
         }
     }
 
@@ -162,6 +171,12 @@ pub async fn reconcile(
     service: Arc<ManagedService>,
     context: Arc<Context>,
 ) -> Result<Action, Error> {
+    let key = ObjectRef::from_obj(&*service);
+    // A failing service is retried on its backoff, not on the echo of its
+    // own status write; a change of what it asks for goes at once.
+    if let Some(wait) = context.failures.waiting(&key, intent(&service)) {
+        return Ok(Action::requeue(wait));
+    }
     context.metrics.reconciles.inc();
     let started = Instant::now();
     let result = context.reconcile(&service).await;
@@ -172,7 +187,7 @@ pub async fn reconcile(
         "reconciled"
     );
     if result.is_ok() {
-        context.failures.succeeded(&ObjectRef::from_obj(&*service));
+        context.failures.succeeded(&key);
     }
     result
 }
@@ -186,7 +201,9 @@ pub fn error_policy(service: Arc<ManagedService>, error: &Error, context: Arc<Co
             error: error.metric_label(),
         })
         .inc();
-    let delay = context.failures.failed(ObjectRef::from_obj(&*service));
+    let delay = context
+        .failures
+        .failed_with(ObjectRef::from_obj(&*service), intent(&service));
     tracing::warn!(
         service = %ObjectRef::from_obj(&*service),
         error = %one_line(error),
@@ -194,6 +211,84 @@ pub fn error_policy(service: Arc<ManagedService>, error: &Error, context: Arc<Co
         "reconcile failed"
     );
     Action::requeue(delay)
+}
+
+/// What a service asks for: spec (generation), annotations (the
+/// confirmation), finalizers and the deletion; not its status.
+fn intent(service: &ManagedService) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    service.metadata.generation.hash(&mut hasher);
+    service.annotations().hash(&mut hasher);
+    service.finalizers().hash(&mut hasher);
+    service
+        .metadata
+        .deletion_timestamp
+        .as_ref()
+        .map(|t| t.0.to_string())
+        .hash(&mut hasher);
+    hasher.finish()
+}
+
+/// What a deletion's decision depends on, gathered before deciding.
+struct DeletionFacts {
+    plan: Option<ServicePlan>,
+    project: Option<Namespace>,
+    /// The shared server's engine (`ProviderShared`), or why it cannot be
+    /// reached.
+    provider: Option<Result<Engine, Error>>,
+    engine_exists: bool,
+    final_backup_completed: bool,
+}
+
+impl DeletionFacts {
+    fn decide(&self, service: &ManagedService) -> deletion::Decision {
+        let name = service.name_any();
+        deletion::decide(&Facts {
+            name: &name,
+            requested: service.spec.deletion_policy,
+            applied: applied_policy(service),
+            plan: &service.spec.plan_ref.name,
+            allowed: self
+                .plan
+                .as_ref()
+                .map(|p| p.spec.allowed_deletion_policies.as_slice()),
+            backup_enabled: self.plan.as_ref().is_some_and(|p| p.spec.backup.enabled),
+            confirmation: service
+                .annotations()
+                .get(annotations::CONFIRM_DELETE)
+                .map(String::as_str),
+            protected: service.spec.deletion_protection == Some(true),
+            project_deleting: self
+                .project
+                .as_ref()
+                .is_none_or(|ns| ns.metadata.deletion_timestamp.is_some()),
+            engine_exists: self.engine_exists,
+            final_backup_completed: self.final_backup_completed,
+        })
+    }
+}
+
+/// Where a final backup is.
+enum FinalBackup {
+    Completed,
+    /// Running; the message says how far.
+    Running(String),
+    /// The last attempt failed; the next starts after `retry_in`.
+    Failed {
+        cause: String,
+        retry_in: Duration,
+        /// Unlike the previous failure's cause: worth a Warning event.
+        new_cause: bool,
+    },
+}
+
+/// `status.appliedDeletionPolicy`: the policy in force.
+fn applied_policy(service: &ManagedService) -> Option<navique_api::services::DeletionPolicy> {
+    service
+        .status
+        .as_ref()
+        .and_then(|s| s.applied_deletion_policy)
 }
 
 /// The status to write: `previous` with the given phase and Ready
@@ -266,8 +361,19 @@ impl Context {
             one_line(error),
             previous,
         );
-        if let Err(e) = self.write_status(service, status).await {
-            tracing::warn!(error = %one_line(&e), "cannot report the failure");
+        match self.write_status(service, status).await {
+            // A new cause (the status changed): one Warning event for it.
+            Ok(Some(_)) => {
+                self.warn(
+                    service,
+                    "Provision",
+                    events::PROVISIONING_FAILED,
+                    &one_line(error),
+                )
+                .await;
+            }
+            Ok(None) => {}
+            Err(e) => tracing::warn!(error = %one_line(&e), "cannot report the failure"),
         }
     }
 
@@ -423,10 +529,70 @@ impl Context {
         ))
     }
 
-    /// Carries out the deletion policy, then removes the finalizer.
-    async fn delete(&self, service: &ManagedService) -> Result<Action, Error> {
+    /// Carries out the deletion policy, then removes the finalizer: gathers
+    /// the facts from the stored object (not the watch's copy: protection,
+    /// the confirmation and the policy as they are now), decides, then
+    /// acts. Right before a destructive step the decision is made again.
+    async fn delete(&self, cached: &ManagedService) -> Result<Action, Error> {
+        let Some(service) = self.stored(cached).await? else {
+            return Ok(Action::await_change());
+        };
+        let facts = self.deletion_facts(&service).await?;
+        let decision = facts.decide(&service);
+        if decision.step == Step::SnapshotThenRemove {
+            return self.snapshot_then_remove(&service, &facts, &decision).await;
+        }
+        let written = self.report_decision(&service, &facts, &decision).await?;
+        let current = written.as_ref().unwrap_or(&service);
+        let carried_out = match decision.step {
+            Step::AwaitConfirmation | Step::AwaitProtectionOff => {
+                return Ok(Action::await_change());
+            }
+            Step::Retain | Step::RetainData => self.retain(current, facts).await,
+            Step::Remove => match self.remove(current).await {
+                // The stored object no longer says Remove: decide anew.
+                Ok(false) => return Ok(Action::requeue(Duration::ZERO)),
+                Ok(true) => Ok(()),
+                Err(e) => Err(e),
+            },
+            Step::SnapshotThenRemove => unreachable!("handled above"),
+        };
+        if let Err(error) = carried_out {
+            self.report_blocked(current, &one_line(&error)).await;
+            return Err(error);
+        }
+        tracing::info!(
+            service = %ObjectRef::from_obj(current),
+            step = ?decision.step,
+            policy = %decision.policy,
+            "deletion policy carried out"
+        );
+        let mut list = current.finalizers().to_vec();
+        list.retain(|f| f != finalizers::MANAGED_SERVICE);
+        self.set_finalizers(current, current.resource_version(), list)
+            .await?;
+        Ok(Action::await_change())
+    }
+
+    /// The service as stored now; `None` once it is gone.
+    async fn stored(&self, service: &ManagedService) -> Result<Option<ManagedService>, Error> {
         let namespace = service.namespace().ok_or(Error::Unnamed)?;
         let name = service.name_any();
+        let stored = Api::<ManagedService>::namespaced(self.client.clone(), &namespace)
+            .get_opt(&name)
+            .await
+            .map_err(|source| Error::Read {
+                kind: "ManagedService",
+                name: format!("{namespace}/{name}"),
+                source,
+            })?;
+        // Another service of the same name is not this one.
+        Ok(stored.filter(|s| s.uid() == service.uid()))
+    }
+
+    /// What the deletion decision depends on, read now.
+    async fn deletion_facts(&self, service: &ManagedService) -> Result<DeletionFacts, Error> {
+        let namespace = service.namespace().ok_or(Error::Unnamed)?;
         let uid = service.uid().ok_or(Error::Unnamed)?;
         let plan = engine::plan_of(&self.client, service).await?;
         let project = Api::<Namespace>::all(self.client.clone())
@@ -437,10 +603,6 @@ impl Context {
                 name: namespace.clone(),
                 source,
             })?;
-        let project_deleting = project
-            .as_ref()
-            .is_none_or(|ns| ns.metadata.deletion_timestamp.is_some());
-        let objects = Objects::of(&self.client, service)?;
         let provider = match service.spec.placement.mode {
             PlacementMode::ProviderShared => {
                 Some(engine::of_service(&self.client, service, &self.provider_namespace).await)
@@ -452,113 +614,158 @@ impl Context {
             // Unknown (no engine to ask): assume it exists, the side that
             // backs up rather than keeps.
             Some(Err(_)) => true,
-            None => objects.get::<StatefulSet>(&name).await?.is_some(),
+            None => Objects::of(&self.client, service)?
+                .get::<StatefulSet>(&service.name_any())
+                .await?
+                .is_some(),
         };
-        let applied = service
-            .status
-            .as_ref()
-            .and_then(|s| s.applied_deletion_policy);
-        let decision = deletion::decide(&Facts {
-            name: &name,
-            requested: service.spec.deletion_policy,
-            applied,
-            plan: &service.spec.plan_ref.name,
-            allowed: plan
-                .as_ref()
-                .map(|p| p.spec.allowed_deletion_policies.as_slice()),
-            backup_enabled: plan.as_ref().is_some_and(|p| p.spec.backup.enabled),
-            confirmation: service
-                .annotations()
-                .get(annotations::CONFIRM_DELETE)
-                .map(String::as_str),
-            project_deleting,
-            engine_exists,
+        Ok(DeletionFacts {
             final_backup_completed: self.final_backup_completed(service).await?,
-        });
+            plan,
+            project,
+            provider,
+            engine_exists,
+        })
+    }
+
+    /// Writes the decision's status and, when it changed, its events;
+    /// returns the updated object when it wrote.
+    async fn report_decision(
+        &self,
+        service: &ManagedService,
+        facts: &DeletionFacts,
+        decision: &deletion::Decision,
+    ) -> Result<Option<ManagedService>, Error> {
         let status = next_status(
             service,
             ServicePhase::Deleting,
             false,
             decision.reason,
             decision.message.clone(),
-            applied,
+            applied_policy(service),
         );
         let written = self.write_status(service, status).await?;
         if written.is_some() {
-            self.record_decision(service, project.as_ref(), &decision)
+            self.record_decision(service, facts.project.as_ref(), decision)
                 .await;
         }
-        let resource_version = written
-            .as_ref()
-            .map_or(service.resource_version(), |s| s.resource_version());
-        let carried_out = match decision.step {
-            Step::AwaitConfirmation => return Ok(Action::await_change()),
-            Step::SnapshotThenRemove => match self.final_backup(service).await {
-                // Removed on the next pass, decided from the Completed record.
-                Ok(Progress::Completed { .. }) => return Ok(Action::requeue(Duration::ZERO)),
-                Ok(Progress::Running(message)) => {
-                    let current = written.as_ref().unwrap_or(service);
-                    let status = next_status(
-                        current,
-                        ServicePhase::Deleting,
-                        false,
-                        reasons::RETAINED,
-                        message,
-                        applied,
-                    );
-                    self.write_status(current, status).await?;
-                    return Ok(Action::requeue(FINAL_BACKUP_POLL));
-                }
-                Ok(Progress::Failed(message)) => Err(Error::FinalBackupFailed(message)),
-                Err(e) => Err(e),
-            },
-            Step::Retain | Step::RetainData => match provider {
-                Some(Ok(engine)) => match objects.retain_all().await {
-                    Ok(()) => engine.retain(&uid).await.map_err(Error::from),
-                    Err(e) => Err(e),
-                },
-                // The records stay the deleted service's: no other service
-                // can use them either way.
-                Some(Err(_)) | None => objects.retain_all().await,
-            },
-            Step::Remove => match provider {
-                Some(Ok(engine)) => match self.leadership.confirm().await {
-                    // Only what is recorded as this service's own.
-                    Ok(()) => engine.drop_owned(&uid).await.map(|dropped| {
-                        tracing::info!(service = %format!("{namespace}/{name}"), ?dropped, "dropped the service's database and roles");
-                    }).map_err(Error::from),
-                    Err(e) => Err(Error::NotLeader(e)),
-                },
-                Some(Err(e)) => Err(e),
-                None => objects.remove_engine(&self.leadership).await,
-            },
-        };
-        if let Err(error) = carried_out {
-            // Reported on the stored object (the status was just written).
-            let current = written.as_ref().unwrap_or(service);
-            let status = next_status(
-                current,
-                ServicePhase::Deleting,
-                false,
-                reasons::DELETION_BLOCKED,
-                one_line(&error),
-                applied,
-            );
-            if let Err(e) = self.write_status(current, status).await {
-                tracing::warn!(error = %one_line(&e), "cannot report the failure");
-            }
-            return Err(error);
-        }
-        tracing::info!(
-            service = %format!("{namespace}/{name}"),
-            step = ?decision.step,
-            policy = %decision.policy,
-            "deletion policy carried out"
+        Ok(written)
+    }
+
+    /// A step failed: `DeletionBlocked` with its cause, on the stored
+    /// object. Best effort: the error is what is returned and retried.
+    async fn report_blocked(&self, service: &ManagedService, cause: &str) {
+        let status = next_status(
+            service,
+            ServicePhase::Deleting,
+            false,
+            reasons::DELETION_BLOCKED,
+            cause.to_owned(),
+            applied_policy(service),
         );
-        let mut list = service.finalizers().to_vec();
-        list.retain(|f| f != finalizers::MANAGED_SERVICE);
-        self.set_finalizers(service, resource_version, list).await?;
-        Ok(Action::await_change())
+        if let Err(e) = self.write_status(service, status).await {
+            tracing::warn!(error = %one_line(&e), "cannot report the failure");
+        }
+    }
+
+    /// `Retain` (or `RetainData`): the Kubernetes objects let go of and
+    /// marked retained, and on a shared server the records marked retained.
+    async fn retain(&self, service: &ManagedService, facts: DeletionFacts) -> Result<(), Error> {
+        let uid = service.uid().ok_or(Error::Unnamed)?;
+        Objects::of(&self.client, service)?.retain_all().await?;
+        match facts.provider {
+            Some(Ok(engine)) => Ok(engine.retain(&uid).await?),
+            // The records stay the deleted service's: no other service can
+            // use them either way.
+            Some(Err(_)) | None => Ok(()),
+        }
+    }
+
+    /// Removes the engine and data, once the stored object, read again
+    /// right now, still decides `Remove`; `false` when it no longer does.
+    /// Only what is recorded as the service's own goes, and only while
+    /// this replica leads.
+    async fn remove(&self, service: &ManagedService) -> Result<bool, Error> {
+        let Some(stored) = self.stored(service).await? else {
+            return Ok(false);
+        };
+        let facts = self.deletion_facts(&stored).await?;
+        if facts.decide(&stored).step != Step::Remove {
+            tracing::info!(service = %ObjectRef::from_obj(&stored), "the stored service no longer asks for removal");
+            return Ok(false);
+        }
+        let uid = stored.uid().ok_or(Error::Unnamed)?;
+        match facts.provider {
+            Some(Ok(engine)) => {
+                self.leadership.confirm().await.map_err(Error::NotLeader)?;
+                let dropped = engine.drop_owned(&uid).await?;
+                tracing::info!(service = %ObjectRef::from_obj(&stored), ?dropped, "dropped the service's database and roles");
+            }
+            Some(Err(e)) => return Err(e),
+            None => {
+                Objects::of(&self.client, &stored)?
+                    .remove_engine(&self.leadership)
+                    .await?
+            }
+        }
+        Ok(true)
+    }
+
+    /// `SnapshotAndDelete` before its backup completed: asks for the final
+    /// backup, or waits for it, or reports its failure and waits before the
+    /// next attempt. Removal follows on the next pass, decided from the
+    /// Completed record.
+    async fn snapshot_then_remove(
+        &self,
+        service: &ManagedService,
+        facts: &DeletionFacts,
+        decision: &deletion::Decision,
+    ) -> Result<Action, Error> {
+        let uid = service.uid().ok_or(Error::Unnamed)?;
+        let (reason, message, next) = match self.final_backup(service).await {
+            Ok(FinalBackup::Completed) => {
+                self.backup_attempts.completed(&uid);
+                return Ok(Action::requeue(Duration::ZERO));
+            }
+            Ok(FinalBackup::Running(progress)) => match self.backup_attempts.last_failure(&uid) {
+                // After a failure the status keeps its cause while retrying.
+                Some((failures, cause)) => (
+                    reasons::DELETION_BLOCKED,
+                    format!("{cause}; retrying (attempt {}): {progress}", failures + 1),
+                    FINAL_BACKUP_POLL,
+                ),
+                None => (reasons::RETAINED, progress, FINAL_BACKUP_POLL),
+            },
+            Ok(FinalBackup::Failed {
+                cause,
+                retry_in,
+                new_cause,
+            }) => {
+                if new_cause {
+                    self.metrics.final_backup_failures.inc();
+                    self.warn(service, "Delete", events::FINAL_BACKUP_FAILED, &cause)
+                        .await;
+                }
+                (reasons::DELETION_BLOCKED, cause, retry_in)
+            }
+            Err(error) => {
+                self.report_blocked(service, &one_line(&error)).await;
+                return Err(error);
+            }
+        };
+        let status = next_status(
+            service,
+            ServicePhase::Deleting,
+            false,
+            reason,
+            message,
+            applied_policy(service),
+        );
+        if self.write_status(service, status).await?.is_some() {
+            self.record_decision(service, facts.project.as_ref(), decision)
+                .await;
+        }
+        Ok(Action::requeue(next))
     }
 
     /// Restores a ServiceBackup of the service's Project into it through
@@ -600,16 +807,69 @@ impl Context {
         Ok(())
     }
 
-    /// Ensures the final ServiceBackup record and asks backup-runner for its
-    /// snapshot (idempotent: the same one every time).
-    async fn final_backup(&self, service: &ManagedService) -> Result<Progress, Error> {
+    /// Ensures the final ServiceBackup record, then follows its snapshot:
+    /// asked for when backup-runner knows none, looked at while it runs,
+    /// and after a failure asked for again only once the wait since that
+    /// failure is over (1 s doubling to 5 min), however often the service
+    /// is reconciled meanwhile.
+    async fn final_backup(&self, service: &ManagedService) -> Result<FinalBackup, Error> {
         let runner = self.backup_runner.as_ref().ok_or(Error::NoBackupRunner)?;
+        let uid = service.uid().ok_or(Error::Unnamed)?;
         let record = final_backup::record_name(service);
         final_backup::ensure_record(&self.client, service, &record).await?;
-        let snapshot = runner
-            .request(final_backup::request_for(service, &record)?)
-            .await?;
-        Ok(final_backup::progress(&snapshot))
+        let request = || async {
+            runner
+                .request(final_backup::request_for(service, &record)?)
+                .await
+        };
+        let snapshot = match runner.get(&final_backup::idempotency_key(&uid)).await? {
+            Some(snapshot) => snapshot,
+            None => request().await?,
+        };
+        let snapshot = match final_backup::progress(&snapshot) {
+            Progress::Failed(cause) => match self.backup_attempts.failed(uid, &cause) {
+                Retry::Counted { delay, new_cause } => {
+                    return Ok(FinalBackup::Failed {
+                        cause,
+                        retry_in: delay,
+                        new_cause,
+                    });
+                }
+                Retry::Wait(remaining) => {
+                    return Ok(FinalBackup::Failed {
+                        cause,
+                        retry_in: remaining,
+                        new_cause: false,
+                    });
+                }
+                Retry::Now => request().await?,
+            },
+            _ => snapshot,
+        };
+        Ok(match final_backup::progress(&snapshot) {
+            Progress::Completed { .. } => FinalBackup::Completed,
+            Progress::Running(progress) => FinalBackup::Running(progress),
+            // Failed at once: seen as a failure on the next look.
+            Progress::Failed(cause) => FinalBackup::Running(cause),
+        })
+    }
+
+    /// Records a Warning event about the service.
+    async fn warn(&self, service: &ManagedService, action: &str, reason: &str, note: &str) {
+        let event = Event {
+            type_: EventType::Warning,
+            reason: reason.to_owned(),
+            note: Some(note.to_owned()),
+            action: action.to_owned(),
+            secondary: None,
+        };
+        if let Err(e) = self
+            .recorder
+            .publish(&event, &service.object_ref(&()))
+            .await
+        {
+            tracing::warn!(error = %one_line(&e), reason, "cannot record the event");
+        }
     }
 
     /// Whether the service's final ServiceBackup is recorded `Completed`

@@ -40,7 +40,10 @@ async fn orders_db_is_provisioned_and_deleted_only_when_confirmed() {
             .filter(|(phase, reason, _)| *phase == ServicePhase::Ready && reason == "Available")
     })
     .await;
-    assert_eq!(message, format!("database {ORDERS} on 127.0.0.1:{}", pg.port));
+    assert_eq!(
+        message,
+        format!("database {ORDERS} on 127.0.0.1:{}", pg.port)
+    );
     let stored = services.get("orders-db").await.unwrap();
     let status = stored.status.clone().unwrap();
     assert_eq!(status.instance_namespace.as_deref(), Some("my-project"));
