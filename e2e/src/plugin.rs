@@ -61,8 +61,9 @@ pub struct Watch {
 
 impl Watch {
     /// Starts `kubectl navique approvals --watch <args>` as the admin,
-    /// following the ApprovalEvents server at `url`.
-    pub fn start(cluster: &Cluster, url: &str, args: &[&str]) -> Self {
+    /// following the ApprovalEvents server at `url`, whose certificate
+    /// `ca_file` verifies.
+    pub fn start(cluster: &Cluster, url: &str, ca_file: &std::path::Path, args: &[&str]) -> Self {
         let all: Vec<&str> = ["approvals", "--watch"]
             .iter()
             .copied()
@@ -70,6 +71,7 @@ impl Watch {
             .collect();
         let mut child = command(cluster, cluster.kubeconfig(), &all)
             .env("NAVIQUE_APPROVALS_URL", url)
+            .env("NAVIQUE_APPROVALS_CA_FILE", ca_file)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())

@@ -36,14 +36,20 @@ fn admin_args(admin: SocketAddr, kubeconfig: &std::path::Path) -> Vec<String> {
 }
 
 /// Starts a component with `args` and the flags it cannot run without:
-/// backup-runner needs a store, and listens on a free port here.
+/// backup-runner needs a store, and listens on a free port here. The
+/// stand-in API server here has no Secrets, so the gRPC components run
+/// with explicitly configured plaintext.
 fn spawn(component: &str, args: &[&str]) -> Process {
     let mut all = args.to_vec();
     match component {
         "backup-runner" => {
             all.extend(["--store-url", "file:///tmp", "--listen-addr", "127.0.0.1:0"]);
+            all.push("--grpc-insecure-plaintext");
         }
-        "service-lifecycle-controller" => all.extend(["--approvals-listen-addr", "127.0.0.1:0"]),
+        "service-lifecycle-controller" => {
+            all.extend(["--approvals-listen-addr", "127.0.0.1:0"]);
+            all.push("--grpc-insecure-plaintext");
+        }
         _ => {}
     }
     Process::spawn(component, &all)

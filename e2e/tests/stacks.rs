@@ -17,6 +17,7 @@ use navique_e2e::stacks::StackEnv;
 use navique_e2e::{Cluster, eventually};
 use serde_json::{Value, json};
 use tokio_stream::StreamExt;
+use tonic::transport::{Certificate, ClientTlsConfig, Endpoint};
 
 const WAIT: Duration = Duration::from_secs(30);
 
@@ -123,9 +124,17 @@ fn approve(ns: &str, kind: &str, name: &str) {
 
 /// Approval events of `ns`, as they arrive.
 async fn subscribe(ns: &str) -> tonic::Streaming<ApprovalEvent> {
-    let mut client = ApprovalEventsClient::connect(format!("http://{}", env().approvals_addr))
+    // TLS, verified against the gRPC CA; no client certificate (the
+    // subscribers are people).
+    let ca = std::fs::read(env().approvals_ca_file().await).expect("read the gRPC CA");
+    let channel = Endpoint::from_shared(env().approvals_url())
+        .unwrap()
+        .tls_config(ClientTlsConfig::new().ca_certificate(Certificate::from_pem(ca)))
+        .unwrap()
+        .connect()
         .await
-        .expect("connect to ApprovalEvents");
+        .expect("connect to ApprovalEvents over TLS");
+    let mut client = ApprovalEventsClient::new(channel);
     client
         .stream_approval_events(StreamApprovalEventsRequest {
             namespace: ns.to_owned(),
@@ -391,7 +400,8 @@ async fn a_deleted_stack_pauses_at_a_confirmed_delete_and_goes_in_reverse_wave_o
     until_stack(&ns, "shop", "the sync", |s| state(s).1 == "Synced").await;
     let watch = Watch::start(
         cluster(),
-        &format!("http://{}", env.approvals_addr),
+        &env.approvals_url(),
+        &env.approvals_ca_file().await,
         &["-n", &ns, "-o", "json"],
     );
     cluster().kubectl_ok(&["delete", "stack", "shop", "-n", &ns, "--wait=false"]);
