@@ -167,6 +167,39 @@ fn a_malformed_kubeconfig_stops_every_component_with_one_line() {
     }
 }
 
+/// Internal gRPC is never plaintext by default: without TLS flags the gRPC
+/// components are in self-managed mode, and without the names their
+/// certificate needs they stop at once, saying what to give.
+#[test]
+fn without_grpc_tls_flags_the_grpc_components_refuse_to_start_in_plaintext() {
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = write_kubeconfig(dir.path(), &format!("http://127.0.0.1:{}", free_port()));
+    let kubeconfig = kubeconfig.to_str().unwrap();
+    for (component, extra) in [
+        (
+            "backup-runner",
+            &["--store-url", "file:///tmp", "--listen-addr", "127.0.0.1:0"][..],
+        ),
+        (
+            "service-lifecycle-controller",
+            &["--approvals-listen-addr", "127.0.0.1:0"][..],
+        ),
+    ] {
+        let mut args = vec!["--kubeconfig", kubeconfig, "--admin-addr", "127.0.0.1:0"];
+        args.extend_from_slice(extra);
+        let mut process = Process::spawn(component, &args);
+        assert_eq!(process.wait(EXIT).code(), Some(1), "{component} exit code");
+        let stderr = process.stderr();
+        assert_eq!(stderr.lines().count(), 1, "{component} stderr: {stderr}");
+        assert!(
+            stderr.starts_with(
+                "error: self-managed gRPC TLS: --grpc-dns-names is required: the names clients dial this component's gRPC server at"
+            ),
+            "{component} stderr: {stderr}"
+        );
+    }
+}
+
 #[test]
 fn a_taken_admin_port_stops_the_component_with_one_line() {
     let dir = tempfile::tempdir().unwrap();
