@@ -8,15 +8,8 @@
 
 mod common;
 
-use std::sync::Arc;
-
-use backup_runner::engine::Engine;
-use backup_runner::grpc::{self, Api};
-use backup_runner::pg::PgTools;
-use backup_runner::snapshots::Snapshots;
-use backup_runner::store::Store;
-use backup_runner::{Metrics, NAME};
-use common::{CONTROLLER, Pki, request, service_ref};
+use backup_runner::NAME;
+use common::{CONTROLLER, Pki, request, serve_without_cluster, service_ref};
 use navique_api::grpc::snapshot::v1::GetSnapshotRequest;
 use navique_api::grpc::snapshot::v1::snapshot_service_client::SnapshotServiceClient;
 use tokio_util::sync::CancellationToken;
@@ -32,35 +25,9 @@ fn unknown() -> GetSnapshotRequest {
 #[tokio::test]
 async fn only_the_lifecycle_controllers_certificate_may_call() {
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let dir = tempfile::tempdir().unwrap();
-    // No API server is needed to answer GetSnapshot: a client that is
-    // never used will do.
-    let store =
-        Store::from_url_opts(&format!("file://{}/store", dir.path().display()), []).unwrap();
-    let config = kube::Config::new("http://127.0.0.1:9".parse().unwrap());
-    let engine = Engine::new(
-        kube::Client::try_from(config).unwrap(),
-        store,
-        PgTools::locate(None).unwrap(),
-        Metrics::default(),
-    );
-    let shutdown = CancellationToken::new();
-    let snapshots = Snapshots::new(Arc::new(engine), shutdown.child_token());
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
     let pki = Pki::new();
-    let tls = pki.tls(NAME);
-    let serving = shutdown.clone();
-    let server = tokio::spawn(async move {
-        grpc::serve(
-            listener,
-            &tls,
-            Api::new(snapshots),
-            vec![CONTROLLER.to_owned()],
-            serving,
-        )
-        .await
-    });
+    let shutdown = CancellationToken::new();
+    let (addr, server) = serve_without_cluster(pki.tls(NAME), &shutdown).await;
 
     // The lifecycle controller: through to the service (which knows no
     // such key).

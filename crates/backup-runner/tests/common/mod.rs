@@ -491,24 +491,67 @@ impl Pki {
         component: &str,
         addr: SocketAddr,
     ) -> SnapshotServiceClient<Channel> {
-        let channel = grpc_tls::channel(
-            "test",
-            &format!("https://{addr}"),
-            &self.tls(component),
-            Duration::from_secs(5),
-        )
-        .unwrap();
-        let client = SnapshotServiceClient::new(channel);
-        eventually("backup-runner's gRPC server", || async {
-            let probe = GetSnapshotRequest {
-                idempotency_key: "probe".to_owned(),
-            };
-            let status = client.clone().get_snapshot(probe).await.err()?;
-            (status.code() != tonic::Code::Unavailable).then_some(())
-        })
-        .await;
-        client
+        client_with(&self.tls(component), addr).await
     }
+}
+
+/// A client of the server at `addr` with `tls`, once it answers.
+pub async fn client_with(tls: &GrpcTls, addr: SocketAddr) -> SnapshotServiceClient<Channel> {
+    let channel = grpc_tls::channel(
+        "test",
+        &format!("https://{addr}"),
+        tls,
+        Duration::from_secs(5),
+    )
+    .unwrap();
+    let client = SnapshotServiceClient::new(channel);
+    eventually("backup-runner's gRPC server", || async {
+        let probe = GetSnapshotRequest {
+            idempotency_key: "probe".to_owned(),
+        };
+        let status = client.clone().get_snapshot(probe).await.err()?;
+        (status.code() != tonic::Code::Unavailable).then_some(())
+    })
+    .await;
+    client
+}
+
+/// backup-runner's gRPC server in this process with `tls`, and an engine
+/// whose API server is never reached (enough to answer GetSnapshot): its
+/// address; it stops on `shutdown`.
+pub async fn serve_without_cluster(
+    tls: GrpcTls,
+    shutdown: &CancellationToken,
+) -> (
+    SocketAddr,
+    tokio::task::JoinHandle<Result<(), backup_runner::Error>>,
+) {
+    let dir = tempfile::tempdir().unwrap();
+    let store =
+        Store::from_url_opts(&format!("file://{}/store", dir.path().display()), []).unwrap();
+    let config = kube::Config::new("http://127.0.0.1:9".parse().unwrap());
+    let engine = Engine::new(
+        Client::try_from(config).unwrap(),
+        store,
+        PgTools::locate(None).unwrap(),
+        Metrics::default(),
+    );
+    let snapshots = Snapshots::new(Arc::new(engine), shutdown.child_token());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let serving = shutdown.clone();
+    let server = tokio::spawn(async move {
+        let _dir = dir;
+        grpc::serve(
+            listener,
+            &tls,
+            Api::new(snapshots),
+            vec![CONTROLLER.to_owned()],
+            serving,
+        )
+        .await
+    });
+    (addr, server)
 }
 
 /// backup-runner's server (and manual-backup controller) in this process,
