@@ -189,6 +189,19 @@ struct Issued {
     not_after: i64,
 }
 
+/// Why the next certificate must be issued at `now`, if it must: the CA
+/// bundle changed (a rotation by another component), or the current one
+/// expires within `renew_before`.
+fn renewal(issued: &Issued, ca: &Ca, renew_before: Duration, now: i64) -> Option<&'static str> {
+    if ca.bundle != issued.bundle {
+        Some("the CA bundle changed")
+    } else if now >= issued.not_after - pki::seconds(renew_before) {
+        Some("it is due for renewal")
+    } else {
+        None
+    }
+}
+
 struct Keeper {
     secrets: Api<Secret>,
     /// `namespace/name`, for messages.
@@ -246,12 +259,8 @@ impl Keeper {
         issued: &Issued,
     ) -> Result<Option<Issued>, Error> {
         let ca = self.settle().await?;
-        let renew_at = issued.not_after - pki::seconds(self.settings.lifetimes.renew_before);
-        let reason = if ca.bundle != issued.bundle {
-            "the CA bundle changed"
-        } else if pki::unix_now() >= renew_at {
-            "it is due for renewal"
-        } else {
+        let renew_before = self.settings.lifetimes.renew_before;
+        let Some(reason) = renewal(issued, &ca, renew_before, pki::unix_now()) else {
             return Ok(None);
         };
         let (certificate, key, next) = self.issue(&ca)?;
@@ -420,6 +429,26 @@ mod tests {
         assert_eq!(reason, "earlier CAs are no longer needed");
         assert_eq!(pki::certificates(&pruned.bundle).len(), 1);
         assert_eq!(pruned.key, rotated.key);
+    }
+
+    #[test]
+    fn the_next_certificate_is_issued_before_expiry_or_when_the_ca_changes() {
+        let (ca, _) = next_ca(&Ca::default(), &lifetimes(), T0).unwrap().unwrap();
+        let issued = Issued {
+            bundle: ca.bundle.clone(),
+            not_after: T0 + 10 * DAY,
+        };
+        let renew_before = lifetimes().renew_before;
+        assert_eq!(renewal(&issued, &ca, renew_before, T0 + 7 * DAY - 1), None);
+        assert_eq!(
+            renewal(&issued, &ca, renew_before, T0 + 7 * DAY),
+            Some("it is due for renewal")
+        );
+        let (rotated, _) = next_ca(&ca, &lifetimes(), T0 + 95 * DAY).unwrap().unwrap();
+        assert_eq!(
+            renewal(&issued, &rotated, renew_before, T0 + DAY),
+            Some("the CA bundle changed")
+        );
     }
 
     #[test]
