@@ -85,7 +85,7 @@ database_url=$(scripts/postgres.sh url "$dev/postgres" "$postgres_port")
 # The operator, installed from its chart with the pinned helm, as a platform
 # team installs it: CRDs, each component's ServiceAccount and RBAC, the Lock
 # guard's ValidatingAdmissionPolicies, the webhook configurations (trusting
-# the dev CA), the Project roles. Nothing runs pods here, so its Deployments
+# the dev CA), the Project roles, the Roles on the gRPC CA Secret. Nothing runs pods here, so its Deployments
 # stay at rest; the binaries started below stand in for them, each as its
 # ServiceAccount, and the API server enforces RBAC.
 helm upgrade --install navique charts/navique --namespace navique-system --create-namespace \
@@ -106,10 +106,13 @@ for component in "${components[@]}"; do
   sed "s/token: .*/token: $component-dev-token/" "$dev/kubeconfig" >"$dev/kubeconfig-$component"
   args=(--kubeconfig "$dev/kubeconfig-$component" --admin-addr "127.0.0.1:$port")
   case $component in
-    service-lifecycle-controller) args+=(--lease-namespace navique-system --backup-runner-url "http://127.0.0.1:$backup_port" --approvals-listen-addr "127.0.0.1:$approvals_port") ;;
+    # Internal gRPC is self-managed mutual TLS, as the chart installs it:
+    # each component issues itself a certificate from the CA Secret
+    # navique-system/navique-grpc-ca for the address it is dialled at.
+    service-lifecycle-controller) args+=(--lease-namespace navique-system --backup-runner-url "https://127.0.0.1:$backup_port" --approvals-listen-addr "127.0.0.1:$approvals_port" --grpc-dns-names 127.0.0.1,localhost) ;;
     *controller) args+=(--lease-namespace navique-system) ;;
     # Backups go to a local directory (an S3, GCS or Azure URL works the same).
-    backup-runner) mkdir -p "$dev/backups"; args+=(--listen-addr "127.0.0.1:$backup_port" --store-url "file://$dev/backups") ;;
+    backup-runner) mkdir -p "$dev/backups"; args+=(--listen-addr "127.0.0.1:$backup_port" --store-url "file://$dev/backups" --grpc-dns-names 127.0.0.1,localhost) ;;
     webhook) args+=(--listen-addr "127.0.0.1:$webhook_port" --tls-cert-file "$tls/tls.crt" --tls-key-file "$tls/tls.key") ;;
   esac
   start "$component" "target/debug/$component" "${args[@]}"
@@ -119,10 +122,23 @@ done
 # The webhook configurations came with the chart; wait until it answers.
 for _ in $(seq 100); do curl -sk "https://127.0.0.1:$webhook_port/" >/dev/null 2>&1 && break; sleep 0.1; done
 
+# The gRPC CA the components created, for clients of the TLS ApprovalEvents
+# server (kubectl navique approvals --watch).
+grpc_ca=$dev/grpc-ca.crt
+for _ in $(seq 100); do
+  kubectl -n navique-system get secret navique-grpc-ca -o 'jsonpath={.data.ca\.crt}' 2>/dev/null | base64 -d >"$grpc_ca.tmp" 2>/dev/null || true
+  [[ -s $grpc_ca.tmp ]] && break
+  sleep 0.1
+done
+[[ -s $grpc_ca.tmp ]] || { echo "the gRPC CA Secret navique-system/navique-grpc-ca did not appear; see .dev/logs" >&2; exit 1; }
+mv "$grpc_ca.tmp" "$grpc_ca"
+echo "gRPC: mutual TLS from the self-managed CA (navique-system/navique-grpc-ca; its certificate in .dev/grpc-ca.crt)"
+
 cat >"$dev/env" <<ENV
 export KUBECONFIG=$dev/kubeconfig
 export DATABASE_URL=$database_url
 export PATH=$root/.tools/bin:$root/target/debug:\$PATH
-export NAVIQUE_APPROVALS_URL=http://127.0.0.1:$approvals_port
+export NAVIQUE_APPROVALS_URL=https://127.0.0.1:$approvals_port
+export NAVIQUE_APPROVALS_CA_FILE=$grpc_ca
 ENV
 echo "environment: source .dev/env  (KUBECONFIG=.dev/kubeconfig, DATABASE_URL=$database_url)"

@@ -61,13 +61,20 @@ pub struct Watch {
 
 impl Watch {
     /// Starts `kubectl navique approvals --watch <args>` as the admin,
-    /// following the ApprovalEvents server at `url`.
-    pub fn start(cluster: &Cluster, url: &str, args: &[&str]) -> Self {
-        Self::start_as(cluster, cluster.kubeconfig(), url, args)
+    /// following the ApprovalEvents server at `url`, whose certificate
+    /// `ca_file` verifies.
+    pub fn start(cluster: &Cluster, url: &str, ca_file: &Path, args: &[&str]) -> Self {
+        Self::start_as(cluster, cluster.kubeconfig(), url, ca_file, args)
     }
 
     /// [`Watch::start`] as the user of `kubeconfig`.
-    pub fn start_as(cluster: &Cluster, kubeconfig: &Path, url: &str, args: &[&str]) -> Self {
+    pub fn start_as(
+        cluster: &Cluster,
+        kubeconfig: &Path,
+        url: &str,
+        ca_file: &Path,
+        args: &[&str],
+    ) -> Self {
         let all: Vec<&str> = ["approvals", "--watch"]
             .iter()
             .copied()
@@ -75,6 +82,7 @@ impl Watch {
             .collect();
         let mut child = command(cluster, kubeconfig, &all)
             .env("NAVIQUE_APPROVALS_URL", url)
+            .env("NAVIQUE_APPROVALS_CA_FILE", ca_file)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())

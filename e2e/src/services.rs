@@ -25,6 +25,47 @@ pub const ALICE: &str = "alice";
 /// How long a managed-services test waits for a state.
 pub const WAIT: Duration = Duration::from_secs(30);
 
+/// The gRPC CA Secret the components create in self-managed mode.
+pub const GRPC_CA_SECRET: &str = "navique-grpc-ca";
+
+/// The gRPC CA bundle and key (PEM) of the Secret the components created,
+/// once it exists, read as the cluster's admin.
+pub async fn grpc_ca(cluster: &Cluster) -> (String, String) {
+    use base64::Engine;
+    let read = |key: &str| {
+        let output = cluster.kubectl(
+            &[
+                "get",
+                "secret",
+                GRPC_CA_SECRET,
+                "-n",
+                "navique-system",
+                "--ignore-not-found",
+                "-o",
+                &format!("jsonpath={{.data.ca\\.{key}}}"),
+            ],
+            None,
+        );
+        let text = String::from_utf8_lossy(&output.stdout).trim().to_owned();
+        let decoded = base64::engine::general_purpose::STANDARD
+            .decode(text)
+            .ok()?;
+        String::from_utf8(decoded).ok().filter(|t| !t.is_empty())
+    };
+    eventually(WAIT, "the gRPC CA Secret", || async {
+        Some((read("crt")?, read("key")?))
+    })
+    .await
+}
+
+/// [`grpc_ca`]'s bundle written into `dir`: what a client of
+/// ApprovalEvents verifies the server with.
+pub async fn grpc_ca_file(cluster: &Cluster, dir: &std::path::Path) -> PathBuf {
+    let path = dir.join("grpc-ca.crt");
+    std::fs::write(&path, grpc_ca(cluster).await.0).expect("write the gRPC CA");
+    path
+}
+
 /// A throwaway PostgreSQL server, stopped when dropped.
 pub struct Postgres {
     dir: tempfile::TempDir,
@@ -246,8 +287,9 @@ impl ServiceEnv {
         env
     }
 
-    /// Starts backup-runner serving SnapshotService on `port` (plaintext)
-    /// over the store at `store_url`; waits until it is ready.
+    /// Starts backup-runner serving SnapshotService on `port` (self-managed
+    /// mutual TLS, as the controller calls it) over the store at
+    /// `store_url`; waits until it is ready.
     pub async fn start_backup_runner(&self, port: u16, store_url: &str) -> Process {
         self.start_backup_runner_with(port, store_url, &[], &[])
             .await
@@ -277,6 +319,9 @@ impl ServiceEnv {
             &listen_addr,
             "--store-url",
             store_url,
+            // Self-managed mutual TLS (the default), for the address dialled.
+            "--grpc-dns-names",
+            "127.0.0.1",
         ];
         args.extend_from_slice(extra);
         let process = Process::spawn_tied_env("backup-runner", &args, env);
@@ -300,6 +345,9 @@ impl ServiceEnv {
             "navique-system",
             "--lease-identity",
             CONTROLLER_REPLICA,
+            // Self-managed TLS (the default) for ApprovalEvents and its calls.
+            "--grpc-dns-names",
+            "127.0.0.1",
         ];
         if !extra.contains(&"--lease-duration") {
             args.extend_from_slice(&["--lease-duration", "6", "--lease-grace", "2"]);

@@ -64,6 +64,8 @@ impl StackEnv {
                 "6",
                 "--lease-grace",
                 "2",
+                "--grpc-dns-names",
+                "127.0.0.1",
             ],
         );
         Self {
@@ -74,6 +76,18 @@ impl StackEnv {
             _controller: controller,
             _dir: dir,
         }
+    }
+
+    /// The ApprovalEvents server's URL: TLS, its certificate issued by the
+    /// gRPC CA.
+    pub fn approvals_url(&self) -> String {
+        format!("https://{}", self.approvals_addr)
+    }
+
+    /// The gRPC CA bundle, in a file, that ApprovalEvents' clients verify
+    /// the server with (once the controller created the CA).
+    pub async fn approvals_ca_file(&self) -> std::path::PathBuf {
+        crate::services::grpc_ca_file(&self.locks.cluster, self._dir.path()).await
     }
 
     /// Waits until both controllers lead.

@@ -10,9 +10,18 @@ use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
+use navique_api::grpc::snapshot::v1::snapshot_service_client::SnapshotServiceClient;
+use navique_api::grpc::snapshot::v1::{
+    GetSnapshotRequest, RequestSnapshotRequest, RestoreSnapshotRequest, ServiceRef,
+};
 use navique_e2e::s3::{BUCKET, S3Server};
-use navique_e2e::services::{ALICE, ServiceEnv, on_server};
+use navique_e2e::services::{ALICE, ServiceEnv, grpc_ca, on_server};
 use navique_e2e::{Process, eventually, free_port};
+use navique_runtime::grpc_tls::ca::{self, Ca};
+use navique_runtime::grpc_tls::{self, Credentials, GrpcTls};
+use navique_runtime::pki::{Lifetimes, unix_now};
+use tonic::Code;
+use tonic::transport::{Certificate, ClientTlsConfig, Endpoint};
 
 const WAIT: Duration = Duration::from_secs(60);
 
@@ -60,7 +69,7 @@ fn sha256(path: &Path) -> String {
 /// and the controller leading.
 async fn with_backup_runner() -> (ServiceEnv, Process, tempfile::TempDir) {
     let port = free_port();
-    let env = ServiceEnv::start(&["--backup-runner-url", &format!("http://127.0.0.1:{port}")]);
+    let env = ServiceEnv::start(&["--backup-runner-url", &format!("https://127.0.0.1:{port}")]);
     let store = tempfile::tempdir().unwrap();
     let runner = env
         .start_backup_runner(port, &format!("file://{}", store.path().display()))
@@ -185,7 +194,7 @@ async fn snapshot_and_delete_leaves_one_verified_final_backup_that_restores() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn nothing_is_deleted_while_backup_runner_is_down_and_one_backup_is_taken_after() {
     let port = free_port();
-    let url = format!("http://127.0.0.1:{port}");
+    let url = format!("https://127.0.0.1:{port}");
     let env = ServiceEnv::start(&["--backup-runner-url", &url]);
     env.controller_ready().await;
     let ns = env.cluster.namespace("runner-down");
@@ -231,7 +240,7 @@ async fn nothing_is_deleted_while_backup_runner_is_down_and_one_backup_is_taken_
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn backup_runner_killed_mid_snapshot_records_no_half_backup_and_drops_only_after_one() {
     let port = free_port();
-    let env = ServiceEnv::start(&["--backup-runner-url", &format!("http://127.0.0.1:{port}")]);
+    let env = ServiceEnv::start(&["--backup-runner-url", &format!("https://127.0.0.1:{port}")]);
     let store = tempfile::tempdir().unwrap();
     let store_url = format!("file://{}", store.path().display());
     let mut runner = env.start_backup_runner(port, &store_url).await;
@@ -307,7 +316,7 @@ fn manual_backup(env: &ServiceEnv, ns: &str, name: &str, retention: Option<&str>
 async fn an_s3_store_keeps_each_backup_until_its_retention_ends() {
     let s3 = S3Server::start().await;
     let port = free_port();
-    let env = ServiceEnv::start(&["--backup-runner-url", &format!("http://127.0.0.1:{port}")]);
+    let env = ServiceEnv::start(&["--backup-runner-url", &format!("https://127.0.0.1:{port}")]);
     let _runner = env
         .start_backup_runner_with(
             port,
@@ -569,4 +578,156 @@ async fn a_final_backup_holds_every_owners_tables_and_restores_them_all() {
         ),
         copy
     );
+}
+
+/// A SnapshotService client at `port` with a certificate of `ca` naming
+/// `component`.
+fn client_as(
+    ca: &Ca,
+    component: &str,
+    port: u16,
+) -> SnapshotServiceClient<tonic::transport::Channel> {
+    let day = Duration::from_secs(86_400);
+    let lifetimes = Lifetimes {
+        ca: 10 * day,
+        certificate: 2 * day,
+        renew_before: day,
+    };
+    let names = ["127.0.0.1".to_owned()];
+    let (certificate, key) = ca::issue(ca, component, &names, &lifetimes, unix_now()).unwrap();
+    let tls = GrpcTls::Tls(Credentials::new(&certificate, &key, &ca.bundle).unwrap());
+    let url = format!("https://127.0.0.1:{port}");
+    SnapshotServiceClient::new(grpc_tls::channel("test", &url, &tls, WAIT).unwrap())
+}
+
+fn get(key: &str) -> GetSnapshotRequest {
+    GetSnapshotRequest {
+        idempotency_key: key.to_owned(),
+    }
+}
+
+/// The "unauthenticated inside" attack class: anyone on the pod network
+/// reaches backup-runner's port, and a component of the operator other than
+/// the lifecycle controller holds a certificate of the same CA. The real
+/// binary, in its default self-managed mutual TLS, answers neither, every
+/// RPC; bounds hold before any work; plaintext gets no answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn snapshot_service_answers_only_the_lifecycle_controller() {
+    let port = free_port();
+    let env = ServiceEnv::start(&["--backup-runner-url", &format!("https://127.0.0.1:{port}")]);
+    let store = tempfile::tempdir().unwrap();
+    let _runner = env
+        .start_backup_runner(port, &format!("file://{}", store.path().display()))
+        .await;
+    let (bundle, key) = grpc_ca(&env.cluster).await;
+    let ca = Ca { bundle, key };
+    let ns = env.cluster.namespace("inside");
+    let protected = ServiceRef {
+        namespace: ns.clone(),
+        name: "orders-db".to_owned(),
+        uid: "0b6f5d5e-6a3c-4d2e-9f1a-2b3c4d5e6f70".to_owned(),
+    };
+    let restore = RestoreSnapshotRequest {
+        source_service: Some(protected.clone()),
+        backup_name: "orders-db-final".to_owned(),
+        target: Some(protected.clone()),
+    };
+    let snapshot = RequestSnapshotRequest {
+        idempotency_key: format!("{}/final", protected.uid),
+        service: Some(protected.clone()),
+        origin: 3,
+        backup_name: "orders-db-final".to_owned(),
+    };
+
+    // (a) TLS, but no client certificate: Unauthenticated.
+    let anonymous = Endpoint::from_shared(format!("https://127.0.0.1:{port}"))
+        .unwrap()
+        .tls_config(ClientTlsConfig::new().ca_certificate(Certificate::from_pem(&ca.bundle)))
+        .unwrap()
+        .connect()
+        .await
+        .expect("TLS without a client certificate connects");
+    let mut anonymous = SnapshotServiceClient::new(anonymous);
+    let status = anonymous
+        .restore_snapshot(restore.clone())
+        .await
+        .unwrap_err();
+    assert_eq!(status.code(), Code::Unauthenticated, "{status:?}");
+    let status = anonymous
+        .request_snapshot(snapshot.clone())
+        .await
+        .unwrap_err();
+    assert_eq!(status.code(), Code::Unauthenticated, "{status:?}");
+    let status = anonymous.get_snapshot(get("any")).await.unwrap_err();
+    assert_eq!(status.code(), Code::Unauthenticated, "{status:?}");
+
+    // (b) Another component's certificate of the same CA: PermissionDenied,
+    // naming it.
+    for other in ["lock-controller", "webhook"] {
+        let mut client = client_as(&ca, other, port);
+        let status = client.restore_snapshot(restore.clone()).await.unwrap_err();
+        assert_eq!(status.code(), Code::PermissionDenied, "{other}: {status:?}");
+        assert!(
+            status.message().contains(&format!(
+                "spiffe://navique/component/{other} may not call this service"
+            )),
+            "{status:?}"
+        );
+        let status = client.get_snapshot(get("any")).await.unwrap_err();
+        assert_eq!(status.code(), Code::PermissionDenied, "{status:?}");
+    }
+
+    // (c) The controller's identity, oversized fields: InvalidArgument
+    // naming the field, before any work; 100 KB is not even decoded.
+    let mut controller = client_as(&ca, "service-lifecycle-controller", port);
+    let status = controller
+        .get_snapshot(get(&"k".repeat(300)))
+        .await
+        .unwrap_err();
+    assert_eq!(status.code(), Code::InvalidArgument, "{status:?}");
+    assert!(
+        status
+            .message()
+            .contains("idempotency_key is 300 bytes long"),
+        "{status:?}"
+    );
+    let long_name = RestoreSnapshotRequest {
+        target: Some(ServiceRef {
+            name: "n".repeat(254),
+            ..protected.clone()
+        }),
+        ..restore.clone()
+    };
+    let status = controller.restore_snapshot(long_name).await.unwrap_err();
+    assert_eq!(status.code(), Code::InvalidArgument, "{status:?}");
+    assert!(
+        status.message().contains("target.name is 254 bytes long"),
+        "{status:?}"
+    );
+    let status = controller
+        .get_snapshot(get(&"k".repeat(100_000)))
+        .await
+        .unwrap_err();
+    assert_eq!(status.code(), Code::OutOfRange, "{status:?}");
+    // ...and gets through with sane ones (no such snapshot here).
+    let status = controller.get_snapshot(get("unknown")).await.unwrap_err();
+    assert_eq!(status.code(), Code::NotFound, "{status:?}");
+
+    // (d) Plaintext: refused by the TLS layer, so no gRPC answer at all:
+    // the failure is the client's transport's.
+    let plaintext = Endpoint::from_shared(format!("http://127.0.0.1:{port}"))
+        .unwrap()
+        .connect_lazy();
+    let status = SnapshotServiceClient::new(plaintext)
+        .get_snapshot(get("unknown"))
+        .await
+        .unwrap_err();
+    assert_ne!(status.code(), Code::NotFound, "{status:?}");
+    assert!(
+        std::error::Error::source(&status).is_some(),
+        "a transport failure: {status:?}"
+    );
+
+    // Nothing was written for any of them.
+    assert!(stored(store.path(), "dump").is_empty());
 }

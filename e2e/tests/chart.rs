@@ -12,7 +12,8 @@ use navique_e2e::{binary, repo_root};
 use serde_yaml::Value;
 
 /// The TLS settings the chart supports: webhook serving certificates and
-/// gRPC between the service-lifecycle-controller and backup-runner.
+/// internal gRPC (selfManaged by default, certManager, existingSecret,
+/// disabled).
 const TLS_MODES: [&[&str]; 4] = [
     &[],
     &[
@@ -239,10 +240,36 @@ fn every_tls_mode_renders_its_certificates_and_ca_bundles() {
             assert!(hook["clientConfig"]["caBundle"].is_null());
         }
     }
-    // gRPC is plaintext, behind a NetworkPolicy.
-    assert!(args_of(&objects, "service-lifecycle-controller").contains(
-        &"--backup-runner-url=http://navique-backup-runner.navique-system.svc:9090".to_owned()
-    ));
+    // gRPC is self-managed mutual TLS: each component issues itself a
+    // certificate from the CA Secret, for the names it is dialled at;
+    // nothing is mounted, nothing is plaintext.
+    let controller = args_of(&objects, "service-lifecycle-controller");
+    let runner = args_of(&objects, "backup-runner");
+    for flag in [
+        "--backup-runner-url=https://navique-backup-runner.navique-system.svc:9090",
+        "--grpc-ca-secret=navique-system/navique-grpc-ca",
+        "--grpc-dns-names=navique-approvals,navique-approvals.navique-system,navique-approvals.navique-system.svc,navique-approvals.navique-system.svc.cluster.local",
+        "--grpc-cert-validity-days=30",
+    ] {
+        assert!(
+            controller.contains(&flag.to_owned()),
+            "{flag}: {controller:?}"
+        );
+    }
+    for flag in [
+        "--grpc-ca-secret=navique-system/navique-grpc-ca",
+        "--grpc-dns-names=navique-backup-runner,navique-backup-runner.navique-system,navique-backup-runner.navique-system.svc,navique-backup-runner.navique-system.svc.cluster.local",
+    ] {
+        assert!(runner.contains(&flag.to_owned()), "{flag}: {runner:?}");
+    }
+    for args in [&controller, &runner] {
+        assert!(
+            !args
+                .iter()
+                .any(|a| a.starts_with("--grpc-tls-") || a == "--grpc-insecure-plaintext"),
+            "{args:?}"
+        );
+    }
     find(&objects, "NetworkPolicy", "navique-backup-runner");
 
     // certManager: the chart's CA, the Certificates, CA injection.
@@ -273,30 +300,63 @@ fn every_tls_mode_renders_its_certificates_and_ca_bundles() {
             .all(|r| name_of(r) != "navique-webhook-tls"),
         "the webhook writes no Secret when cert-manager issues it"
     );
-    let controller = args_of(&objects, "service-lifecycle-controller");
-    for flag in [
-        "--backup-runner-url=https://navique-backup-runner.navique-system.svc:9090",
-        "--backup-runner-ca-file=/etc/navique/backup-runner-tls/ca.crt",
-        "--backup-runner-client-cert-file=/etc/navique/backup-runner-tls/tls.crt",
-        "--backup-runner-client-key-file=/etc/navique/backup-runner-tls/tls.key",
+    // Each gRPC Certificate carries its component's identity as a URI SAN
+    // and is both a server and a client certificate.
+    for (name, identity) in [
+        ("navique-backup-runner", "backup-runner"),
+        (
+            "navique-service-lifecycle-controller",
+            "service-lifecycle-controller",
+        ),
     ] {
+        let spec = &find(&objects, "Certificate", name)["spec"];
+        assert_eq!(
+            strings(&spec["uris"]),
+            [format!("spiffe://navique/component/{identity}")]
+        );
+        assert_eq!(strings(&spec["usages"]), ["server auth", "client auth"]);
+    }
+    assert!(
+        strings(
+            &find(
+                &objects,
+                "Certificate",
+                "navique-service-lifecycle-controller"
+            )["spec"]["dnsNames"]
+        )
+        .contains(&"navique-approvals.navique-system.svc".to_owned())
+    );
+    assert!(
+        of_kind(&objects, "Role")
+            .iter()
+            .all(|r| !name_of(r).ends_with("grpc-ca")),
+        "no component reads a CA Secret when cert-manager issues"
+    );
+    let grpc_files = [
+        "--grpc-tls-cert-file=/etc/navique/grpc-tls/tls.crt",
+        "--grpc-tls-key-file=/etc/navique/grpc-tls/tls.key",
+        "--grpc-tls-ca-file=/etc/navique/grpc-tls/ca.crt",
+    ];
+    let controller = args_of(&objects, "service-lifecycle-controller");
+    let runner = args_of(&objects, "backup-runner");
+    for flag in grpc_files
+        .iter()
+        .chain(&["--backup-runner-url=https://navique-backup-runner.navique-system.svc:9090"])
+    {
         assert!(
-            controller.contains(&flag.to_owned()),
+            controller.contains(&(*flag).to_owned()),
             "{flag}: {controller:?}"
         );
     }
-    let runner = args_of(&objects, "backup-runner");
-    for flag in [
-        "--tls-cert-file=/etc/navique/grpc-tls/tls.crt",
-        "--tls-key-file=/etc/navique/grpc-tls/tls.key",
-        "--client-ca-file=/etc/navique/grpc-tls/ca.crt",
-    ] {
+    for flag in grpc_files {
         assert!(runner.contains(&flag.to_owned()), "{flag}: {runner:?}");
     }
 
-    // existingSecret: no Certificate, the given bundle in every webhook.
+    // existingSecret: no Certificate, the given bundle in every webhook,
+    // the gRPC Secrets mounted.
     let objects = render(TLS_MODES[2]);
     assert!(of_kind(&objects, "Certificate").is_empty());
+    assert!(args_of(&objects, "backup-runner").contains(&grpc_files[0].to_owned()));
     for configuration in configurations(&objects) {
         for hook in configuration["webhooks"].as_sequence().unwrap() {
             assert_eq!(hook["clientConfig"]["caBundle"], "QUJD");
@@ -307,6 +367,23 @@ fn every_tls_mode_renders_its_certificates_and_ca_bundles() {
         TEMPLATE,
         "webhook.tls.mode=existingSecret",
         "webhook.caBundle is required when webhook.tls.mode is existingSecret",
+    );
+
+    // disabled: plaintext only because it is asked for, in both components.
+    let objects = render(TLS_MODES[3]);
+    assert!(args_of(&objects, "service-lifecycle-controller").contains(
+        &"--backup-runner-url=http://navique-backup-runner.navique-system.svc:9090".to_owned()
+    ));
+    for component in ["service-lifecycle-controller", "backup-runner"] {
+        assert!(
+            args_of(&objects, component).contains(&"--grpc-insecure-plaintext".to_owned()),
+            "{component}"
+        );
+    }
+    assert_fails(
+        TEMPLATE,
+        "grpc.tls.selfManaged.renewBeforeDays=30",
+        "grpc.tls.selfManaged.renewBeforeDays (30) must be less than certificateValidityDays (30)",
     );
 }
 
@@ -485,10 +562,37 @@ fn each_component_is_granted_exactly_what_it_uses() {
         ]
     );
 
+    // selfManaged gRPC TLS: the two gRPC components, and only they, may
+    // create the CA Secret and read and rotate it, and no other Secret of
+    // the release namespace by name.
+    let grpc_ca = [
+        rule(&[""], &["secrets"], &[], &["create"]),
+        rule(&[""], &["secrets"], &["navique-grpc-ca"], &["get", "patch"]),
+    ];
+    for component in ["service-lifecycle-controller", "backup-runner"] {
+        assert_eq!(
+            rules_of(find(
+                &objects,
+                "Role",
+                &format!("navique-{component}-grpc-ca")
+            )),
+            grpc_ca,
+            "{component}"
+        );
+    }
+    assert_eq!(
+        of_kind(&objects, "Role")
+            .iter()
+            .filter(|r| name_of(r).ends_with("grpc-ca"))
+            .count(),
+        2
+    );
+
     bound(
         "service-lifecycle-controller",
         &[
             "ClusterRole/navique-service-lifecycle-controller",
+            "Role/navique-service-lifecycle-controller-grpc-ca",
             "Role/navique-service-lifecycle-controller-leader-election",
         ],
     );
@@ -626,7 +730,13 @@ fn each_component_is_granted_exactly_what_it_uses() {
         leases("service-lifecycle-controller")
     );
 
-    bound("backup-runner", &["ClusterRole/navique-backup-runner"]);
+    bound(
+        "backup-runner",
+        &[
+            "ClusterRole/navique-backup-runner",
+            "Role/navique-backup-runner-grpc-ca",
+        ],
+    );
     assert_eq!(
         rules_of(find(&objects, "ClusterRole", "navique-backup-runner")),
         [

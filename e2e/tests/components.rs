@@ -36,14 +36,20 @@ fn admin_args(admin: SocketAddr, kubeconfig: &std::path::Path) -> Vec<String> {
 }
 
 /// Starts a component with `args` and the flags it cannot run without:
-/// backup-runner needs a store, and listens on a free port here.
+/// backup-runner needs a store, and listens on a free port here. The
+/// stand-in API server here has no Secrets, so the gRPC components run
+/// with explicitly configured plaintext.
 fn spawn(component: &str, args: &[&str]) -> Process {
     let mut all = args.to_vec();
     match component {
         "backup-runner" => {
             all.extend(["--store-url", "file:///tmp", "--listen-addr", "127.0.0.1:0"]);
+            all.push("--grpc-insecure-plaintext");
         }
-        "service-lifecycle-controller" => all.extend(["--approvals-listen-addr", "127.0.0.1:0"]),
+        "service-lifecycle-controller" => {
+            all.extend(["--approvals-listen-addr", "127.0.0.1:0"]);
+            all.push("--grpc-insecure-plaintext");
+        }
         _ => {}
     }
     Process::spawn(component, &all)
@@ -157,6 +163,39 @@ fn a_malformed_kubeconfig_stops_every_component_with_one_line() {
         assert!(
             !stderr.contains("panicked"),
             "{component} panicked: {stderr}"
+        );
+    }
+}
+
+/// Internal gRPC is never plaintext by default: without TLS flags the gRPC
+/// components are in self-managed mode, and without the names their
+/// certificate needs they stop at once, saying what to give.
+#[test]
+fn without_grpc_tls_flags_the_grpc_components_refuse_to_start_in_plaintext() {
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = write_kubeconfig(dir.path(), &format!("http://127.0.0.1:{}", free_port()));
+    let kubeconfig = kubeconfig.to_str().unwrap();
+    for (component, extra) in [
+        (
+            "backup-runner",
+            &["--store-url", "file:///tmp", "--listen-addr", "127.0.0.1:0"][..],
+        ),
+        (
+            "service-lifecycle-controller",
+            &["--approvals-listen-addr", "127.0.0.1:0"][..],
+        ),
+    ] {
+        let mut args = vec!["--kubeconfig", kubeconfig, "--admin-addr", "127.0.0.1:0"];
+        args.extend_from_slice(extra);
+        let mut process = Process::spawn(component, &args);
+        assert_eq!(process.wait(EXIT).code(), Some(1), "{component} exit code");
+        let stderr = process.stderr();
+        assert_eq!(stderr.lines().count(), 1, "{component} stderr: {stderr}");
+        assert!(
+            stderr.starts_with(
+                "error: self-managed gRPC TLS: --grpc-dns-names is required: the names clients dial this component's gRPC server at"
+            ),
+            "{component} stderr: {stderr}"
         );
     }
 }

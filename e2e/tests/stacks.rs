@@ -20,6 +20,7 @@ use navique_e2e::stacks::StackEnv;
 use navique_e2e::{Cluster, PROJECT_MEMBERS, eventually};
 use serde_json::{Value, json};
 use tokio_stream::StreamExt;
+use tonic::transport::{Certificate, ClientTlsConfig, Endpoint};
 
 const WAIT: Duration = Duration::from_secs(30);
 
@@ -124,11 +125,18 @@ fn approve(ns: &str, kind: &str, name: &str) {
     ]);
 }
 
-/// A client of the controller's ApprovalEvents server.
+/// A client of the controller's ApprovalEvents server: TLS, verified
+/// against the gRPC CA; no client certificate (the subscribers are people).
 async fn approval_events() -> ApprovalEventsClient<tonic::transport::Channel> {
-    ApprovalEventsClient::connect(format!("http://{}", env().approvals_addr))
+    let ca = std::fs::read(env().approvals_ca_file().await).expect("read the gRPC CA");
+    let channel = Endpoint::from_shared(env().approvals_url())
+        .unwrap()
+        .tls_config(ClientTlsConfig::new().ca_certificate(Certificate::from_pem(ca)))
+        .unwrap()
+        .connect()
         .await
-        .expect("connect to ApprovalEvents")
+        .expect("connect to ApprovalEvents over TLS");
+    ApprovalEventsClient::new(channel)
 }
 
 /// `message` with `authorization: Bearer <token>` metadata, when a token.
@@ -410,7 +418,8 @@ async fn a_deleted_stack_pauses_at_a_confirmed_delete_and_goes_in_reverse_wave_o
     until_stack(&ns, "shop", "the sync", |s| state(s).1 == "Synced").await;
     let watch = Watch::start(
         cluster(),
-        &format!("http://{}", env.approvals_addr),
+        &env.approvals_url(),
+        &env.approvals_ca_file().await,
         &["-n", &ns, "-o", "json"],
     );
     cluster().kubectl_ok(&["delete", "stack", "shop", "-n", &ns, "--wait=false"]);
@@ -688,9 +697,11 @@ async fn approval_events_show_a_caller_only_the_projects_it_may_read() {
 
     // The plugin, with each user's own kubeconfig token.
     let dir = tempfile::tempdir().expect("temp dir");
-    let url = format!("http://{}", env.approvals_addr);
+    let url = env.approvals_url();
+    let ca = env.approvals_ca_file().await;
+    let ca_arg = ca.to_str().expect("a UTF-8 path");
     let carol = k.kubeconfig_for("carol-token", dir.path());
-    let watch = Watch::start_as(k, &carol, &url, &["-A", "-o", "json"]);
+    let watch = Watch::start_as(k, &carol, &url, &ca, &["-A", "-o", "json"]);
     let namespace_of = |line: String| -> String {
         let event: Value = serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line}"));
         event["approval"]["stack"]["namespace"]
@@ -709,7 +720,16 @@ async fn approval_events_show_a_caller_only_the_projects_it_may_read() {
     let refused = kubectl_navique(
         k,
         &carol,
-        &["approvals", "--watch", "-n", &b, "--approvals-url", &url],
+        &[
+            "approvals",
+            "--watch",
+            "-n",
+            &b,
+            "--approvals-url",
+            &url,
+            "--approvals-ca-file",
+            ca_arg,
+        ],
     );
     assert_eq!(refused.code, Some(1));
     assert_eq!(
@@ -722,7 +742,16 @@ async fn approval_events_show_a_caller_only_the_projects_it_may_read() {
     let refused = kubectl_navique(
         k,
         &dave,
-        &["approvals", "--watch", "-n", &a, "--approvals-url", &url],
+        &[
+            "approvals",
+            "--watch",
+            "-n",
+            &a,
+            "--approvals-url",
+            &url,
+            "--approvals-ca-file",
+            ca_arg,
+        ],
     );
     assert_eq!(refused.code, Some(1));
     assert!(
@@ -745,7 +774,16 @@ async fn approval_events_show_a_caller_only_the_projects_it_may_read() {
     let refused = kubectl_navique(
         k,
         &basic,
-        &["approvals", "--watch", "-n", &a, "--approvals-url", &url],
+        &[
+            "approvals",
+            "--watch",
+            "-n",
+            &a,
+            "--approvals-url",
+            &url,
+            "--approvals-ca-file",
+            ca_arg,
+        ],
     );
     assert_eq!(
         (refused.code, refused.stderr.as_str()),

@@ -108,3 +108,72 @@ namespaceSelector:
       operator: NotIn
       values: [{{ .Release.Namespace | quote }}]
 {{- end -}}
+
+{{/* The host names of backup-runner's gRPC Service, as its certificate names them (JSON list). */}}
+{{- define "navique.backupRunnerDnsNames" -}}
+{{- $service := printf "%s-backup-runner" .Release.Name -}}
+{{- list $service (printf "%s.%s" $service .Release.Namespace) (printf "%s.%s.svc" $service .Release.Namespace) (printf "%s.%s.svc.cluster.local" $service .Release.Namespace) | toJson -}}
+{{- end -}}
+
+{{/* The host names of the ApprovalEvents Service, as the controller's certificate names them (JSON list). */}}
+{{- define "navique.approvalsDnsNames" -}}
+{{- $service := printf "%s-approvals" .Release.Name -}}
+{{- list $service (printf "%s.%s" $service .Release.Namespace) (printf "%s.%s.svc" $service .Release.Namespace) (printf "%s.%s.svc.cluster.local" $service .Release.Namespace) | toJson -}}
+{{- end -}}
+
+{{/*
+A component's internal gRPC TLS (grpc.tls.mode), as JSON: its flags
+("args"), and the Secret volume and mount of the files modes ("volumes",
+"volumeMounts"); dict: root, component, secretName (files modes), dnsNames
+(JSON list: the names its gRPC server is dialled at).
+*/}}
+{{- define "navique.grpcTls" -}}
+{{- $tls := .root.Values.grpc.tls -}}
+{{- $out := dict "args" (list) "volumes" (list) "volumeMounts" (list) -}}
+{{- if eq $tls.mode "disabled" }}
+{{- $_ := set $out "args" (list "--grpc-insecure-plaintext") -}}
+{{- else if eq $tls.mode "selfManaged" }}
+{{- $managed := $tls.selfManaged -}}
+{{- if not (lt (int $managed.renewBeforeDays) (int $managed.certificateValidityDays)) }}
+{{- fail (printf "grpc.tls.selfManaged.renewBeforeDays (%v) must be less than certificateValidityDays (%v)" $managed.renewBeforeDays $managed.certificateValidityDays) }}
+{{- end }}
+{{- if not (lt (int $managed.certificateValidityDays) (int $managed.caValidityDays)) }}
+{{- fail (printf "grpc.tls.selfManaged.certificateValidityDays (%v) must be less than caValidityDays (%v)" $managed.certificateValidityDays $managed.caValidityDays) }}
+{{- end }}
+{{- $_ := set $out "args" (list
+  (printf "--grpc-ca-secret=%s/%s" .root.Release.Namespace $managed.caSecretName)
+  (printf "--grpc-dns-names=%s" (.dnsNames | fromJsonArray | join ","))
+  (printf "--grpc-ca-validity-days=%v" $managed.caValidityDays)
+  (printf "--grpc-cert-validity-days=%v" $managed.certificateValidityDays)
+  (printf "--grpc-cert-renew-before-days=%v" $managed.renewBeforeDays)) -}}
+{{- else }}
+{{- $_ := set $out "args" (list
+  "--grpc-tls-cert-file=/etc/navique/grpc-tls/tls.crt"
+  "--grpc-tls-key-file=/etc/navique/grpc-tls/tls.key"
+  "--grpc-tls-ca-file=/etc/navique/grpc-tls/ca.crt") -}}
+{{- $_ := set $out "volumes" (list (dict "name" "grpc-tls" "secret" (dict "secretName" .secretName))) -}}
+{{- $_ := set $out "volumeMounts" (list (dict "name" "grpc-tls" "mountPath" "/etc/navique/grpc-tls" "readOnly" true)) -}}
+{{- end }}
+{{- toJson $out -}}
+{{- end -}}
+
+{{/*
+grpc.tls.mode selfManaged: the Role on the gRPC CA Secret of a component
+that issues itself certificates from it; dict: root, component, values.
+*/}}
+{{- define "navique.grpcCaRole" -}}
+{{- if eq .root.Values.grpc.tls.mode "selfManaged" }}
+{{- $rules := printf `# selfManaged gRPC TLS: the component creates the gRPC CA Secret when it
+# is absent (create cannot be limited to a name)...
+- apiGroups: [""]
+  resources: ["secrets"]
+  verbs: ["create"]
+# ...and reads and rotates it (get, patch), and no other Secret of the
+# release namespace: whoever reads its key can mint any identity.
+- apiGroups: [""]
+  resources: ["secrets"]
+  resourceNames: [%q]
+  verbs: ["get", "patch"]` .root.Values.grpc.tls.selfManaged.caSecretName }}
+{{ include "navique.role" (dict "root" .root "component" .component "values" .values "suffix" "grpc-ca" "rules" $rules) }}
+{{- end }}
+{{- end -}}

@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use navique_runtime::CommonArgs;
+use navique_runtime::grpc_tls::GrpcTlsArgs;
 
 use crate::NAME;
 
@@ -24,34 +25,21 @@ pub struct Args {
     )]
     pub listen_addr: SocketAddr,
 
-    /// PEM certificate chain the gRPC server presents. Without it and
-    /// --tls-key-file the server speaks plaintext gRPC (with a warning).
-    #[arg(
-        long,
-        env = "NAVIQUE_BACKUP_TLS_CERT_FILE",
-        value_name = "PATH",
-        requires = "tls_key_file"
-    )]
-    pub tls_cert_file: Option<PathBuf>,
+    /// TLS of the gRPC server: self-managed mutual TLS by default.
+    #[command(flatten)]
+    pub grpc_tls: GrpcTlsArgs,
 
-    /// PEM private key of --tls-cert-file.
+    /// The components that may call SnapshotService, comma-separated, by
+    /// the identity in their client certificate
+    /// (spiffe://navique/component/<name>). Every other caller is refused.
     #[arg(
         long,
-        env = "NAVIQUE_BACKUP_TLS_KEY_FILE",
-        value_name = "PATH",
-        requires = "tls_cert_file"
+        env = "NAVIQUE_BACKUP_ALLOWED_CLIENTS",
+        value_delimiter = ',',
+        default_value = "service-lifecycle-controller",
+        value_name = "COMPONENTS"
     )]
-    pub tls_key_file: Option<PathBuf>,
-
-    /// PEM CA bundle: when given, clients must present a certificate it
-    /// signed (mutual TLS). Needs --tls-cert-file.
-    #[arg(
-        long,
-        env = "NAVIQUE_BACKUP_CLIENT_CA_FILE",
-        value_name = "PATH",
-        requires = "tls_cert_file"
-    )]
-    pub client_ca_file: Option<PathBuf>,
+    pub allowed_clients: Vec<String>,
 
     /// Where archives go: `file:///path`, `s3://bucket/prefix`,
     /// `gs://bucket/prefix` or `az://container/prefix`. Credentials, region

@@ -167,13 +167,8 @@ pub enum Error {
     )]
     TooLarge { max: u64 },
 
-    #[error("cannot read {what} {}: {source}", path.display())]
-    TlsFile {
-        what: &'static str,
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
+    #[error(transparent)]
+    GrpcTls(#[from] navique_runtime::grpc_tls::Error),
 
     #[error("cannot serve gRPC on {addr}: {reason}")]
     Serve { addr: SocketAddr, reason: String },
@@ -219,7 +214,7 @@ impl Error {
             | Self::Io { .. }
             | Self::ToolFailed { .. }
             | Self::Verification { .. }
-            | Self::TlsFile { .. }
+            | Self::GrpcTls(_)
             | Self::Serve { .. }
             | Self::Runtime(_) => Code::Internal,
         }

@@ -1,8 +1,9 @@
-//! `SnapshotService` over gRPC: plaintext or TLS, optionally mutual TLS,
-//! continuing the caller's trace from its W3C `traceparent` metadata.
+//! `SnapshotService` over gRPC: mutual TLS (or plaintext, explicitly
+//! configured), every RPC authorised on the caller's certificate identity
+//! and its fields bounded ([`crate::bounds`]) before any work, continuing
+//! the caller's trace from its W3C `traceparent` metadata.
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::pin::Pin;
 use std::sync::Arc;
 
@@ -14,72 +15,58 @@ use navique_api::grpc::snapshot::v1::{
     GetSnapshotRequest, RequestSnapshotRequest, RestoreResult, RestoreSnapshotRequest, Snapshot,
     SnapshotProgress, WatchSnapshotRequest,
 };
+use navique_runtime::grpc_tls::{self, ClientCertificates, GrpcTls};
 use opentelemetry::propagation::{Extractor, TextMapPropagator};
 use opentelemetry_sdk::propagation::TraceContextPropagator;
 use tokio::net::TcpListener;
-use tokio_stream::wrappers::TcpListenerStream;
 use tokio_util::sync::CancellationToken;
 use tonic::metadata::MetadataMap;
-use tonic::transport::{Certificate, Identity, Server, ServerTlsConfig};
+use tonic::service::interceptor::InterceptedService;
+use tonic::transport::Server;
 use tonic::{Request, Response, Status};
 use tracing::Instrument;
 use tracing_opentelemetry::OpenTelemetrySpanExt;
 
 use crate::Error;
+use crate::bounds::{self, MAX_REQUEST_BYTES};
 use crate::engine::{RestoreRequest, SnapshotRequest};
 use crate::snapshots::{Snapshots, State};
 
-/// The server's certificate files.
-#[derive(Clone, Debug)]
-pub struct TlsFiles {
-    pub certificate: PathBuf,
-    pub key: PathBuf,
-    /// Clients must present a certificate this CA signed.
-    pub client_ca: Option<PathBuf>,
-}
-
-impl TlsFiles {
-    /// Reads the files now, so that a missing one stops start-up.
-    pub fn load(&self) -> Result<ServerTlsConfig, Error> {
-        let read = |what: &'static str, path: &PathBuf| {
-            std::fs::read(path).map_err(|source| Error::TlsFile {
-                what,
-                path: path.clone(),
-                source,
-            })
-        };
-        let identity = Identity::from_pem(
-            read("the TLS certificate", &self.certificate)?,
-            read("the TLS key", &self.key)?,
-        );
-        let mut config = ServerTlsConfig::new().identity(identity);
-        if let Some(ca) = &self.client_ca {
-            config = config.client_ca_root(Certificate::from_pem(read("the client CA", ca)?));
-        }
-        Ok(config)
-    }
-}
-
-/// Serves `service` on `listener` until `shutdown`.
+/// Serves `api` on `listener` until `shutdown`: with TLS, only to the
+/// components of `allowed_clients`, checked on every RPC by their
+/// certificate's identity (no certificate: `Unauthenticated`; another
+/// identity: `PermissionDenied`); in plaintext, explicitly configured, to
+/// anyone.
 pub async fn serve(
     listener: TcpListener,
-    tls: Option<ServerTlsConfig>,
-    service: SnapshotServiceServer<Api>,
+    tls: &GrpcTls,
+    api: Api,
+    allowed_clients: Vec<String>,
     shutdown: CancellationToken,
 ) -> Result<(), Error> {
     let addr = listener
         .local_addr()
         .unwrap_or_else(|_| SocketAddr::from(([0, 0, 0, 0], 0)));
-    let failed = |reason: String| Error::Serve { addr, reason };
-    let mut server = Server::builder();
-    if let Some(tls) = tls {
-        server = server.tls_config(tls).map_err(|e| failed(e.to_string()))?;
-    }
-    server
-        .add_service(service)
-        .serve_with_incoming_shutdown(TcpListenerStream::new(listener), shutdown.cancelled_owned())
-        .await
-        .map_err(|e| failed(navique_runtime::one_line(&e)))
+    let service = SnapshotServiceServer::new(api).max_decoding_message_size(MAX_REQUEST_BYTES);
+    let router = match tls {
+        GrpcTls::Tls(_) => Server::builder().add_service(InterceptedService::new(
+            service,
+            grpc_tls::authorize(allowed_clients),
+        )),
+        GrpcTls::Plaintext => Server::builder().add_service(service),
+    };
+    grpc_tls::serve(
+        router,
+        listener,
+        tls,
+        ClientCertificates::Verified,
+        shutdown,
+    )
+    .await
+    .map_err(|e| Error::Serve {
+        addr,
+        reason: navique_runtime::one_line(&e),
+    })
 }
 
 /// Reads `traceparent`/`tracestate` from gRPC metadata.
@@ -106,11 +93,17 @@ pub fn remote_context(metadata: &MetadataMap) -> opentelemetry::Context {
     TraceContextPropagator::new().extract(&MetadataExtractor(metadata))
 }
 
-/// A server span for `method`, child of the caller's span.
-fn server_span(method: &'static str, metadata: &MetadataMap) -> tracing::Span {
-    let span = tracing::info_span!("grpc", otel.kind = "server", rpc.method = method);
+/// A server span for `method`, child of the caller's span, naming the
+/// caller's identity (none in plaintext).
+fn server_span<T>(method: &'static str, request: &Request<T>) -> tracing::Span {
+    let caller = request
+        .extensions()
+        .get::<grpc_tls::Caller>()
+        .map(|caller| caller.0.as_str())
+        .unwrap_or_default();
+    let span = tracing::info_span!("grpc", otel.kind = "server", rpc.method = method, caller);
     // Fails only when no OpenTelemetry layer is installed (traces off).
-    let _ = span.set_parent(remote_context(metadata));
+    let _ = span.set_parent(remote_context(request.metadata()));
     span
 }
 
@@ -123,10 +116,6 @@ pub struct Api {
 impl Api {
     pub fn new(snapshots: Arc<Snapshots>) -> Self {
         Self { snapshots }
-    }
-
-    pub fn into_server(self) -> SnapshotServiceServer<Self> {
-        SnapshotServiceServer::new(self)
     }
 }
 
@@ -147,8 +136,9 @@ impl SnapshotService for Api {
         &self,
         request: Request<RequestSnapshotRequest>,
     ) -> Result<Response<Snapshot>, Status> {
-        let span = server_span("RequestSnapshot", request.metadata());
+        let span = server_span("RequestSnapshot", &request);
         async {
+            bounds::request_snapshot(request.get_ref())?;
             let request = SnapshotRequest::from_proto(request.into_inner())?;
             // Refused now, not as a failed snapshot: no record, no archive.
             self.snapshots
@@ -169,8 +159,9 @@ impl SnapshotService for Api {
         &self,
         request: Request<WatchSnapshotRequest>,
     ) -> Result<Response<Self::WatchSnapshotStream>, Status> {
-        let span = server_span("WatchSnapshot", request.metadata());
+        let span = server_span("WatchSnapshot", &request);
         let _entered = span.enter();
+        bounds::watch_snapshot(request.get_ref())?;
         let receiver = self.snapshots.watch(&request.get_ref().idempotency_key)?;
         let shutdown = self.snapshots.shutdown().clone();
         // Each message is the latest state; intermediate byte counts may be
@@ -200,8 +191,9 @@ impl SnapshotService for Api {
         &self,
         request: Request<GetSnapshotRequest>,
     ) -> Result<Response<Snapshot>, Status> {
-        let span = server_span("GetSnapshot", request.metadata());
+        let span = server_span("GetSnapshot", &request);
         let _entered = span.enter();
+        bounds::get_snapshot(request.get_ref())?;
         Ok(Response::new(
             self.snapshots.get(&request.get_ref().idempotency_key)?,
         ))
@@ -211,10 +203,11 @@ impl SnapshotService for Api {
         &self,
         request: Request<RestoreSnapshotRequest>,
     ) -> Result<Response<RestoreResult>, Status> {
-        let span = server_span("RestoreSnapshot", request.metadata());
+        let span = server_span("RestoreSnapshot", &request);
         let engine = self.snapshots.engine().clone();
         let cancel = self.snapshots.shutdown().clone();
         async move {
+            bounds::restore_snapshot(request.get_ref())?;
             let request = RestoreRequest::from_proto(request.into_inner())?;
             engine.metrics().restores.inc();
             tracing::info!(archive = %request.source.archive(), target = %request.target_name, "restore requested");

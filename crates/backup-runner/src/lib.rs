@@ -9,6 +9,7 @@
 #![forbid(unsafe_code)]
 
 mod args;
+pub mod bounds;
 pub mod engine;
 mod error;
 pub mod expiry;
@@ -30,9 +31,10 @@ pub use args::Args;
 pub use error::Error;
 pub use metrics::Metrics;
 use navique_runtime::Component;
+use navique_runtime::grpc_tls;
 
 use crate::engine::Engine;
-use crate::grpc::{Api, TlsFiles};
+use crate::grpc::Api;
 use crate::pg::PgTools;
 use crate::snapshots::Snapshots;
 use crate::store::Store;
@@ -44,17 +46,7 @@ const GRPC_CHECK: &str = "grpc";
 
 pub async fn run(args: Args) -> Result<(), Error> {
     // What no retry fixes fails before anything starts.
-    let tls = match (&args.tls_cert_file, &args.tls_key_file) {
-        (Some(certificate), Some(key)) => Some(
-            TlsFiles {
-                certificate: certificate.clone(),
-                key: key.clone(),
-                client_ca: args.client_ca_file.clone(),
-            }
-            .load()?,
-        ),
-        _ => None,
-    };
+    let tls = args.grpc_tls.settings()?;
     let store = Store::from_url(&args.store_url)?;
     let tools = PgTools::locate(args.pg_bin_dir.as_deref())?;
     let listener = tokio::net::TcpListener::bind(args.listen_addr)
@@ -66,20 +58,23 @@ pub async fn run(args: Args) -> Result<(), Error> {
 
     Component::run(NAME, &args.common, async |component, client| {
         let addr = listener.local_addr().unwrap_or(args.listen_addr);
-        if tls.is_none() {
-            tracing::warn!(%addr, "no --tls-cert-file and --tls-key-file: gRPC is served in plaintext");
-        } else if args.client_ca_file.is_none() {
-            tracing::warn!(%addr, "no --client-ca-file: any client may call the gRPC server");
-        }
+        let shutdown = component.shutdown().clone();
+        let component_error = |e: Error| navique_runtime::Error::Component(e.into());
+        let Some(tls) = grpc_tls::start(tls, &client, NAME, &shutdown)
+            .await
+            .map_err(|e| component_error(e.into()))?
+        else {
+            return Ok(());
+        };
         tracing::info!(
             %addr,
+            allowed_clients = ?args.allowed_clients,
             store = %args.store_url,
             pg_bin_dir = %tools.bin_dir().display(),
             "serving SnapshotService"
         );
         let metrics = Metrics::default();
         component.register_metrics(|registry| metrics.register(registry));
-        let shutdown = component.shutdown().clone();
         let engine = Arc::new(
             Engine::new(client.clone(), store, tools, metrics)
                 .with_provider_namespace(&args.provider_namespace),
@@ -89,8 +84,9 @@ pub async fn run(args: Args) -> Result<(), Error> {
         let serving = async {
             let served = grpc::serve(
                 listener,
-                tls,
-                Api::new(snapshots.clone()).into_server(),
+                &tls,
+                Api::new(snapshots.clone()),
+                args.allowed_clients.clone(),
                 shutdown.clone(),
             )
             .await;
@@ -110,7 +106,7 @@ pub async fn run(args: Args) -> Result<(), Error> {
             )
         );
         snapshots.drain().await;
-        served.map_err(|e| navique_runtime::Error::Component(e.into()))
+        served.map_err(component_error)
     })
     .await?;
     Ok(())

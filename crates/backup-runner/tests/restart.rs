@@ -12,15 +12,25 @@ use std::process::{Child, Command, Stdio};
 
 use backup_runner::parts::BASE_PART;
 use common::{
-    Env, eventually, files, free_port, grpc_client, request, restore_list, service_ref,
+    CONTROLLER, Env, Pki, eventually, files, free_port, request, restore_list, service_ref,
     sha256_file, watch_to_end,
 };
 use navique_api::grpc::snapshot::v1::snapshot_service_client::SnapshotServiceClient;
 use navique_api::grpc::snapshot::v1::{Phase, WatchSnapshotRequest};
 use navique_api::services::BackupPhase;
 use navique_e2e::s3::{BUCKET, S3Server};
+use tonic::transport::Channel;
 
 const NS: &str = "my-project";
+
+/// A client with the lifecycle controller's certificate, issued from the
+/// CA Secret the binary created (as the controller issues its own).
+async fn grpc_client(env: &Env, addr: SocketAddr) -> SnapshotServiceClient<Channel> {
+    Pki::from_secret(&env.client, NS, "navique-grpc-ca")
+        .await
+        .client(CONTROLLER, addr)
+        .await
+}
 
 /// `backup-runner` as a process, killed when dropped.
 struct Binary {
@@ -41,6 +51,10 @@ impl Binary {
             .arg(addr.to_string())
             .arg("--store-url")
             .arg(format!("s3://{BUCKET}/navique"))
+            // Self-managed mutual TLS, its CA Secret in the test's Project.
+            .args(["--grpc-dns-names", "127.0.0.1"])
+            .arg("--grpc-ca-secret")
+            .arg(format!("{NS}/navique-grpc-ca"))
             .envs(s3.env())
             .stdin(Stdio::null())
             .stdout(fs::File::create(logs.path().join("stdout")).unwrap())
@@ -94,7 +108,7 @@ async fn a_runner_killed_mid_upload_leaves_no_backup_and_the_retry_makes_one() {
     let service = service_ref(NS, "big-db", &uid);
 
     let first = Binary::start(&env, &s3);
-    let mut client = grpc_client(first.addr).await;
+    let mut client = grpc_client(&env, first.addr).await;
     client
         .request_snapshot(request(&key, service.clone(), "big-db-final"))
         .await
@@ -121,7 +135,7 @@ async fn a_runner_killed_mid_upload_leaves_no_backup_and_the_retry_makes_one() {
 
     // Started again, the same request starts over and completes once.
     let second = Binary::start(&env, &s3);
-    let mut client = grpc_client(second.addr).await;
+    let mut client = grpc_client(&env, second.addr).await;
     client
         .request_snapshot(request(&key, service.clone(), "big-db-final"))
         .await
@@ -159,7 +173,7 @@ async fn a_runner_killed_mid_upload_leaves_no_backup_and_the_retry_makes_one() {
     // And once more after another restart: found in the store, not taken again.
     drop(second);
     let third = Binary::start(&env, &s3);
-    let mut client = grpc_client(third.addr).await;
+    let mut client = grpc_client(&env, third.addr).await;
     let found = client
         .request_snapshot(request(&key, service.clone(), "big-db-final"))
         .await

@@ -1,116 +1,122 @@
-//! The gRPC server with TLS and mutual TLS: a client with a certificate of
-//! the configured CA gets through, one without is turned away.
+//! SnapshotService over real gRPC with mutual TLS, against the
+//! "unauthenticated inside" attack class (ATTACKS.md): reaching the port is
+//! not enough. Without a client certificate a call is Unauthenticated; with
+//! a certificate of the same CA but another component's identity it is
+//! PermissionDenied, naming the identity; a certificate of another CA and
+//! plaintext never get a TLS session; oversized fields are InvalidArgument
+//! before any work; the lifecycle controller's own certificate gets through.
 
-use std::path::Path;
-use std::sync::Arc;
+mod common;
 
-use backup_runner::Metrics;
-use backup_runner::engine::Engine;
-use backup_runner::grpc::{self, Api, TlsFiles};
-use backup_runner::pg::PgTools;
-use backup_runner::snapshots::Snapshots;
-use backup_runner::store::Store;
+use backup_runner::NAME;
+use common::{CONTROLLER, Pki, request, serve_without_cluster, service_ref};
 use navique_api::grpc::snapshot::v1::GetSnapshotRequest;
 use navique_api::grpc::snapshot::v1::snapshot_service_client::SnapshotServiceClient;
-use rcgen::{BasicConstraints, CertificateParams, IsCa, Issuer, KeyPair};
 use tokio_util::sync::CancellationToken;
-use tonic::transport::{Certificate, ClientTlsConfig, Endpoint, Identity};
+use tonic::Code;
+use tonic::transport::{Certificate, ClientTlsConfig, Endpoint};
 
-/// PEM certificate and key signed by `issuer`.
-fn leaf(issuer: &Issuer<'_, KeyPair>, names: &[&str]) -> (String, String) {
-    let key = KeyPair::generate().unwrap();
-    let params =
-        CertificateParams::new(names.iter().map(|n| (*n).to_owned()).collect::<Vec<_>>()).unwrap();
-    let cert = params.signed_by(&key, issuer).unwrap();
-    (cert.pem(), key.serialize_pem())
-}
-
-fn ca() -> (String, Issuer<'static, KeyPair>) {
-    let key = KeyPair::generate().unwrap();
-    let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
-    params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    let cert = params.self_signed(&key).unwrap();
-    (cert.pem(), Issuer::new(params, key))
-}
-
-fn write(dir: &Path, name: &str, pem: &str) -> std::path::PathBuf {
-    let path = dir.join(name);
-    std::fs::write(&path, pem).unwrap();
-    path
+fn unknown() -> GetSnapshotRequest {
+    GetSnapshotRequest {
+        idempotency_key: "unknown".into(),
+    }
 }
 
 #[tokio::test]
-async fn mutual_tls_admits_only_clients_with_a_certificate_of_the_ca() {
-    let dir = tempfile::tempdir().unwrap();
-    let (ca_pem, issuer) = ca();
-    let (server_cert, server_key) = leaf(&issuer, &["localhost"]);
-    let (client_cert, client_key) = leaf(&issuer, &["service-lifecycle-controller"]);
-    let tls = TlsFiles {
-        certificate: write(dir.path(), "tls.crt", &server_cert),
-        key: write(dir.path(), "tls.key", &server_key),
-        client_ca: Some(write(dir.path(), "ca.crt", &ca_pem)),
-    }
-    .load()
-    .unwrap();
-
-    // No API server is needed to answer GetSnapshot: a client that is
-    // never used will do.
-    let store =
-        Store::from_url_opts(&format!("file://{}/store", dir.path().display()), []).unwrap();
-    let config = kube::Config::new("http://127.0.0.1:9".parse().unwrap());
-    let client = kube::Client::try_from(config).unwrap();
-    let engine = Engine::new(
-        client,
-        store,
-        PgTools::locate(None).unwrap(),
-        Metrics::default(),
-    );
+async fn only_the_lifecycle_controllers_certificate_may_call() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let pki = Pki::new();
     let shutdown = CancellationToken::new();
-    let snapshots = Snapshots::new(Arc::new(engine), shutdown.child_token());
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let server = tokio::spawn(grpc::serve(
-        listener,
-        Some(tls),
-        Api::new(snapshots).into_server(),
-        shutdown.clone(),
-    ));
+    let (addr, server) = serve_without_cluster(pki.tls(NAME), &shutdown).await;
 
-    let endpoint = |identity: Option<Identity>| {
-        let mut tls = ClientTlsConfig::new()
-            .ca_certificate(Certificate::from_pem(&ca_pem))
-            .domain_name("localhost");
-        if let Some(identity) = identity {
-            tls = tls.identity(identity);
-        }
-        Endpoint::from_shared(format!("https://{addr}"))
-            .unwrap()
-            .tls_config(tls)
-            .unwrap()
-    };
-    let ask = GetSnapshotRequest {
-        idempotency_key: "unknown".into(),
-    };
+    // The lifecycle controller: through to the service (which knows no
+    // such key).
+    let mut controller = pki.client(CONTROLLER, addr).await;
+    let status = controller.get_snapshot(unknown()).await.unwrap_err();
+    assert_eq!(status.code(), Code::NotFound, "{status:?}");
 
-    let channel = endpoint(Some(Identity::from_pem(&client_cert, &client_key)))
-        .connect()
-        .await
-        .expect("a client with a certificate connects");
-    let status = SnapshotServiceClient::new(channel)
-        .get_snapshot(ask.clone())
+    // (c) Oversized fields: refused before any work, naming the field.
+    let uid = "0b6f5d5e-6a3c-4d2e-9f1a-2b3c4d5e6f70";
+    let oversized = request(&"k".repeat(10_000), service_ref("p", "s", uid), "b");
+    let status = controller.request_snapshot(oversized).await.unwrap_err();
+    assert_eq!(status.code(), Code::InvalidArgument, "{status:?}");
+    assert!(
+        status
+            .message()
+            .contains("idempotency_key is 10000 bytes long"),
+        "{status:?}"
+    );
+    let status = controller
+        .get_snapshot(GetSnapshotRequest {
+            idempotency_key: "k".repeat(257),
+        })
         .await
         .unwrap_err();
-    assert_eq!(status.code(), tonic::Code::NotFound, "{status:?}");
+    assert_eq!(status.code(), Code::InvalidArgument, "{status:?}");
+    // A 100 KB key: larger than the server decodes at all.
+    let huge = request(&"k".repeat(100_000), service_ref("p", "s", uid), "b");
+    let status = controller.request_snapshot(huge).await.unwrap_err();
+    assert_eq!(status.code(), Code::OutOfRange, "{status:?}");
 
-    let refused = match endpoint(None).connect().await {
-        Err(e) => e.to_string(),
-        Ok(channel) => SnapshotServiceClient::new(channel)
-            .get_snapshot(ask)
-            .await
-            .unwrap_err()
-            .to_string(),
-    };
-    assert!(!refused.contains("unknown idempotency key"), "{refused}");
+    // (a) TLS without a client certificate: Unauthenticated, every RPC.
+    let anonymous = Endpoint::from_shared(format!("https://{addr}"))
+        .unwrap()
+        .tls_config(ClientTlsConfig::new().ca_certificate(Certificate::from_pem(&pki.ca.bundle)))
+        .unwrap()
+        .connect()
+        .await
+        .expect("TLS without a client certificate connects");
+    let mut anonymous = SnapshotServiceClient::new(anonymous);
+    let status = anonymous.get_snapshot(unknown()).await.unwrap_err();
+    assert_eq!(status.code(), Code::Unauthenticated, "{status:?}");
+    let status = anonymous
+        .request_snapshot(request("key", service_ref("p", "s", uid), "b"))
+        .await
+        .unwrap_err();
+    assert_eq!(status.code(), Code::Unauthenticated, "{status:?}");
+
+    // (b) Another component's certificate of the same CA: PermissionDenied.
+    for other in ["lock-controller", "webhook", NAME] {
+        let mut client = pki.client(other, addr).await;
+        let status = client.get_snapshot(unknown()).await.unwrap_err();
+        assert_eq!(status.code(), Code::PermissionDenied, "{other}: {status:?}");
+        assert!(
+            status
+                .message()
+                .contains(&format!("spiffe://navique/component/{other} may not call")),
+            "{status:?}"
+        );
+    }
+
+    // A certificate of another CA naming the controller: no TLS session.
+    let forged = Pki::new();
+    let tls = forged.tls(CONTROLLER);
+    let channel = navique_runtime::grpc_tls::channel(
+        "test",
+        &format!("https://{addr}"),
+        &tls,
+        std::time::Duration::from_secs(5),
+    )
+    .unwrap();
+    let status = SnapshotServiceClient::new(channel)
+        .get_snapshot(unknown())
+        .await
+        .unwrap_err();
+    assert_eq!(status.code(), Code::Unavailable, "{status:?}");
+
+    // (d) Plaintext: refused.
+    let plaintext = Endpoint::from_shared(format!("http://{addr}"))
+        .unwrap()
+        .connect_lazy();
+    let status = SnapshotServiceClient::new(plaintext)
+        .get_snapshot(unknown())
+        .await
+        .unwrap_err();
+    assert_ne!(status.code(), Code::NotFound, "{status:?}");
+    assert!(
+        std::error::Error::source(&status).is_some(),
+        "a transport failure: {status:?}"
+    );
 
     shutdown.cancel();
     server.await.unwrap().unwrap();

@@ -1,6 +1,7 @@
 //! What every Navique component shares: command-line flags, logs and traces,
 //! the admin server (`/metrics`, `/healthz`, `/readyz`), graceful shutdown,
-//! the cluster connection, and Lease-based leader election.
+//! the cluster connection, Lease-based leader election, and the TLS of
+//! internal gRPC ([`grpc_tls`], on the certificate code of [`pki`]).
 //!
 //! A component's `main` is one line, [`block_on`] of its `run`; `run` starts a
 //! [`Component`], connects, and hands its reconcilers or servers to it.
@@ -13,7 +14,9 @@ mod component;
 mod error;
 mod failures;
 mod finalizers;
+pub mod grpc_tls;
 mod leader;
+pub mod pki;
 mod process;
 mod retry;
 mod telemetry;

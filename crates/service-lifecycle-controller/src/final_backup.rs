@@ -5,7 +5,6 @@
 //! on one backup. Only a `COMPLETED` (stored and verified) snapshot lets the
 //! deletion remove anything.
 
-use std::path::PathBuf;
 use std::time::Duration;
 
 use kube::api::{Api, PostParams};
@@ -15,7 +14,8 @@ use navique_api::grpc::snapshot::v1::snapshot_service_client::SnapshotServiceCli
 use navique_api::services::{
     BackupOrigin, ManagedService, ServiceBackup, ServiceBackupSpec, ServiceRef,
 };
-use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity};
+use navique_runtime::grpc_tls::{self, GrpcTls};
+use tonic::transport::Channel;
 
 use crate::Error;
 
@@ -23,30 +23,13 @@ use crate::Error;
 #[derive(clap::Args, Debug, Clone, Default)]
 pub struct BackupRunnerArgs {
     /// backup-runner's SnapshotService, e.g.
-    /// https://navique-backup-runner.navique-system.svc:9090. Without it,
-    /// `SnapshotAndDelete` deletions stay blocked.
+    /// https://navique-backup-runner.navique-system.svc:9090: https with
+    /// this component's gRPC certificate (its identity is what backup-runner
+    /// authorises), verifying backup-runner's against the gRPC CA; http
+    /// only with --grpc-insecure-plaintext. Without it, `SnapshotAndDelete`
+    /// deletions stay blocked.
     #[arg(long, env = "NAVIQUE_BACKUP_RUNNER_URL", value_name = "URL")]
     pub backup_runner_url: Option<String>,
-    /// CA bundle that signed backup-runner's certificate (https URLs);
-    /// defaults to the system's roots.
-    #[arg(long, env = "NAVIQUE_BACKUP_RUNNER_CA_FILE", value_name = "PATH")]
-    pub backup_runner_ca_file: Option<PathBuf>,
-    /// Client certificate for mutual TLS.
-    #[arg(
-        long,
-        env = "NAVIQUE_BACKUP_RUNNER_CLIENT_CERT_FILE",
-        value_name = "PATH",
-        requires = "backup_runner_client_key_file"
-    )]
-    pub backup_runner_client_cert_file: Option<PathBuf>,
-    /// Key of --backup-runner-client-cert-file.
-    #[arg(
-        long,
-        env = "NAVIQUE_BACKUP_RUNNER_CLIENT_KEY_FILE",
-        value_name = "PATH",
-        requires = "backup_runner_client_cert_file"
-    )]
-    pub backup_runner_client_key_file: Option<PathBuf>,
 }
 
 /// A connection to backup-runner, made on first use and kept.
@@ -57,42 +40,15 @@ pub struct BackupRunner {
 }
 
 impl BackupRunner {
-    /// `None` when no URL is configured; an error for an unusable one.
-    pub fn from_args(args: &BackupRunnerArgs) -> Result<Option<Self>, Error> {
+    /// `None` when no URL is configured; an error for an unusable one, or
+    /// one that does not match `tls` (https unless plaintext).
+    pub fn from_args(args: &BackupRunnerArgs, tls: &GrpcTls) -> Result<Option<Self>, Error> {
         let Some(url) = args.backup_runner_url.clone() else {
             return Ok(None);
         };
-        let invalid = |reason: String| {
-            Error::BackupRunnerConfig(format!("--backup-runner-url {url}: {reason}"))
-        };
-        let mut endpoint = Endpoint::from_shared(url.clone())
-            .map_err(|e| invalid(e.to_string()))?
-            .connect_timeout(Duration::from_secs(5));
-        if url.starts_with("https://") {
-            let read = |path: &PathBuf| {
-                std::fs::read(path).map_err(|e| {
-                    Error::BackupRunnerConfig(format!("cannot read {}: {e}", path.display()))
-                })
-            };
-            let mut tls = ClientTlsConfig::new();
-            tls = match &args.backup_runner_ca_file {
-                Some(ca) => tls.ca_certificate(Certificate::from_pem(read(ca)?)),
-                None => tls.with_enabled_roots(),
-            };
-            if let (Some(cert), Some(key)) = (
-                &args.backup_runner_client_cert_file,
-                &args.backup_runner_client_key_file,
-            ) {
-                tls = tls.identity(Identity::from_pem(read(cert)?, read(key)?));
-            }
-            endpoint = endpoint
-                .tls_config(tls)
-                .map_err(|e| invalid(e.to_string()))?;
-        }
-        Ok(Some(Self {
-            channel: endpoint.connect_lazy(),
-            url,
-        }))
+        let channel = grpc_tls::channel("--backup-runner-url", &url, tls, Duration::from_secs(5))
+            .map_err(|e| Error::BackupRunnerConfig(e.to_string()))?;
+        Ok(Some(Self { channel, url }))
     }
 
     /// Asks for the snapshot (starting it, or returning the one under the

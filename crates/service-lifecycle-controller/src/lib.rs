@@ -5,13 +5,12 @@
 #![forbid(unsafe_code)]
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
 
 use anyhow::Context as _;
+use navique_runtime::grpc_tls::{self, ClientCertificates, GrpcTlsArgs};
 use navique_runtime::{CommonArgs, Component, LeaderElectionArgs};
 use tokio::net::TcpListener;
-use tokio_stream::wrappers::TcpListenerStream;
-use tonic::transport::{Identity, Server, ServerTlsConfig};
+use tonic::transport::Server;
 
 use crate::postgres::catalogue;
 use crate::stack::access::Access;
@@ -72,36 +71,25 @@ pub struct Args {
     pub backup_runner: final_backup::BackupRunnerArgs,
     #[command(flatten)]
     pub approvals: ApprovalArgs,
+    /// TLS of the ApprovalEvents server and of the calls to backup-runner:
+    /// self-managed by default, from the same gRPC CA as backup-runner's.
+    #[command(flatten)]
+    pub grpc_tls: GrpcTlsArgs,
 }
 
 /// The `ApprovalEvents` gRPC server and approval notifications.
 #[derive(clap::Args, Debug, Clone)]
 pub struct ApprovalArgs {
     /// Address of the ApprovalEvents gRPC server (every replica serves it;
-    /// the leader's has the events).
+    /// the leader's has the events). TLS with this component's gRPC
+    /// certificate; its subscribers are people, who present no client
+    /// certificate.
     #[arg(
         long,
         env = "NAVIQUE_APPROVALS_LISTEN_ADDR",
         default_value = "0.0.0.0:9091"
     )]
     pub approvals_listen_addr: SocketAddr,
-    /// PEM certificate chain of the ApprovalEvents server; without it and
-    /// --approvals-tls-key-file it speaks plaintext gRPC.
-    #[arg(
-        long,
-        env = "NAVIQUE_APPROVALS_TLS_CERT_FILE",
-        value_name = "PATH",
-        requires = "approvals_tls_key_file"
-    )]
-    pub approvals_tls_cert_file: Option<PathBuf>,
-    /// PEM private key of --approvals-tls-cert-file.
-    #[arg(
-        long,
-        env = "NAVIQUE_APPROVALS_TLS_KEY_FILE",
-        value_name = "PATH",
-        requires = "approvals_tls_cert_file"
-    )]
-    pub approvals_tls_key_file: Option<PathBuf>,
     /// Where to POST a JSON notification (Slack-compatible `text`, plus
     /// the Stack and resources) when Stack resources start to wait for
     /// deletion approval.
@@ -109,24 +97,8 @@ pub struct ApprovalArgs {
     pub approval_notification_url: Option<String>,
 }
 
-impl ApprovalArgs {
-    fn tls(&self) -> anyhow::Result<Option<ServerTlsConfig>> {
-        let (Some(cert), Some(key)) = (&self.approvals_tls_cert_file, &self.approvals_tls_key_file)
-        else {
-            return Ok(None);
-        };
-        let read = |path: &PathBuf| {
-            std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))
-        };
-        Ok(Some(
-            ServerTlsConfig::new().identity(Identity::from_pem(read(cert)?, read(key)?)),
-        ))
-    }
-}
-
 pub async fn run(args: Args) -> anyhow::Result<()> {
-    let backup_runner = final_backup::BackupRunner::from_args(&args.backup_runner)?;
-    let tls = args.approvals.tls()?;
+    let tls = args.grpc_tls.settings()?;
     let notifier = args
         .approvals
         .approval_notification_url
@@ -144,25 +116,34 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         })?;
     let approvals = Approvals::default();
     Component::run(NAME, &args.common, async |component, client| {
+        let component_error = |e: anyhow::Error| navique_runtime::Error::Component(e.into());
+        let Some(tls) = grpc_tls::start(tls, &client, NAME, component.shutdown())
+            .await
+            .map_err(|e| component_error(e.into()))?
+        else {
+            return Ok(());
+        };
+        let backup_runner = final_backup::BackupRunner::from_args(&args.backup_runner, &tls)
+            .map_err(|e| component_error(e.into()))?;
         let metrics = reconcile::Metrics::register(component);
         let binding_metrics = binding::Metrics::register(component);
         let policy_metrics = credential_policy::Metrics::register(component);
         let stack_metrics = stack::register_metrics(component, &approvals);
-        let mut server = Server::builder();
-        if let Some(tls) = tls {
-            server = server
-                .tls_config(tls)
-                .map_err(|e| navique_runtime::Error::Component(e.into()))?;
-        }
-        let serving = server
-            // Each call is authenticated and authorised as its caller's own
-            // Kubernetes identity (stack::access).
-            .add_service(approvals.clone().into_server(Access::new(client.clone())))
-            .serve_with_incoming_shutdown(
-                TcpListenerStream::new(listener),
-                component.shutdown().clone().cancelled_owned(),
-            );
-        let serving = tokio::spawn(serving);
+        // Each call is authenticated and authorised as its caller's own
+        // Kubernetes identity (stack::access).
+        let router = Server::builder()
+            .add_service(approvals.clone().into_server(Access::new(client.clone())));
+        let shutdown = component.shutdown().clone();
+        let serving = tokio::spawn(async move {
+            grpc_tls::serve(
+                router,
+                listener,
+                &tls,
+                ClientCertificates::NotAsked,
+                shutdown,
+            )
+            .await
+        });
         let approvals = approvals.clone();
         let led = component
             .run_as_leader(

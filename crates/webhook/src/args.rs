@@ -136,7 +136,7 @@ pub struct SelfManagedTlsArgs {
         long,
         env = "NAVIQUE_WEBHOOK_CA_VALIDITY_DAYS",
         default_value = "3650",
-        value_parser = days,
+        value_parser = navique_runtime::pki::parse_days,
         value_name = "DAYS"
     )]
     pub ca_validity_days: Duration,
@@ -146,7 +146,7 @@ pub struct SelfManagedTlsArgs {
         long,
         env = "NAVIQUE_WEBHOOK_CERT_VALIDITY_DAYS",
         default_value = "365",
-        value_parser = days,
+        value_parser = navique_runtime::pki::parse_days,
         value_name = "DAYS"
     )]
     pub cert_validity_days: Duration,
@@ -157,7 +157,7 @@ pub struct SelfManagedTlsArgs {
         long,
         env = "NAVIQUE_WEBHOOK_CERT_RENEW_BEFORE_DAYS",
         default_value = "30",
-        value_parser = days,
+        value_parser = navique_runtime::pki::parse_days,
         value_name = "DAYS"
     )]
     pub cert_renew_before_days: Duration,
@@ -210,21 +210,6 @@ impl SelfManagedTlsArgs {
             .map_err(|e| format!("self-managed TLS (--tls-secret {}): {e}", settings.secret))?;
         Ok(Some(settings))
     }
-}
-
-/// A number of days, fractions allowed, more than nothing and at most a
-/// hundred years.
-fn days(text: &str) -> Result<Duration, String> {
-    let days: f64 = text
-        .trim()
-        .parse()
-        .map_err(|_| format!("{text:?} is not a number of days"))?;
-    if !(days > 0.0 && days <= 36_500.0) {
-        return Err(format!(
-            "{text:?} days: must be more than 0 and at most 36500"
-        ));
-    }
-    Ok(Duration::from_secs_f64(days * 86_400.0))
 }
 
 /// The Lock guard (`POST /validate/locks`).

@@ -27,12 +27,16 @@ use kube::api::{Api as KubeApi, ObjectMeta, PostParams};
 use kube::{Client, ResourceExt};
 use navique_api::grpc::snapshot::v1::snapshot_service_client::SnapshotServiceClient;
 use navique_api::grpc::snapshot::v1::{
-    Origin, Phase, RequestSnapshotRequest, ServiceRef, Snapshot, WatchSnapshotRequest,
+    GetSnapshotRequest, Origin, Phase, RequestSnapshotRequest, ServiceRef, Snapshot,
+    WatchSnapshotRequest,
 };
 use navique_api::services::{ManagedService, RestoreFrom, ServiceBackup, ServiceClass};
 use navique_provider_postgres::{
     AdminConnection, Engine as ProviderEngine, MAX_NAME_LEN, Owner, names,
 };
+use navique_runtime::grpc_tls::ca::{self, Ca};
+use navique_runtime::grpc_tls::{self, Credentials, GrpcTls};
+use navique_runtime::pki::{self, Lifetimes};
 use tokio_postgres::NoTls;
 use tokio_util::sync::CancellationToken;
 use tonic::transport::Channel;
@@ -458,11 +462,136 @@ impl Env {
     }
 }
 
-/// backup-runner's server (and manual-backup controller) in this process.
+/// The lifecycle controller, the one component SnapshotService answers.
+pub const CONTROLLER: &str = "service-lifecycle-controller";
+
+fn lifetimes() -> Lifetimes {
+    Lifetimes {
+        ca: Duration::from_secs(10 * 86_400),
+        certificate: Duration::from_secs(2 * 86_400),
+        renew_before: Duration::from_secs(86_400),
+    }
+}
+
+/// A gRPC CA, and the certificates of it the self-managed mode issues.
+pub struct Pki {
+    pub ca: Ca,
+}
+
+impl Pki {
+    pub fn new() -> Pki {
+        let (ca, _) = ca::next_ca(&Ca::default(), &lifetimes(), pki::unix_now())
+            .unwrap()
+            .unwrap();
+        Pki { ca }
+    }
+
+    /// The CA of the Secret `namespace/name` that a backup-runner in
+    /// self-managed mode created, once it exists.
+    pub async fn from_secret(client: &Client, namespace: &str, name: &str) -> Pki {
+        let secrets = KubeApi::<Secret>::namespaced(client.clone(), namespace);
+        let secret = eventually("the gRPC CA Secret", || async {
+            secrets.get_opt(name).await.ok().flatten()
+        })
+        .await;
+        let text =
+            |key: &str| String::from_utf8(secret.data.as_ref().unwrap()[key].0.clone()).unwrap();
+        Pki {
+            ca: Ca {
+                bundle: text(ca::CA_BUNDLE),
+                key: text(ca::CA_KEY),
+            },
+        }
+    }
+
+    /// `component`'s certificate (for 127.0.0.1), as PEM and key PEM.
+    pub fn issue(&self, component: &str) -> (String, String) {
+        let names = ["127.0.0.1".to_owned()];
+        ca::issue(&self.ca, component, &names, &lifetimes(), pki::unix_now()).unwrap()
+    }
+
+    /// TLS as `component`.
+    pub fn tls(&self, component: &str) -> GrpcTls {
+        let (certificate, key) = self.issue(component);
+        GrpcTls::Tls(Credentials::new(&certificate, &key, &self.ca.bundle).unwrap())
+    }
+
+    /// A client of the server at `addr` as `component`, once it answers.
+    pub async fn client(
+        &self,
+        component: &str,
+        addr: SocketAddr,
+    ) -> SnapshotServiceClient<Channel> {
+        client_with(&self.tls(component), addr).await
+    }
+}
+
+/// A client of the server at `addr` with `tls`, once it answers.
+pub async fn client_with(tls: &GrpcTls, addr: SocketAddr) -> SnapshotServiceClient<Channel> {
+    let channel = grpc_tls::channel(
+        "test",
+        &format!("https://{addr}"),
+        tls,
+        Duration::from_secs(5),
+    )
+    .unwrap();
+    let client = SnapshotServiceClient::new(channel);
+    eventually("backup-runner's gRPC server", || async {
+        let probe = GetSnapshotRequest {
+            idempotency_key: "probe".to_owned(),
+        };
+        let status = client.clone().get_snapshot(probe).await.err()?;
+        (status.code() != tonic::Code::Unavailable).then_some(())
+    })
+    .await;
+    client
+}
+
+/// backup-runner's gRPC server in this process with `tls`, and an engine
+/// whose API server is never reached (enough to answer GetSnapshot): its
+/// address; it stops on `shutdown`.
+pub async fn serve_without_cluster(
+    tls: GrpcTls,
+    shutdown: &CancellationToken,
+) -> (
+    SocketAddr,
+    tokio::task::JoinHandle<Result<(), backup_runner::Error>>,
+) {
+    let dir = tempfile::tempdir().unwrap();
+    let store =
+        Store::from_url_opts(&format!("file://{}/store", dir.path().display()), []).unwrap();
+    let config = kube::Config::new("http://127.0.0.1:9".parse().unwrap());
+    let engine = Engine::new(
+        Client::try_from(config).unwrap(),
+        store,
+        PgTools::locate(None).unwrap(),
+        Metrics::default(),
+    );
+    let snapshots = Snapshots::new(Arc::new(engine), shutdown.child_token());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let serving = shutdown.clone();
+    let server = tokio::spawn(async move {
+        let _dir = dir;
+        grpc::serve(
+            listener,
+            &tls,
+            Api::new(snapshots),
+            vec![CONTROLLER.to_owned()],
+            serving,
+        )
+        .await
+    });
+    (addr, server)
+}
+
+/// backup-runner's server (and manual-backup controller) in this process,
+/// with mutual TLS as it runs in a cluster.
 pub struct Runner {
     pub addr: SocketAddr,
     pub snapshots: Arc<Snapshots>,
     pub metrics: Metrics,
+    pub pki: Pki,
     shutdown: CancellationToken,
 }
 
@@ -475,12 +604,13 @@ impl Runner {
         let snapshots = Snapshots::new(engine, shutdown.child_token());
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
-        tokio::spawn(grpc::serve(
-            listener,
-            None,
-            Api::new(snapshots.clone()).into_server(),
-            shutdown.clone(),
-        ));
+        let pki = Pki::new();
+        let tls = pki.tls(backup_runner::NAME);
+        let api = Api::new(snapshots.clone());
+        let serving = shutdown.clone();
+        tokio::spawn(async move {
+            grpc::serve(listener, &tls, api, vec![CONTROLLER.to_owned()], serving).await
+        });
         if with_manual_controller {
             tokio::spawn(manual::run(
                 client.clone(),
@@ -492,12 +622,14 @@ impl Runner {
             addr,
             snapshots,
             metrics,
+            pki,
             shutdown,
         }
     }
 
+    /// A client with the lifecycle controller's certificate.
     pub async fn client(&self) -> SnapshotServiceClient<Channel> {
-        grpc_client(self.addr).await
+        self.pki.client(CONTROLLER, self.addr).await
     }
 }
 
@@ -505,15 +637,6 @@ impl Drop for Runner {
     fn drop(&mut self) {
         self.shutdown.cancel();
     }
-}
-
-pub async fn grpc_client(addr: SocketAddr) -> SnapshotServiceClient<Channel> {
-    eventually("backup-runner's gRPC server", || async {
-        SnapshotServiceClient::connect(format!("http://{addr}"))
-            .await
-            .ok()
-    })
-    .await
 }
 
 pub fn service_ref(namespace: &str, name: &str, uid: &str) -> ServiceRef {

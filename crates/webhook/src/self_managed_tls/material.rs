@@ -1,23 +1,17 @@
 //! The self-managed CA's decisions, without I/O: what the Secret holds,
 //! whether it must change and why, and issuing what replaces it. Times are
-//! Unix seconds, passed in, so that tests choose the clock.
+//! Unix seconds, passed in, so that tests choose the clock. The certificate
+//! primitives are [`navique_runtime::pki`]'s, shared with the gRPC CA.
 
 use std::collections::BTreeMap;
-use std::net::IpAddr;
-use std::time::Duration;
 
-use base64::Engine;
-use base64::engine::general_purpose::STANDARD as BASE64;
 use k8s_openapi::ByteString;
-use rcgen::{
-    BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa,
-    Issuer, KeyPair, KeyUsagePurpose, PublicKeyData,
+use navique_runtime::pki::{
+    Leaf, bundle_pem, ca_problem, certificates, key_matches, leaf_certificate, lifetime_problem,
+    names_of, new_ca, normalize, parse, pem, rotated_at,
 };
-use rustls::pki_types::CertificateDer;
-use rustls::pki_types::pem::PemObject;
-use time::OffsetDateTime;
-use x509_parser::certificate::X509Certificate;
-use x509_parser::extensions::GeneralName;
+pub use navique_runtime::pki::{Lifetimes, same_issuer};
+use rcgen::{ExtendedKeyUsagePurpose, KeyPair};
 
 /// The Secret's keys: the CA bundle (the current CA first, then earlier
 /// CAs until they expire) and the current CA's key, besides the serving
@@ -27,49 +21,8 @@ pub const CA_KEY: &str = "ca.key";
 pub const CERTIFICATE: &str = "tls.crt";
 pub const KEY: &str = "tls.key";
 
-/// How far back what is issued starts to be valid, so that a peer whose
-/// clock is behind ours accepts it at once.
-const BACKDATE: i64 = 3600;
-/// Leeway when telling whether something was issued for longer than the
-/// configured lifetime (which is then replaced, so that a shorter setting
-/// takes effect).
-const LEEWAY: i64 = 60;
-
-/// How long the CA and the serving certificates live.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Lifetimes {
-    pub ca: Duration,
-    pub certificate: Duration,
-    /// How long before the serving certificate expires the next is issued.
-    pub renew_before: Duration,
-}
-
-impl Lifetimes {
-    /// Renewal before expiry needs `renew_before < certificate`, and a
-    /// serving certificate must not outlive its CA: `certificate < ca`.
-    pub fn check(&self) -> Result<(), String> {
-        if self.renew_before >= self.certificate {
-            return Err(format!(
-                "the renewal before expiry ({}) must be shorter than the certificate validity ({})",
-                days(self.renew_before),
-                days(self.certificate)
-            ));
-        }
-        if self.certificate >= self.ca {
-            return Err(format!(
-                "the certificate validity ({}) must be shorter than the CA validity ({})",
-                days(self.certificate),
-                days(self.ca)
-            ));
-        }
-        Ok(())
-    }
-}
-
-/// A duration in days, as the settings give it.
-pub fn days(duration: Duration) -> String {
-    format!("{} days", duration.as_secs_f64() / 86_400.0)
-}
+/// The common name of the CAs the webhook creates (each made unique).
+const CA_NAME: &str = "navique-webhook-ca";
 
 /// What the Secret holds, as PEM text; empty when absent.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -137,30 +90,16 @@ pub enum Plan {
 /// `renew_before` left. Either is also replaced when issued for longer than
 /// `lifetimes` now says.
 pub fn assess(material: &Material, names: &[String], lifetimes: &Lifetimes, now: i64) -> Plan {
+    if let Some(problem) = ca_problem(&material.ca_bundle, &material.ca_key, lifetimes, now) {
+        return Plan::NewCa(problem);
+    }
     let bundle = certificates(&material.ca_bundle);
-    let Some(ca_der) = bundle.first() else {
-        return Plan::NewCa("the Secret holds no CA".to_owned());
+    let (Some(ca_der), Some(rotated_at)) = (bundle.first(), rotated_at(&material.ca_bundle)) else {
+        return Plan::NewCa("its CA certificate does not parse".to_owned());
     };
     let Some(ca) = parse(ca_der) else {
         return Plan::NewCa("its CA certificate does not parse".to_owned());
     };
-    if !ca.is_ca() {
-        return Plan::NewCa("its CA certificate is not a CA".to_owned());
-    }
-    if !key_matches(&material.ca_key, &ca) {
-        return Plan::NewCa("its CA key is missing or does not match the CA".to_owned());
-    }
-    if let Some(problem) = lifetime_problem(
-        &ca,
-        (
-            lifetimes.certificate,
-            "a serving certificate issued now would outlive it",
-        ),
-        lifetimes.ca,
-        now,
-    ) {
-        return Plan::NewCa(format!("the CA {problem}"));
-    }
 
     let leaf = certificates(&material.certificate);
     let Some(leaf) = leaf.first().and_then(|der| parse(der)) else {
@@ -197,39 +136,17 @@ pub fn assess(material: &Material, names: &[String], lifetimes: &Lifetimes, now:
         return Plan::NewCertificate(format!("the serving certificate {problem}"));
     }
 
-    let rotated_at = ca.validity().not_before.timestamp() + BACKDATE;
-    if bundle_pem(&pem(ca_der), rotated_at, material, lifetimes, now) != material.ca_bundle {
+    if bundle_pem(
+        &pem(ca_der),
+        rotated_at,
+        &material.ca_bundle,
+        lifetimes,
+        now,
+    ) != material.ca_bundle
+    {
         return Plan::PruneBundle;
     }
     Plan::Keep
-}
-
-/// Why `certificate` must be replaced: it is not valid yet, has less than
-/// `least_left` left (for the reason given), or was issued for longer than
-/// `lifetime`.
-fn lifetime_problem(
-    certificate: &X509Certificate<'_>,
-    (least_left, why): (Duration, &str),
-    lifetime: Duration,
-    now: i64,
-) -> Option<String> {
-    let validity = certificate.validity();
-    let (not_before, not_after) = (
-        validity.not_before.timestamp(),
-        validity.not_after.timestamp(),
-    );
-    if not_before > now {
-        Some(format!("is not valid until {}", validity.not_before))
-    } else if not_after - now < seconds(least_left) {
-        Some(format!("expires on {}: {why}", validity.not_after))
-    } else if not_after - not_before > seconds(lifetime) + BACKDATE + LEEWAY {
-        Some(format!(
-            "is valid until {}, longer than configured",
-            validity.not_after
-        ))
-    } else {
-        None
-    }
 }
 
 /// Issues what `plan` says: the Secret's next material.
@@ -242,11 +159,8 @@ pub fn issue(
 ) -> Result<Material, String> {
     let current = || {
         let der = certificates(&material.ca_bundle).into_iter().next();
-        let not_before = der
-            .as_ref()
-            .and_then(|der| Some(parse(der)?.validity().not_before.timestamp()));
-        match (der, not_before) {
-            (Some(der), Some(not_before)) => Ok((pem(&der), not_before + BACKDATE)),
+        match (der, rotated_at(&material.ca_bundle)) {
+            (Some(der), Some(rotated_at)) => Ok((pem(&der), rotated_at)),
             _ => Err("the Secret holds no CA".to_owned()),
         }
     };
@@ -255,7 +169,7 @@ pub fn issue(
         Plan::PruneBundle => {
             let (ca_pem, rotated_at) = current()?;
             return Ok(Material {
-                ca_bundle: bundle_pem(&ca_pem, rotated_at, material, lifetimes, now),
+                ca_bundle: bundle_pem(&ca_pem, rotated_at, &material.ca_bundle, lifetimes, now),
                 ..material.clone()
             });
         }
@@ -265,188 +179,31 @@ pub fn issue(
             (ca_pem, key, rotated_at)
         }
         Plan::NewCa(_) => {
-            let (ca_pem, key) = new_ca(lifetimes.ca, now).map_err(|e| e.to_string())?;
+            let (ca_pem, key) = new_ca(CA_NAME, lifetimes.ca, now).map_err(|e| e.to_string())?;
             (ca_pem, key, now)
         }
     };
     let ca_key_pem = ca_key.serialize_pem();
-    let (certificate, key) =
-        serving_certificate(&ca_pem, ca_key, names, lifetimes.certificate, now)
-            .map_err(|e| e.to_string())?;
+    let leaf = Leaf {
+        names,
+        uri: None,
+        usages: &[ExtendedKeyUsagePurpose::ServerAuth],
+    };
+    let (certificate, key) = leaf_certificate(&ca_pem, ca_key, &leaf, lifetimes.certificate, now)
+        .map_err(|e| e.to_string())?;
     Ok(Material {
-        ca_bundle: bundle_pem(&ca_pem, rotated_at, material, lifetimes, now),
+        ca_bundle: bundle_pem(&ca_pem, rotated_at, &material.ca_bundle, lifetimes, now),
         ca_key: ca_key_pem,
         certificate,
         key,
     })
 }
 
-/// A CA valid for `lifetime`, as PEM, and its key.
-fn new_ca(lifetime: Duration, now: i64) -> Result<(String, KeyPair), rcgen::Error> {
-    let key = KeyPair::generate()?;
-    let mut params = CertificateParams::default();
-    params.distinguished_name = DistinguishedName::new();
-    // Each CA's name is its own (a part of its random public key), so that
-    // clients holding two (an overlap) tell them apart.
-    let tag: String = key
-        .public_key_raw()
-        .iter()
-        .skip(1)
-        .take(4)
-        .map(|b| format!("{b:02x}"))
-        .collect();
-    params.distinguished_name.push(
-        DnType::CommonName,
-        format!("navique-webhook-ca@{now}-{tag}"),
-    );
-    params.is_ca = IsCa::Ca(BasicConstraints::Constrained(0));
-    params.key_usages = vec![
-        KeyUsagePurpose::KeyCertSign,
-        KeyUsagePurpose::CrlSign,
-        KeyUsagePurpose::DigitalSignature,
-    ];
-    set_validity(&mut params, lifetime, now);
-    Ok((pem(params.self_signed(&key)?.der()), key))
-}
-
-/// A serving certificate for `names` signed by the CA, as PEM, and its key
-/// as PKCS#8 PEM.
-fn serving_certificate(
-    ca_pem: &str,
-    ca_key: KeyPair,
-    names: &[String],
-    lifetime: Duration,
-    now: i64,
-) -> Result<(String, String), rcgen::Error> {
-    let issuer = Issuer::from_ca_cert_pem(ca_pem, ca_key)?;
-    let key = KeyPair::generate()?;
-    let mut params = CertificateParams::new(names.to_vec())?;
-    params.distinguished_name = DistinguishedName::new();
-    if let Some(name) = names.first() {
-        params.distinguished_name.push(DnType::CommonName, name);
-    }
-    params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
-    params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
-    params.use_authority_key_identifier_extension = true;
-    set_validity(&mut params, lifetime, now);
-    let certificate = params.signed_by(&key, &issuer)?;
-    Ok((pem(certificate.der()), key.serialize_pem()))
-}
-
-/// The bundle: the current CA first (which replaced the earlier ones at
-/// `rotated_at`), then the earlier CAs of `material`'s bundle as long as a
-/// serving certificate they signed may still be valid: until they expire,
-/// and no longer than a certificate lifetime after `rotated_at`. As PEM,
-/// each CA once.
-fn bundle_pem(
-    current: &str,
-    rotated_at: i64,
-    material: &Material,
-    lifetimes: &Lifetimes,
-    now: i64,
-) -> String {
-    let mut out = vec![current.to_owned()];
-    if now >= rotated_at + seconds(lifetimes.certificate) + LEEWAY {
-        return out.concat();
-    }
-    for der in certificates(&material.ca_bundle) {
-        let valid =
-            parse(&der).is_some_and(|c| c.is_ca() && c.validity().not_after.timestamp() > now);
-        let text = pem(&der);
-        if valid && !out.contains(&text) {
-            out.push(text);
-        }
-    }
-    out.concat()
-}
-
-/// Whether the serving certificates `a` and `b` were signed by the same CA
-/// (the same issuer name: each CA's is its own). A new serving certificate
-/// from the CA of the one served is trusted wherever that one is.
-pub fn same_issuer(a: &str, b: &str) -> bool {
-    let issuer = |pem: &str| {
-        let der = certificates(pem).into_iter().next()?;
-        Some(parse(&der)?.issuer().as_raw().to_vec())
-    };
-    matches!((issuer(a), issuer(b)), (Some(a), Some(b)) if a == b)
-}
-
-/// The certificates of a PEM text; blocks that are not certificates or do
-/// not decode are skipped.
-fn certificates(text: &str) -> Vec<CertificateDer<'static>> {
-    CertificateDer::pem_slice_iter(text.as_bytes())
-        .filter_map(Result::ok)
-        .collect()
-}
-
-fn parse<'a>(der: &'a CertificateDer<'_>) -> Option<X509Certificate<'a>> {
-    x509_parser::parse_x509_certificate(der)
-        .ok()
-        .map(|(_, certificate)| certificate)
-}
-
-/// Whether `key_pem` is the private key of `certificate`.
-fn key_matches(key_pem: &str, certificate: &X509Certificate<'_>) -> bool {
-    KeyPair::from_pem(key_pem)
-        .is_ok_and(|key| key.subject_public_key_info() == certificate.public_key().raw)
-}
-
-/// The DNS names and IP addresses a certificate names, normalized.
-fn names_of(certificate: &X509Certificate<'_>) -> Vec<String> {
-    let Ok(Some(names)) = certificate.subject_alternative_name() else {
-        return Vec::new();
-    };
-    names
-        .value
-        .general_names
-        .iter()
-        .filter_map(|name| match name {
-            GeneralName::DNSName(name) => Some(normalize(name)),
-            GeneralName::IPAddress(bytes) => match bytes.len() {
-                4 => <[u8; 4]>::try_from(*bytes).ok().map(IpAddr::from),
-                16 => <[u8; 16]>::try_from(*bytes).ok().map(IpAddr::from),
-                _ => None,
-            }
-            .map(|ip| ip.to_string()),
-            _ => None,
-        })
-        .collect()
-}
-
-/// DNS names compare without case; IP addresses in their usual form.
-fn normalize(name: &str) -> String {
-    name.parse::<IpAddr>()
-        .map(|ip| ip.to_string())
-        .unwrap_or_else(|_| name.to_ascii_lowercase())
-}
-
-/// Valid from a little before `now` for `lifetime`. Lifetimes are checked
-/// to be at most a hundred years, so the end fits in a certificate.
-fn set_validity(params: &mut CertificateParams, lifetime: Duration, now: i64) {
-    let at = |t: i64| OffsetDateTime::from_unix_timestamp(t).unwrap_or(OffsetDateTime::UNIX_EPOCH);
-    params.not_before = at(now - BACKDATE);
-    params.not_after = at(now.saturating_add(seconds(lifetime)));
-}
-
-fn seconds(duration: Duration) -> i64 {
-    i64::try_from(duration.as_secs()).unwrap_or(i64::MAX)
-}
-
-/// PEM of a certificate, 64 characters a line.
-fn pem(der: &[u8]) -> String {
-    let base64 = BASE64.encode(der);
-    let mut text = String::from("-----BEGIN CERTIFICATE-----\n");
-    for line in base64.as_bytes().chunks(64) {
-        text.push_str(std::str::from_utf8(line).unwrap_or_default());
-        text.push('\n');
-    }
-    text.push_str("-----END CERTIFICATE-----\n");
-    text
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use navique_runtime::pki::{BACKDATE, LEEWAY};
+    use std::time::Duration;
 
     const T0: i64 = 1_700_000_000;
     const DAY: i64 = 86_400;
@@ -565,7 +322,7 @@ mod tests {
         let rotation = T0 + 20 * DAY + 1;
         let plan = assess(&material, &names(), &lifetimes, rotation);
         assert!(
-            is_new_ca(&plan, "a serving certificate issued now would outlive it"),
+            is_new_ca(&plan, "a certificate issued now would outlive it"),
             "{plan:?}"
         );
         let rotated = issued(&plan, &material, &lifetimes, rotation);

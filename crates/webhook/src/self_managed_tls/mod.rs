@@ -30,7 +30,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::str::FromStr;
 use std::sync::{Arc, OnceLock};
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD as BASE64;
@@ -90,7 +90,7 @@ impl Settings {
             return Err(format!(
                 "the check interval ({} s) must be shorter than the renewal before expiry ({})",
                 self.check_interval.as_secs(),
-                material::days(self.lifetimes.renew_before)
+                navique_runtime::pki::days(self.lifetimes.renew_before)
             ));
         }
         Ok(())
@@ -301,7 +301,7 @@ impl Keeper {
                 .await
                 .map_err(|source| self.kube_error("read", source))?;
             let material = Material::from_data(secret.as_ref().and_then(|s| s.data.as_ref()));
-            let now = unix_now();
+            let now = navique_runtime::pki::unix_now();
             let plan = assess(&material, &settings.dns_names, &settings.lifetimes, now);
             if plan == Plan::Keep {
                 return Ok(material);
@@ -484,13 +484,6 @@ fn log_written(secret: &str, plan: &Plan) {
             tracing::info!(secret, reason = %reason, "created a CA and issued a serving certificate");
         }
     }
-}
-
-fn unix_now() -> i64 {
-    SystemTime::now()
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .map(|d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
-        .unwrap_or_default()
 }
 
 #[cfg(test)]
