@@ -189,6 +189,20 @@ pub fn on_server(ns: &str, db: &str) -> String {
     navique_provider_postgres::names::physical(ns, db, navique_provider_postgres::MAX_NAME_LEN)
 }
 
+/// The value of the metric line at `admin`'s `/metrics` that starts with
+/// `line_prefix` (0 when absent or unreachable).
+async fn metric(admin: SocketAddr, line_prefix: &str) -> f64 {
+    let Ok(metrics) = crate::http_get(admin, "/metrics").await else {
+        return 0.0;
+    };
+    metrics
+        .body
+        .lines()
+        .find_map(|l| l.strip_prefix(line_prefix))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0.0)
+}
+
 /// Everything the managed-services tests drive.
 pub struct ServiceEnv {
     pub cluster: Cluster,
@@ -197,6 +211,8 @@ pub struct ServiceEnv {
     /// The controller's ApprovalEvents gRPC server.
     pub approvals_addr: SocketAddr,
     controller: Mutex<Option<Process>>,
+    /// The admin server of the backup-runner started last.
+    backup_runner_admin: Mutex<Option<SocketAddr>>,
     controller_kubeconfig: PathBuf,
     _webhook: Process,
     _dir: tempfile::TempDir,
@@ -279,6 +295,7 @@ impl ServiceEnv {
             controller_admin: SocketAddr::from(([127, 0, 0, 1], free_port())),
             approvals_addr: SocketAddr::from(([127, 0, 0, 1], free_port())),
             controller: Mutex::new(None),
+            backup_runner_admin: Mutex::new(None),
             controller_kubeconfig,
             _webhook: webhook,
             _dir: dir,
@@ -326,7 +343,19 @@ impl ServiceEnv {
         args.extend_from_slice(extra);
         let process = Process::spawn_tied_env("backup-runner", &args, env);
         wait_for_status(admin, "/readyz", 200, WAIT).await;
+        *self.backup_runner_admin.lock().unwrap() = Some(admin);
         process
+    }
+
+    /// The value of the last started backup-runner's metric line that
+    /// starts with `line_prefix` (0 when absent).
+    pub async fn backup_runner_metric(&self, line_prefix: &str) -> f64 {
+        let admin = self
+            .backup_runner_admin
+            .lock()
+            .unwrap()
+            .expect("a backup-runner was started");
+        metric(admin, line_prefix).await
     }
 
     /// Starts the controller (again), as the same replica: a restarted pod
@@ -386,15 +415,7 @@ impl ServiceEnv {
 
     /// A counter or gauge of the controller's metrics, 0 when absent.
     pub async fn controller_metric(&self, line_prefix: &str) -> f64 {
-        let Ok(metrics) = crate::http_get(self.controller_admin, "/metrics").await else {
-            return 0.0;
-        };
-        metrics
-            .body
-            .lines()
-            .find_map(|l| l.strip_prefix(line_prefix))
-            .and_then(|v| v.trim().parse().ok())
-            .unwrap_or(0.0)
+        metric(self.controller_admin, line_prefix).await
     }
 
     /// Fails the controller's requests that match `fault` (the dev API

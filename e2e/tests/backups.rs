@@ -731,3 +731,105 @@ async fn snapshot_service_answers_only_the_lifecycle_controller() {
     // Nothing was written for any of them.
     assert!(stored(store.path(), "dump").is_empty());
 }
+
+/// A final backup that fails (the database takes no connections) shows its
+/// cause on the service within seconds, with one Warning event, and is
+/// tried again only after a wait that doubles from 1 s: a handful of
+/// attempts, counted as pg_dump runs, RequestSnapshot calls and ServiceBackup
+/// writes. Once the cause is gone it completes, with exactly one Final
+/// backup.
+// hot loop: a failing step backs off, and its cause reaches the service.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failing_final_backup_shows_its_cause_backs_off_and_completes_once_fixed() {
+    let (env, runner, _store) = with_backup_runner().await;
+    let ns = env.cluster.namespace("failing");
+    let db = "failing_orders";
+    service_with_rows(&env, &ns, db, "").await;
+    let database = on_server(&ns, db);
+    env.postgres.query(&format!(
+        "alter database {database} allow_connections false"
+    ));
+    // Every change of the Project's ServiceBackups, as a watch sees it.
+    let (mut watch, _cache) = env.cluster.kubectl_command();
+    let mut watch = watch
+        .args([
+            "get",
+            "servicebackups",
+            "-n",
+            &ns,
+            "-w",
+            "--output-watch-events",
+            "-o",
+            "name",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("kubectl get -w");
+    let started = "navique_backup_runner_snapshots_started_total ";
+    let before = env.backup_runner_metric(started).await;
+
+    env.start_deleting(&ns, "orders-db");
+    let state = eventually(
+        Duration::from_secs(10),
+        "the cause on the service",
+        || async {
+            let state = env.state(&ns, "orders-db");
+            state
+                .starts_with("Deleting DeletionBlocked: the final backup failed: ")
+                .then_some(state)
+        },
+    )
+    .await;
+    assert!(
+        state.contains(&format!(
+            "database \"{database}\" is not currently accepting connections"
+        )),
+        "{state}"
+    );
+    // Twenty seconds of a lasting failure.
+    tokio::time::sleep(Duration::from_secs(20)).await;
+    let attempts = env.backup_runner_metric(started).await - before;
+    let requests = runner.stderr().matches("snapshot requested").count()
+        + runner.stdout().matches("snapshot requested").count();
+    watch.kill().ok();
+    let output = watch.wait_with_output().expect("the watch's output");
+    let writes = String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .filter(|l| l.starts_with("MODIFIED"))
+        .count();
+    // Attempts at about 0, 1, 3, 7 and 15 s.
+    assert!((3.0..=6.0).contains(&attempts), "{attempts} pg_dump runs");
+    assert!(
+        (3..=6).contains(&requests),
+        "{requests} RequestSnapshot calls"
+    );
+    assert!(writes <= 3 * 6, "{writes} ServiceBackup writes");
+    let warnings = env.cluster.event_messages(&ns, "FinalBackupFailed");
+    assert_eq!(
+        warnings.lines().count(),
+        1,
+        "one Warning per cause: {warnings}"
+    );
+    assert!(
+        warnings.starts_with("Warning the final backup failed: "),
+        "{warnings}"
+    );
+    assert!(env.postgres.database_exists(&database), "nothing removed");
+    assert_eq!(
+        env.controller_metric("navique_service_lifecycle_controller_final_backup_failures_total ")
+            .await,
+        1.0
+    );
+
+    // The cause goes: the next attempt (at about 31 s) completes.
+    env.postgres
+        .query(&format!("alter database {database} allow_connections true"));
+    env.until_gone(&ns, "orders-db").await;
+    let finals: Vec<Vec<String>> = backups(&env, &ns)
+        .into_iter()
+        .filter(|b| b[1] == "Final")
+        .collect();
+    assert_eq!(finals.len(), 1, "{finals:?}");
+    assert_eq!(finals[0][2], "Completed", "{finals:?}");
+    assert!(!env.postgres.database_exists(&database));
+}
