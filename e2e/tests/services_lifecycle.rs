@@ -121,6 +121,65 @@ async fn the_seed_service_is_protected_then_deleted_only_once_confirmed() {
     .await;
 }
 
+/// Protection turned on while a `Delete` waits for its confirmation holds
+/// the deletion once confirmed: `DeletionBlocked` with the seed's message,
+/// the database untouched; turned off, the deletion finishes.
+// stale authorisation: protection is read from the stored object at every
+// step, not only when the delete request came in (Argo CD #27570).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn protection_turned_on_mid_deletion_blocks_it_until_turned_off() {
+    let env = env();
+    env.controller_ready().await;
+    let ns = env.cluster.namespace("protect-late");
+    let db = "late_orders";
+    let unconfirmed = env
+        .orders_db(&ns, db, "Delete", false)
+        .replace("    services.kube-dc.com/confirm-delete: orders-db\n", "");
+    env.apply(&unconfirmed).await;
+    env.until_state(&ns, "orders-db", "Ready Available").await;
+    env.start_deleting(&ns, "orders-db");
+    env.until_state(&ns, "orders-db", "Deleting DeletionConfirmationNeeded")
+        .await;
+    let patch = |protected: bool| {
+        env.cluster.kubectl_ok(&[
+            "patch",
+            "managedservice",
+            "orders-db",
+            "-n",
+            &ns,
+            "--type",
+            "merge",
+            "-p",
+            &format!(r#"{{"spec":{{"deletionProtection":{protected}}}}}"#),
+        ]);
+    };
+    patch(true);
+    env.cluster.kubectl_ok(&[
+        "annotate",
+        "managedservice",
+        "orders-db",
+        "-n",
+        &ns,
+        "services.kube-dc.com/confirm-delete=orders-db",
+    ]);
+    assert_eq!(
+        env.until_state(&ns, "orders-db", "Deleting DeletionBlocked")
+            .await,
+        format!(
+            "Deleting DeletionBlocked: {}",
+            messages::DELETION_PROTECTION_ENABLED
+        )
+    );
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(
+        env.postgres.database_exists(&on_server(&ns, db)),
+        "nothing dropped while protected"
+    );
+    patch(false);
+    env.until_gone(&ns, "orders-db").await;
+    assert!(!env.postgres.database_exists(&on_server(&ns, db)));
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn retain_leaves_the_database_and_objects_unowned_and_protected() {
     let env = env();
