@@ -89,6 +89,24 @@ impl<K: Hash + Eq> FailureBackoff<K> {
     }
 }
 
+/// What an object asks for, as a hash: its spec (generation), labels,
+/// annotations (a confirmation, an approval), finalizers and deletion; not
+/// its status, so that the echo of a status write is not a new intent.
+pub fn intent<K: kube::Resource>(object: &K) -> u64 {
+    use std::hash::Hasher;
+    let meta = object.meta();
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    meta.generation.hash(&mut hasher);
+    meta.labels.hash(&mut hasher);
+    meta.annotations.hash(&mut hasher);
+    meta.finalizers.hash(&mut hasher);
+    meta.deletion_timestamp
+        .as_ref()
+        .map(|t| t.0.to_string())
+        .hash(&mut hasher);
+    hasher.finish()
+}
+
 /// Attempts of a long step that fails asynchronously (a final backup,
 /// reported failed by another component): after each failure the next
 /// attempt waits, from 1 s doubling to 5 min, however often the object is

@@ -25,7 +25,7 @@ pub use admin::Readiness;
 pub use args::{CommonArgs, LeaderElectionArgs, LogFormat};
 pub use component::Component;
 pub use error::Error;
-pub use failures::{Attempts, FailureBackoff, Retry};
+pub use failures::{Attempts, FailureBackoff, Retry, intent};
 pub use finalizers::set_finalizers;
 pub use leader::Leadership;
 pub use telemetry::trace_headers;

@@ -18,7 +18,7 @@ use navique_api::conditions;
 use navique_api::services::{
     ManagedService, ServiceBinding, ServiceCredentialPolicy, ServicePhase, ServiceRef,
 };
-use navique_runtime::{Component, FailureBackoff, one_line};
+use navique_runtime::{Component, FailureBackoff, intent, one_line};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -208,10 +208,15 @@ impl<K: Resource<DynamicType = ()>> Tracker<K> {
         object: &K,
         work: impl Future<Output = Result<Action, Error>>,
     ) -> Result<Action, Error> {
+        let reference = ObjectRef::from_obj(object);
+        // A failing object is retried on its backoff, not on the echo of
+        // its own status write; a change of what it asks for goes at once.
+        if let Some(wait) = self.failures.waiting(&reference, intent(object)) {
+            return Ok(Action::requeue(wait));
+        }
         self.metrics.reconciles.inc();
         let started = Instant::now();
         let result = work.await;
-        let reference = ObjectRef::from_obj(object);
         tracing::debug!(object = %reference, took = ?started.elapsed(), ok = result.is_ok(), "reconciled");
         if result.is_ok() {
             self.failures.succeeded(&reference);
@@ -228,7 +233,7 @@ impl<K: Resource<DynamicType = ()>> Tracker<K> {
             })
             .inc();
         let reference = ObjectRef::from_obj(object);
-        let delay = self.failures.failed(reference.clone());
+        let delay = self.failures.failed_with(reference.clone(), intent(object));
         tracing::warn!(object = %reference, error = %one_line(error), retry_in = ?delay, "reconcile failed");
         Action::requeue(delay)
     }

@@ -27,7 +27,7 @@ use navique_api::services::{
     BackupOrigin, BackupPhase, ManagedService, ManagedServiceStatus, PlacementMode, ServiceBackup,
     ServicePhase, ServicePlan,
 };
-use navique_runtime::{Attempts, Component, Leadership, Retry, one_line};
+use navique_runtime::{Attempts, Component, Leadership, Retry, intent, one_line};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -174,7 +174,7 @@ pub async fn reconcile(
     let key = ObjectRef::from_obj(&*service);
     // A failing service is retried on its backoff, not on the echo of its
     // own status write; a change of what it asks for goes at once.
-    if let Some(wait) = context.failures.waiting(&key, intent(&service)) {
+    if let Some(wait) = context.failures.waiting(&key, intent(&*service)) {
         return Ok(Action::requeue(wait));
     }
     context.metrics.reconciles.inc();
@@ -203,7 +203,7 @@ pub fn error_policy(service: Arc<ManagedService>, error: &Error, context: Arc<Co
         .inc();
     let delay = context
         .failures
-        .failed_with(ObjectRef::from_obj(&*service), intent(&service));
+        .failed_with(ObjectRef::from_obj(&*service), intent(&*service));
     tracing::warn!(
         service = %ObjectRef::from_obj(&*service),
         error = %one_line(error),
@@ -211,23 +211,6 @@ pub fn error_policy(service: Arc<ManagedService>, error: &Error, context: Arc<Co
         "reconcile failed"
     );
     Action::requeue(delay)
-}
-
-/// What a service asks for: spec (generation), annotations (the
-/// confirmation), finalizers and the deletion; not its status.
-fn intent(service: &ManagedService) -> u64 {
-    use std::hash::{Hash, Hasher};
-    let mut hasher = std::collections::hash_map::DefaultHasher::new();
-    service.metadata.generation.hash(&mut hasher);
-    service.annotations().hash(&mut hasher);
-    service.finalizers().hash(&mut hasher);
-    service
-        .metadata
-        .deletion_timestamp
-        .as_ref()
-        .map(|t| t.0.to_string())
-        .hash(&mut hasher);
-    hasher.finish()
 }
 
 /// What a deletion's decision depends on, gathered before deciding.
