@@ -159,9 +159,11 @@ pub mod events {
     /// Warning: admission denied the delete of a Stack resource (a Lock).
     pub const DELETION_DENIED: &str = "DeletionDenied";
     /// Warning: a Stack resource's `cd.hanzo.ai/sync-options` are not
-    /// understood (it is held), or give one option conflicting values (the
-    /// most protective holds).
+    /// understood: it is held, neither pruned nor deleted.
     pub const INVALID_SYNC_OPTIONS: &str = "InvalidSyncOptions";
+    /// Warning: a Stack resource's `cd.hanzo.ai/sync-options` give one
+    /// option conflicting values: the most protective holds.
+    pub const CONFLICTING_SYNC_OPTIONS: &str = "ConflictingSyncOptions";
     /// Normal: a backup's retention ended; its archive and record are gone.
     pub const BACKUP_EXPIRED: &str = "BackupExpired";
     /// Normal: a credential policy gave its service a new password.

@@ -536,6 +536,7 @@ impl Context {
                             self.publish(
                                 &key.namespace,
                                 stack,
+                                Some(key),
                                 EventType::Warning,
                                 events::DELETION_DENIED,
                                 format!("the delete of {} was denied: {message}", key.display()),
@@ -549,19 +550,26 @@ impl Context {
             }
         }
         if let Some(problem) = &problem {
-            let note = if decision == Removal::Hold {
-                messages::stack_resource_held(&key.display(), problem)
+            let (reason, note) = if decision == Removal::Hold {
+                (
+                    events::INVALID_SYNC_OPTIONS,
+                    messages::stack_resource_held(&key.display(), problem),
+                )
             } else {
                 let message = row.message.take().unwrap_or_default();
                 row.message = Some(format!("{message}; {problem}"));
-                format!("{}: {problem}", key.display())
+                (
+                    events::CONFLICTING_SYNC_OPTIONS,
+                    format!("{}: {problem}", key.display()),
+                )
             };
             if previous_row.message != row.message {
                 self.publish(
                     &key.namespace,
                     stack,
+                    Some(key),
                     EventType::Warning,
-                    events::INVALID_SYNC_OPTIONS,
+                    reason,
                     note,
                 )
                 .await;
@@ -708,6 +716,7 @@ impl Context {
         self.publish(
             namespace,
             name,
+            None,
             EventType::Normal,
             events::DELETION_APPROVAL_REQUIRED,
             format!(
@@ -720,10 +729,15 @@ impl Context {
         }
     }
 
+    /// Records an Event on Stack `namespace/stack`, related to `resource`
+    /// when about one: Events of one reason about different resources are
+    /// then separate series (the recorder folds an Event into an earlier
+    /// one of the same reason and objects, keeping the earlier note).
     async fn publish(
         &self,
         namespace: &str,
         stack: &str,
+        resource: Option<&ResourceKey>,
         type_: EventType,
         reason: &str,
         note: String,
@@ -749,7 +763,13 @@ impl Context {
             reason: reason.to_owned(),
             note: Some(note),
             action: "Reconcile".to_owned(),
-            secondary: None,
+            secondary: resource.map(|key| k8s_openapi::api::core::v1::ObjectReference {
+                api_version: Some(key.api_version()),
+                kind: Some(key.kind.clone()),
+                namespace: Some(key.namespace.clone()),
+                name: Some(key.name.clone()),
+                ..Default::default()
+            }),
         };
         if let Err(e) = self.recorder.publish(&event, &reference).await {
             tracing::warn!(error = %one_line(&e), "cannot record the event");
