@@ -266,7 +266,10 @@ fn or_list(words: &[&str]) -> String {
 /// A hint for a misspelt `word`: the accepted one it differs from only in
 /// case, or the separator it seems to use.
 fn spelling_hint(word: &str, accepted: &[&str]) -> String {
-    if let Some(meant) = accepted.iter().find(|a| a.eq_ignore_ascii_case(word)) {
+    if let Some(meant) = accepted
+        .iter()
+        .find(|a| a.eq_ignore_ascii_case(word) && **a != word)
+    {
         format!(" (did you mean {meant}? sync options are case-sensitive)")
     } else if word.trim() != word {
         " (no spaces around =)".to_owned()
@@ -297,11 +300,15 @@ pub fn sync_options_empty_item(position: usize) -> String {
 
 /// A `cd.hanzo.ai/sync-options` problem: an item without `=`.
 pub fn sync_options_not_key_value(item: &str) -> String {
-    format!(
-        "{} is not Key=Value{}",
-        quoted(item),
-        spelling_hint(item, &[PRUNE, DELETE])
-    )
+    let hint = if [PRUNE, DELETE].contains(&item) {
+        format!(
+            " (give it a value: {item}={})",
+            REMOVAL_VALUES.join(&format!(", {item}="))
+        )
+    } else {
+        spelling_hint(item, &[])
+    };
+    format!("{} is not Key=Value{hint}", quoted(item))
 }
 
 /// A `cd.hanzo.ai/sync-options` problem: an option this version does not know.
@@ -608,6 +615,10 @@ mod tests {
         assert_eq!(
             sync_options_not_key_value("Prune confirm"),
             "\"Prune confirm\" is not Key=Value (separate options with commas)"
+        );
+        assert_eq!(
+            sync_options_not_key_value("Prune"),
+            "\"Prune\" is not Key=Value (give it a value: Prune=confirm, Prune=false, Prune=true)"
         );
         assert_eq!(
             sync_options_empty_item(2),
