@@ -549,7 +549,9 @@ impl Context {
                 }
             }
         }
-        if let Some(problem) = &problem {
+        // A delete the API server refused keeps its own message: the
+        // options allowed it.
+        if let Some(problem) = problem.as_ref().filter(|_| decision != Removal::Delete) {
             let (reason, note) = if decision == Removal::Hold {
                 (
                     events::INVALID_SYNC_OPTIONS,
