@@ -4,7 +4,9 @@
 //! the gRPC stream, an Event and a notification announce; `Prune=false`
 //! never prunes; an approval is used once; a Lock keeps a deleted Stack
 //! partially torn down; ApprovalEvents shows each caller only the Projects
-//! its own identity may read.
+//! its own identity may read. Fail closed: sync options that are not
+//! understood hold the resource ("fail open"), and an approval set before
+//! the removal waited is never used ("stale authorisation").
 
 use std::sync::OnceLock;
 use std::time::Duration;
@@ -13,6 +15,7 @@ use navique_api::grpc::approvals::v1::approval_events_client::ApprovalEventsClie
 use navique_api::grpc::approvals::v1::{
     ApprovalEvent, EventType, ListPendingApprovalsRequest, StreamApprovalEventsRequest,
 };
+use navique_api::messages;
 use navique_e2e::locks::lock;
 use navique_e2e::plugin::{Watch, kubectl_navique, kubectl_navique_ok};
 use navique_e2e::services::CONTROLLER_USER;
@@ -111,6 +114,19 @@ fn annotation(ns: &str, kind: &str, name: &str, key: &str) -> String {
         key.replace('.', "\\.")
     );
     cluster().kubectl_ok(&["get", kind, name, "-n", ns, "-o", &path])
+}
+
+/// Sets (overwrites) annotation `key` of an object to `value`.
+fn annotate(ns: &str, kind: &str, name: &str, key: &str, value: &str) {
+    cluster().kubectl_ok(&[
+        "annotate",
+        kind,
+        name,
+        "-n",
+        ns,
+        &format!("{key}={value}"),
+        "--overwrite",
+    ]);
 }
 
 fn approve(ns: &str, kind: &str, name: &str) {
@@ -791,5 +807,390 @@ async fn approval_events_show_a_caller_only_the_projects_it_may_read() {
             Some(1),
             "error: ApprovalEvents needs a bearer token; the kubeconfig's user has a username and password: use a context whose user has a token, a tokenFile or an exec plugin that returns a token\n"
         )
+    );
+}
+
+/// The row message of `name`, or "".
+fn row_message(stack: &Value, name: &str) -> String {
+    row(stack, name)
+        .and_then(|r| r["message"].as_str().map(str::to_owned))
+        .unwrap_or_default()
+}
+
+/// Fail open: misspelt, wrong-case, wrongly separated and conflicting sync
+/// options once meant "prune now". In a manifest they are refused before
+/// anything is applied; on a live resource that leaves the Stack they hold
+/// it, and the Stack names the value and what is accepted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn misspelt_sync_options_keep_the_resource_and_say_what_is_accepted() {
+    env().ready().await;
+    let ns = cluster().namespace("fail-closed");
+    let other = config_map("other", 0, None);
+    apply_stack(
+        &ns,
+        "app",
+        &[config_map("settings", 0, None), other.clone()],
+    );
+    until_stack(&ns, "app", "the sync", |s| state(s).1 == "Synced").await;
+
+    // In a manifest: the Stack is refused, nothing is applied or pruned.
+    apply_stack(
+        &ns,
+        "app",
+        &[other.clone(), config_map("typo", 0, Some("Prune=confrim"))],
+    );
+    let refused = until_stack(&ns, "app", "the manifest to be refused", |s| {
+        state(s).1 == "InvalidManifest"
+    })
+    .await;
+    assert_eq!(
+        refused["status"]["operation"]["message"],
+        format!(
+            "spec.resources[1]: {}",
+            messages::sync_options_invalid(
+                "Prune=confrim",
+                "Prune takes confirm, false or true, not \"confrim\""
+            )
+        )
+    );
+    assert!(!exists(&ns, "configmap", "typo"));
+    assert!(exists(&ns, "configmap", "settings"), "nothing pruned");
+
+    // On the live object of a resource that leaves the Stack: held.
+    annotate(
+        &ns,
+        "configmap",
+        "settings",
+        "cd.hanzo.ai/sync-options",
+        "Prune=Confirm",
+    );
+    apply_stack(&ns, "app", std::slice::from_ref(&other));
+    let held = until_stack(&ns, "app", "the resource to be held", |s| {
+        state(s).1 == "InvalidSyncOptions"
+    })
+    .await;
+    let why = messages::sync_options_invalid(
+        "Prune=Confirm",
+        "Prune takes confirm, false or true, not \"Confirm\" (did you mean confirm? sync options are case-sensitive)",
+    );
+    assert_eq!(row_message(&held, "settings"), messages::held(&why));
+    let settings = row(&held, "settings").unwrap();
+    assert_eq!(settings["requiresPruning"], true);
+    assert_eq!(settings.get("requiresDeletionApproval"), None);
+    assert_eq!(state(&held).0, "Progressing");
+    assert_eq!(
+        held["status"]["operation"]["message"],
+        messages::stack_resource_held("ConfigMap/settings", &why)
+    );
+    assert!(
+        cluster()
+            .event_messages(&ns, "InvalidSyncOptions")
+            .contains(&format!(
+                "Warning {}",
+                messages::stack_resource_held("ConfigMap/settings", &why)
+            )),
+        "{}",
+        cluster().event_messages(&ns, "InvalidSyncOptions")
+    );
+
+    // Every other bad value holds it too, and is named.
+    for (value, problem) in [
+        (
+            "Prune=confrim",
+            "Prune takes confirm, false or true, not \"confrim\"".to_owned(),
+        ),
+        (
+            "Prune=confirm;Delete=confirm",
+            "Prune takes confirm, false or true, not \"confirm;Delete=confirm\" (separate options with commas)".to_owned(),
+        ),
+        (
+            "prune=confirm",
+            "\"prune\" is not an option (did you mean Prune? sync options are case-sensitive)".to_owned(),
+        ),
+        ("Prune=confirm,", messages::sync_options_empty_item(2)),
+    ] {
+        annotate(&ns, "configmap", "settings", "cd.hanzo.ai/sync-options", value);
+        let expected = messages::held(&messages::sync_options_invalid(value, &problem));
+        until_stack(&ns, "app", &format!("{value:?} to be named"), |s| {
+            row_message(s, "settings") == expected
+        })
+        .await;
+        assert!(exists(&ns, "configmap", "settings"), "{value:?} pruned it");
+    }
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert!(exists(&ns, "configmap", "settings"));
+
+    // Conflicting values: the most protective (confirm) holds, with a warning.
+    let conflicting = "Delete=confirm,Prune=confirm,Prune=true";
+    annotate(
+        &ns,
+        "configmap",
+        "settings",
+        "cd.hanzo.ai/sync-options",
+        conflicting,
+    );
+    let waiting = until_stack(&ns, "app", "the conflict to wait for approval", |s| {
+        row(s, "settings").is_some_and(|r| r["requiresDeletionApproval"] == true)
+    })
+    .await;
+    let conflict =
+        messages::sync_options_conflict(conflicting, "Prune", &["confirm", "true"], "confirm");
+    assert_eq!(
+        row_message(&waiting, "settings"),
+        format!(
+            "waiting for approval: annotate cd.hanzo.ai/deletion-approved=true to prune it; {conflict}"
+        )
+    );
+    assert!(
+        cluster()
+            .event_messages(&ns, "ConflictingSyncOptions")
+            .contains(&format!("Warning ConfigMap/settings: {conflict}"))
+    );
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert!(exists(&ns, "configmap", "settings"));
+    approve(&ns, "configmap", "settings");
+    until_stack(&ns, "app", "the approved prune", |s| {
+        state(s).1 == "Synced" && row(s, "settings").is_none()
+    })
+    .await;
+    assert!(!exists(&ns, "configmap", "settings"));
+}
+
+/// Fail open, at teardown: a deleted Stack holds a resource whose options
+/// are not understood (neither deleting nor letting it go) until they are
+/// fixed; `Delete=false` then lets it go.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deleted_stack_holds_a_resource_whose_options_are_not_understood() {
+    env().ready().await;
+    let ns = cluster().namespace("held-teardown");
+    apply_stack(&ns, "shop", &[config_map("data", 0, None)]);
+    until_stack(&ns, "shop", "the sync", |s| state(s).1 == "Synced").await;
+    annotate(
+        &ns,
+        "configmap",
+        "data",
+        "cd.hanzo.ai/sync-options",
+        "Delete=Confirm",
+    );
+    cluster().kubectl_ok(&["delete", "stack", "shop", "-n", &ns, "--wait=false"]);
+    let held = until_stack(&ns, "shop", "the teardown to hold", |s| {
+        state(s).1 == "InvalidSyncOptions"
+    })
+    .await;
+    let message = held["status"]["operation"]["message"].as_str().unwrap();
+    assert!(
+        message.starts_with(
+            "deleting wave 0: ConfigMap/data is held, neither pruned nor deleted: cd.hanzo.ai/sync-options \"Delete=Confirm\" is not understood"
+        ),
+        "{message}"
+    );
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert!(exists(&ns, "configmap", "data"));
+    assert!(stack(&ns, "shop").is_some());
+
+    annotate(
+        &ns,
+        "configmap",
+        "data",
+        "cd.hanzo.ai/sync-options",
+        "Delete=false",
+    );
+    eventually(WAIT, "the Stack to be gone", || async {
+        stack(&ns, "shop").is_none().then_some(())
+    })
+    .await;
+    assert!(exists(&ns, "configmap", "data"), "Delete=false keeps it");
+}
+
+/// Stale authorisation: an approval put on a resource by hand while it is
+/// still in the Stack is taken away when its prune starts to wait, and the
+/// wait is announced as usual; only an approval given while it waits
+/// prunes it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_approval_set_before_the_prune_waited_is_not_used_and_a_fresh_one_is() {
+    let env = env();
+    env.ready().await;
+    let ns = cluster().namespace("early-approval");
+    let other = config_map("other", 0, None);
+    apply_stack(
+        &ns,
+        "app",
+        &[
+            config_map("settings", 0, Some("Prune=confirm")),
+            other.clone(),
+        ],
+    );
+    until_stack(&ns, "app", "the sync", |s| state(s).1 == "Synced").await;
+    // Let the pass that follows the status write go by.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    approve(&ns, "configmap", "settings");
+    let mut events = subscribe(&ns).await;
+    apply_stack(&ns, "app", std::slice::from_ref(&other));
+
+    let waiting = until_stack(&ns, "app", "the prune to wait", |s| {
+        row(s, "settings").is_some_and(|r| r["requiresDeletionApproval"] == true)
+    })
+    .await;
+    assert_eq!(
+        state(&waiting),
+        ("Progressing".to_owned(), "WaitingForApproval".to_owned())
+    );
+    assert_eq!(
+        annotation(
+            &ns,
+            "configmap",
+            "settings",
+            "cd.hanzo.ai/deletion-approved"
+        ),
+        "",
+        "the early approval is taken away"
+    );
+    assert!(
+        env.controller_log()
+            .contains("took away an approval set before the removal waited"),
+        "the approval was taken away when the wait started"
+    );
+    assert_eq!(
+        next_event(&mut events).await,
+        (EventType::ApprovalRequired, "settings".to_owned())
+    );
+    assert!(
+        cluster()
+            .event_messages(&ns, "DeletionApprovalRequired")
+            .contains("waiting for approval to prune ConfigMap/settings")
+    );
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert!(
+        exists(&ns, "configmap", "settings"),
+        "the early approval pruned it"
+    );
+
+    // Given while it waits, an approval prunes it.
+    approve(&ns, "configmap", "settings");
+    until_stack(&ns, "app", "the approved prune", |s| {
+        state(s).1 == "Synced" && row(s, "settings").is_none()
+    })
+    .await;
+    assert!(!exists(&ns, "configmap", "settings"));
+    assert_eq!(
+        next_event(&mut events).await,
+        (EventType::Approved, "settings".to_owned())
+    );
+}
+
+/// Stale authorisation: a resource put back into the Stack stops waiting
+/// and loses its approval at once, even while its wave is held back (not
+/// at the next periodic apply, minutes later).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resource_put_back_behind_a_held_wave_loses_its_approval_at_once() {
+    env().ready().await;
+    let ns = cluster().namespace("put-back");
+    let gate = json!({
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "gate", "annotations": {"cd.hanzo.ai/sync-wave": "0"}},
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": {"app": "gate"}},
+            "template": {"metadata": {"labels": {"app": "gate"}}, "spec": {"containers": [{"name": "gate", "image": "busybox"}]}},
+        },
+    });
+    let ready = |replicas: i32| {
+        cluster().kubectl_ok(&[
+            "patch",
+            "deployment",
+            "gate",
+            "-n",
+            &ns,
+            "--subresource=status",
+            "--type=merge",
+            "-p",
+            &format!(r#"{{"status":{{"replicas":1,"readyReplicas":{replicas}}}}}"#),
+        ]);
+    };
+    let settings = config_map("settings", 1, Some("Prune=confirm"));
+    apply_stack(&ns, "app", &[gate.clone(), settings.clone()]);
+    until_stack(&ns, "app", "wave 0", |s| row(s, "gate").is_some()).await;
+    ready(1);
+    until_stack(&ns, "app", "the sync", |s| state(s).1 == "Synced").await;
+    apply_stack(&ns, "app", std::slice::from_ref(&gate));
+    until_stack(&ns, "app", "the prune to wait", |s| {
+        row(s, "settings").is_some_and(|r| r["requiresDeletionApproval"] == true)
+    })
+    .await;
+
+    // Approved, then put back behind an unhealthy wave 0 before the prune
+    // could run (the controller's deletes fail meanwhile).
+    ready(0);
+    cluster().post_raw(
+        "/debug/faults",
+        &json!({"faults": [{"verb": "delete", "resource": "configmaps", "namespace": ns, "user": CONTROLLER_USER, "code": 500, "message": "injected"}]}).to_string(),
+    );
+    approve(&ns, "configmap", "settings");
+    apply_stack(&ns, "app", &[gate.clone(), settings]);
+    cluster().kubectl_ok(&["delete", "--raw", "/debug/faults"]);
+    let back = until_stack(&ns, "app", "the resource to be held back by wave 0", |s| {
+        row_message(s, "settings") == "waits for wave 0"
+    })
+    .await;
+    assert_eq!(
+        row(&back, "settings")
+            .unwrap()
+            .get("requiresDeletionApproval"),
+        None
+    );
+    eventually(WAIT, "the approval to be taken away", || async {
+        annotation(
+            &ns,
+            "configmap",
+            "settings",
+            "cd.hanzo.ai/deletion-approved",
+        )
+        .is_empty()
+        .then_some(())
+    })
+    .await;
+    assert!(exists(&ns, "configmap", "settings"));
+
+    // Removed again, it waits for a new approval.
+    ready(1);
+    apply_stack(&ns, "app", &[gate]);
+    until_stack(&ns, "app", "a new wait", |s| {
+        row(s, "settings").is_some_and(|r| r["requiresDeletionApproval"] == true)
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert!(
+        exists(&ns, "configmap", "settings"),
+        "the old approval approved nothing"
+    );
+}
+
+/// `name: y` is the boolean true to YAML: the Stack says so, rather than
+/// that the name is missing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_yaml_boolean_name_is_reported_as_a_boolean() {
+    env().ready().await;
+    let ns = cluster().namespace("yaml-name");
+    let yaml = format!(
+        "apiVersion: core.navique.com/v1alpha1
+kind: Stack
+metadata: {{name: app, namespace: {ns}}}
+spec:
+  resources:
+  - apiVersion: v1
+    kind: ConfigMap
+    metadata:
+      name: y
+"
+    );
+    cluster().kubectl_in(&["apply", "-f", "-"], Some(&yaml));
+    let refused = until_stack(&ns, "app", "the manifest to be refused", |s| {
+        state(s).1 == "InvalidManifest"
+    })
+    .await;
+    assert_eq!(
+        refused["status"]["operation"]["message"],
+        "spec.resources[0]: metadata.name must be a string, not the boolean true: quote it (name: \"y\", not name: y); YAML reads an unquoted y, yes, on or true as the boolean true"
     );
 }

@@ -23,7 +23,7 @@ pub mod annotations {
     /// them in the denial without reading the Locks.
     pub const LOCK_REASONS: &str = "core.navique.com/lock-reasons";
     /// Per-resource sync options: `Prune=confirm`, `Delete=confirm`,
-    /// `Prune=false` (seed).
+    /// `Prune=false` (seed); what else it may hold is in [`super::sync_options`].
     pub const SYNC_OPTIONS: &str = "cd.hanzo.ai/sync-options";
     /// `"true"` approves a pending prune or delete of this object (seed).
     pub const DELETION_APPROVED: &str = "cd.hanzo.ai/deletion-approved";
@@ -31,6 +31,41 @@ pub mod annotations {
     pub const SYNC_WAVE: &str = "cd.hanzo.ai/sync-wave";
     /// Must equal the ManagedService's name for `deletionPolicy: Delete` (seed).
     pub const CONFIRM_DELETE: &str = "services.kube-dc.com/confirm-delete";
+}
+
+/// What `cd.hanzo.ai/sync-options` may hold: comma-separated `Key=Value`
+/// items, case-sensitive. Anything else is not understood, and a resource
+/// whose options are not understood is neither pruned nor deleted.
+pub mod sync_options {
+    /// Removal when the resource leaves its Stack (seed: `Prune=confirm`,
+    /// `Prune=false`).
+    pub const PRUNE: &str = "Prune";
+    /// Removal when its Stack is deleted, and the operator's own deletes of
+    /// engine objects (seed: `Delete=confirm`).
+    pub const DELETE: &str = "Delete";
+    /// The values of [`PRUNE`] and [`DELETE`], most protective first.
+    pub const FALSE: &str = "false";
+    pub const CONFIRM: &str = "confirm";
+    pub const TRUE: &str = "true";
+    pub const REMOVAL_VALUES: [&str; 3] = [CONFIRM, FALSE, TRUE];
+    /// Argo CD's resource sync options that do not concern removal: GitOps
+    /// tools write them into the same annotation. Accepted with a boolean
+    /// value, and ignored.
+    pub const IGNORED: [&str; 11] = [
+        "ApplyOutOfSyncOnly",
+        "ClientSideApplyMigration",
+        "CreateNamespace",
+        "FailOnSharedResource",
+        "Force",
+        "PruneLast",
+        "Replace",
+        "RespectIgnoreDifferences",
+        "ServerSideApply",
+        "SkipDryRunOnMissingResource",
+        "Validate",
+    ];
+    /// The values of the [`IGNORED`] options.
+    pub const BOOLEAN_VALUES: [&str; 2] = [TRUE, FALSE];
 }
 
 /// Labels.
@@ -105,6 +140,9 @@ pub mod reasons {
     pub const DELETING: &str = "Deleting";
     pub const WAITING_FOR_APPROVAL: &str = "WaitingForApproval";
     pub const DELETION_DENIED: &str = "DeletionDenied";
+    /// A resource to remove carries `cd.hanzo.ai/sync-options` that are not
+    /// understood: it is held, neither pruned nor deleted.
+    pub const INVALID_SYNC_OPTIONS: &str = "InvalidSyncOptions";
 }
 
 /// Event reasons. Seed reasons are contracts.
@@ -124,6 +162,12 @@ pub mod events {
     pub const DELETION_APPROVAL_REQUIRED: &str = "DeletionApprovalRequired";
     /// Warning: admission denied the delete of a Stack resource (a Lock).
     pub const DELETION_DENIED: &str = "DeletionDenied";
+    /// Warning: a Stack resource's `cd.hanzo.ai/sync-options` are not
+    /// understood: it is held, neither pruned nor deleted.
+    pub const INVALID_SYNC_OPTIONS: &str = "InvalidSyncOptions";
+    /// Warning: a Stack resource's `cd.hanzo.ai/sync-options` give one
+    /// option conflicting values: the most protective holds.
+    pub const CONFLICTING_SYNC_OPTIONS: &str = "ConflictingSyncOptions";
     /// Normal: a backup's retention ended; its archive and record are gone.
     pub const BACKUP_EXPIRED: &str = "BackupExpired";
     /// Normal: a credential policy gave its service a new password.

@@ -1,7 +1,10 @@
 //! User-facing messages. The texts the seeds quote are contracts: the tests
 //! below pin them byte for byte.
 
-use crate::constants::annotations::CONFIRM_DELETE;
+use serde_json::Value;
+
+use crate::constants::annotations::{CONFIRM_DELETE, SYNC_OPTIONS};
+use crate::constants::sync_options::{BOOLEAN_VALUES, DELETE, IGNORED, PRUNE, REMOVAL_VALUES};
 use crate::services::DeletionPolicy;
 
 /// The message a delete of a locked object is denied with (seed), naming
@@ -236,6 +239,183 @@ pub const RETAINED_LABEL_RESERVED: &str = "metadata.labels: services.kube-dc.com
 /// ownerReference, which on these objects can only have been planted.
 pub const GARBAGE_COLLECTION_REFUSED: &str = "metadata.ownerReferences: ServiceBackup records and retained objects are not garbage-collected; they are removed by the provider or with their Project";
 
+/// How many characters of a value a user wrote a message quotes, escaped:
+/// messages go into statuses and Events, and an annotation may be long.
+const QUOTED: usize = 60;
+
+/// `value`, quoted and escaped, cut after [`QUOTED`] characters.
+fn quoted(value: &str) -> String {
+    let escaped = format!("{value:?}");
+    if escaped.chars().count() <= QUOTED {
+        escaped
+    } else {
+        let cut: String = escaped.chars().take(QUOTED).collect();
+        format!("{cut}…")
+    }
+}
+
+/// `a, b or c`.
+fn or_list(words: &[&str]) -> String {
+    match words.split_last() {
+        Some((last, [])) => (*last).to_owned(),
+        Some((last, rest)) => format!("{} or {last}", rest.join(", ")),
+        None => String::new(),
+    }
+}
+
+/// A hint for a misspelt `word`: the accepted one it differs from only in
+/// case, or the separator it seems to use.
+fn spelling_hint(word: &str, accepted: &[&str]) -> String {
+    if let Some(meant) = accepted
+        .iter()
+        .find(|a| a.eq_ignore_ascii_case(word) && **a != word)
+    {
+        format!(" (did you mean {meant}? sync options are case-sensitive)")
+    } else if word.trim() != word {
+        " (no spaces around =)".to_owned()
+    } else if word.contains([';', '|', '&', '=']) || word.contains(char::is_whitespace) {
+        " (separate options with commas)".to_owned()
+    } else {
+        String::new()
+    }
+}
+
+/// What `cd.hanzo.ai/sync-options` accepts.
+pub fn sync_options_accepted() -> String {
+    let removal = REMOVAL_VALUES.join("|");
+    format!(
+        "{PRUNE}={removal}, {DELETE}={removal}, or, ignored, {}={}; comma-separated, case-sensitive",
+        IGNORED.join("|"),
+        BOOLEAN_VALUES.join("|")
+    )
+}
+
+/// A `cd.hanzo.ai/sync-options` problem: the value is empty.
+pub const SYNC_OPTIONS_EMPTY: &str = "it is empty";
+
+/// A `cd.hanzo.ai/sync-options` problem: item `position` (from 1) is empty.
+pub fn sync_options_empty_item(position: usize) -> String {
+    format!("item {position} is empty (one comma too many)")
+}
+
+/// A `cd.hanzo.ai/sync-options` problem: an item without `=`.
+pub fn sync_options_not_key_value(item: &str) -> String {
+    let hint = if [PRUNE, DELETE].contains(&item) {
+        format!(
+            " (give it a value: {item}={})",
+            REMOVAL_VALUES.join(&format!(", {item}="))
+        )
+    } else {
+        spelling_hint(item, &[])
+    };
+    format!("{} is not Key=Value{hint}", quoted(item))
+}
+
+/// A `cd.hanzo.ai/sync-options` problem: an option this version does not know.
+pub fn sync_options_unknown_option(key: &str) -> String {
+    let known: Vec<&str> = [PRUNE, DELETE].into_iter().chain(IGNORED).collect();
+    format!(
+        "{} is not an option{}",
+        quoted(key),
+        spelling_hint(key, &known)
+    )
+}
+
+/// A `cd.hanzo.ai/sync-options` problem: a known option with a value it
+/// does not take.
+pub fn sync_options_unknown_value(key: &str, value: &str, accepted: &[&str]) -> String {
+    format!(
+        "{key} takes {}, not {}{}",
+        or_list(accepted),
+        quoted(value),
+        spelling_hint(value, accepted)
+    )
+}
+
+/// `cd.hanzo.ai/sync-options` that are not understood, with the problem
+/// and what is accepted.
+pub fn sync_options_invalid(value: &str, problem: &str) -> String {
+    format!(
+        "{SYNC_OPTIONS} {} is not understood: {problem}; accepted: {}",
+        quoted(value),
+        sync_options_accepted()
+    )
+}
+
+/// `cd.hanzo.ai/sync-options` that give one option several values: the
+/// most protective, `holds`, is used.
+pub fn sync_options_conflict(value: &str, key: &str, values: &[&str], holds: &str) -> String {
+    format!(
+        "{SYNC_OPTIONS} {} gives {key} more than one value ({}); the most protective, {key}={holds}, holds: give {key} once",
+        quoted(value),
+        values.join(", ")
+    )
+}
+
+/// The row message of a Stack resource that is neither pruned nor deleted
+/// because of `why`.
+pub fn held(why: &str) -> String {
+    format!("held, neither pruned nor deleted: {why}")
+}
+
+/// The row (and operation) message while an approval set before a removal
+/// waited is being taken away; the wait is announced once it is gone.
+pub const STALE_APPROVAL_WITHDRAWN: &str = "taking away a cd.hanzo.ai/deletion-approved set before the removal waited; approve once it waits";
+
+/// The operation message and `InvalidSyncOptions` Event of a held Stack
+/// resource (`Kind/name`).
+pub fn stack_resource_held(resource: &str, why: &str) -> String {
+    format!("{resource} is {}", held(why))
+}
+
+/// A `Delete` policy meets an engine object it must not delete: `why`.
+pub fn engine_object_held(kind: &str, name: &str, why: &str) -> String {
+    format!("{kind} {name} is not deleted: {why}")
+}
+
+/// A `Delete` policy meets an engine object marked `Delete=false`.
+pub fn engine_object_never_deleted(kind: &str, name: &str) -> String {
+    engine_object_held(
+        kind,
+        name,
+        &format!(
+            "it is marked {SYNC_OPTIONS}: Delete=false; remove Delete=false to let the deletion policy delete it"
+        ),
+    )
+}
+
+/// A manifest field that must be there is missing or empty.
+pub fn manifest_field_required(field: &str) -> String {
+    format!("{field} is required")
+}
+
+/// A manifest's `metadata.annotations` is not a map.
+pub const MANIFEST_ANNOTATIONS_NOT_A_MAP: &str =
+    "metadata.annotations must be a map of strings to strings";
+
+/// A manifest field that must be a string holds another JSON value; `key`
+/// is the field's name as the YAML writes it.
+pub fn manifest_field_not_a_string(field: &str, key: &str, value: &Value) -> String {
+    match value {
+        Value::Bool(b) => {
+            let (example, words) = if *b {
+                ("y", "y, yes, on or true")
+            } else {
+                ("n", "n, no, off or false")
+            };
+            format!(
+                "{field} must be a string, not the boolean {b}: quote it ({key}: \"{example}\", not {key}: {example}); YAML reads an unquoted {words} as the boolean {b}"
+            )
+        }
+        Value::Number(n) => {
+            format!("{field} must be a string, not the number {n}: quote it ({key}: \"{n}\")")
+        }
+        Value::Array(_) => format!("{field} must be a string, not a list"),
+        Value::Object(_) => format!("{field} must be a string, not a map"),
+        Value::Null | Value::String(_) => format!("{field} must be a string"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -396,6 +576,94 @@ mod tests {
         assert_eq!(
             GARBAGE_COLLECTION_REFUSED,
             "metadata.ownerReferences: ServiceBackup records and retained objects are not garbage-collected; they are removed by the provider or with their Project"
+        );
+    }
+
+    #[test]
+    fn invalid_sync_options_quote_the_value_and_list_what_is_accepted() {
+        assert_eq!(
+            sync_options_invalid(
+                "Prune=Confirm",
+                &sync_options_unknown_value("Prune", "Confirm", &REMOVAL_VALUES)
+            ),
+            "cd.hanzo.ai/sync-options \"Prune=Confirm\" is not understood: Prune takes confirm, false or true, not \"Confirm\" (did you mean confirm? sync options are case-sensitive); accepted: Prune=confirm|false|true, Delete=confirm|false|true, or, ignored, ApplyOutOfSyncOnly|ClientSideApplyMigration|CreateNamespace|FailOnSharedResource|Force|PruneLast|Replace|RespectIgnoreDifferences|ServerSideApply|SkipDryRunOnMissingResource|Validate=true|false; comma-separated, case-sensitive"
+        );
+    }
+
+    #[test]
+    fn sync_option_problems_hint_at_case_spaces_and_separators() {
+        assert_eq!(
+            sync_options_unknown_value("Prune", "confirm;Delete=confirm", &REMOVAL_VALUES),
+            "Prune takes confirm, false or true, not \"confirm;Delete=confirm\" (separate options with commas)"
+        );
+        assert_eq!(
+            sync_options_unknown_value("Validate", "no", &BOOLEAN_VALUES),
+            "Validate takes true or false, not \"no\""
+        );
+        assert_eq!(
+            sync_options_unknown_option("prune"),
+            "\"prune\" is not an option (did you mean Prune? sync options are case-sensitive)"
+        );
+        assert_eq!(
+            sync_options_unknown_option("Prune "),
+            "\"Prune \" is not an option (no spaces around =)"
+        );
+        assert_eq!(
+            sync_options_not_key_value("Prune:confirm"),
+            "\"Prune:confirm\" is not Key=Value"
+        );
+        assert_eq!(
+            sync_options_not_key_value("Prune confirm"),
+            "\"Prune confirm\" is not Key=Value (separate options with commas)"
+        );
+        assert_eq!(
+            sync_options_not_key_value("Prune"),
+            "\"Prune\" is not Key=Value (give it a value: Prune=confirm, Prune=false, Prune=true)"
+        );
+        assert_eq!(
+            sync_options_empty_item(2),
+            "item 2 is empty (one comma too many)"
+        );
+    }
+
+    #[test]
+    fn long_values_are_cut_in_messages() {
+        let long = "x".repeat(10_000);
+        let message = sync_options_invalid(&long, &sync_options_unknown_option(&long));
+        assert!(message.len() < 600, "{}", message.len());
+        assert!(message.contains(&format!(" \"{}… ", "x".repeat(QUOTED - 1))));
+    }
+
+    #[test]
+    fn a_conflict_names_the_option_its_values_and_what_holds() {
+        assert_eq!(
+            sync_options_conflict(
+                "Delete=confirm,Prune=confirm,Prune=true",
+                "Prune",
+                &["confirm", "true"],
+                "confirm"
+            ),
+            "cd.hanzo.ai/sync-options \"Delete=confirm,Prune=confirm,Prune=true\" gives Prune more than one value (confirm, true); the most protective, Prune=confirm, holds: give Prune once"
+        );
+    }
+
+    #[test]
+    fn a_manifest_field_of_another_type_says_what_it_is_and_how_to_quote_it() {
+        assert_eq!(
+            manifest_field_not_a_string("metadata.name", "name", &Value::Bool(true)),
+            "metadata.name must be a string, not the boolean true: quote it (name: \"y\", not name: y); YAML reads an unquoted y, yes, on or true as the boolean true"
+        );
+        assert_eq!(
+            manifest_field_not_a_string("metadata.name", "name", &serde_json::json!(123)),
+            "metadata.name must be a string, not the number 123: quote it (name: \"123\")"
+        );
+        assert_eq!(
+            manifest_field_not_a_string(
+                "metadata.annotations[\"cd.hanzo.ai/sync-wave\"]",
+                "cd.hanzo.ai/sync-wave",
+                &serde_json::json!(1)
+            ),
+            "metadata.annotations[\"cd.hanzo.ai/sync-wave\"] must be a string, not the number 1: quote it (cd.hanzo.ai/sync-wave: \"1\")"
         );
     }
 }

@@ -79,6 +79,10 @@ pub enum Error {
         "waiting for deletion approval of {kind} {name} (cd.hanzo.ai/sync-options: Delete=confirm): annotate it cd.hanzo.ai/deletion-approved=true"
     )]
     AwaitingApproval { kind: &'static str, name: String },
+    /// An engine object that its sync options keep: `Delete=false`, or
+    /// options not understood.
+    #[error("{0}")]
+    DeletionHeld(String),
     #[error("ServicePlan {plan}: backup.schedule {schedule:?} is not a cron schedule: {problem}")]
     InvalidSchedule {
         plan: String,
@@ -141,6 +145,7 @@ impl Error {
             Error::InvalidManifest { .. } | Error::UnknownKind { .. } => "invalid_manifest",
             Error::StackResource { .. } => "stack_resource",
             Error::AwaitingApproval { .. } => "awaiting_approval",
+            Error::DeletionHeld(_) => "deletion_held",
             Error::InvalidSchedule { .. } => "invalid_schedule",
             Error::NotStackManaged { .. } => "name_in_use",
             Error::RotationOverwritten { .. } => "rotation_overwritten",

@@ -13,13 +13,16 @@ use k8s_openapi::{NamespaceResourceScope, Resource as OpenApiResource};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, Preconditions};
 use kube::{Client, Resource, ResourceExt};
 use navique_api::constants::labels;
+use navique_api::grpc::approvals::v1::Operation;
+use navique_api::messages;
 use navique_api::services::ManagedService;
 use navique_runtime::Leadership;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use crate::stack::plan::{self, Gate, SyncOptions};
+use crate::stack::plan;
+use crate::stack::sync_options::{self, Gate, SyncOptions};
 use crate::{Error, instance};
 
 /// The field manager of every write.
@@ -247,7 +250,8 @@ impl<'a> Objects<'a> {
 
     /// Deletes exactly the object read (uid precondition), so that a new
     /// object of the same name created meanwhile is never the one deleted;
-    /// one marked `Delete=confirm` only once approved.
+    /// one marked `Delete=confirm` only once approved, and, fail closed,
+    /// none marked `Delete=false` or whose sync options are not understood.
     async fn delete<K: ProjectObject>(
         &self,
         object: &K,
@@ -256,11 +260,33 @@ impl<'a> Objects<'a> {
         let name = object.name_any();
         // The Stacks' approval gate holds for the operator's own deletes too.
         let annotations = object.meta().annotations.as_ref();
-        if SyncOptions::of(annotations).delete == Gate::Confirm && !plan::approved(annotations) {
-            return Err(Error::AwaitingApproval {
-                kind: K::KIND,
-                name: self.full_name(&name),
-            });
+        let options = SyncOptions::of(annotations);
+        let full_name = self.full_name(&name);
+        match options.gate(Operation::Delete) {
+            Some(Gate::Allow) => {}
+            Some(Gate::Confirm) if plan::approved(annotations) => {}
+            Some(Gate::Confirm) => {
+                return Err(Error::AwaitingApproval {
+                    kind: K::KIND,
+                    name: full_name,
+                });
+            }
+            Some(Gate::Never) => {
+                return Err(Error::DeletionHeld(messages::engine_object_never_deleted(
+                    K::KIND,
+                    &full_name,
+                )));
+            }
+            None => {
+                let why = sync_options::value(annotations)
+                    .and_then(|value| options.problem(value))
+                    .unwrap_or_default();
+                return Err(Error::DeletionHeld(messages::engine_object_held(
+                    K::KIND,
+                    &full_name,
+                    &why,
+                )));
+            }
         }
         leadership.confirm().await.map_err(Error::NotLeader)?;
         let params = DeleteParams {

@@ -145,12 +145,12 @@ impl Live {
     }
 
     /// Takes away `cd.hanzo.ai/deletion-approved` from the object, unless it
-    /// changed since it was read.
+    /// changed since it was read; whether it did.
     pub async fn clear_approval(
         &self,
         key: &ResourceKey,
         object: &DynamicObject,
-    ) -> Result<(), Error> {
+    ) -> Result<bool, Error> {
         self.merge(
             key,
             object,
@@ -164,14 +164,17 @@ impl Live {
     pub async fn release(&self, key: &ResourceKey, object: &DynamicObject) -> Result<(), Error> {
         self.merge(key, object, json!({"labels": {labels::STACK: null}}))
             .await
+            .map(|_| ())
     }
 
+    /// Merges `metadata` into the object if it is still the version read;
+    /// whether it was.
     async fn merge(
         &self,
         key: &ResourceKey,
         object: &DynamicObject,
         mut metadata: Value,
-    ) -> Result<(), Error> {
+    ) -> Result<bool, Error> {
         metadata["resourceVersion"] = json!(object.resource_version());
         match self
             .api(key)
@@ -183,9 +186,9 @@ impl Live {
             )
             .await
         {
+            Ok(_) => Ok(true),
             // A newer version is seen at the next reconcile.
-            Ok(_) => Ok(()),
-            Err(kube::Error::Api(e)) if e.code == 404 || e.code == 409 => Ok(()),
+            Err(kube::Error::Api(e)) if e.code == 404 || e.code == 409 => Ok(false),
             Err(e) => Err(Self::failed("patch", key)(e)),
         }
     }

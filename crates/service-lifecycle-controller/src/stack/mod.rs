@@ -2,7 +2,11 @@
 //! order, prunes what left the list, and tears everything down in reverse
 //! wave order when the Stack is deleted, behind its finalizer. Removals
 //! marked `Prune=confirm` or `Delete=confirm` wait for
-//! `cd.hanzo.ai/deletion-approved: "true"`, and an approval is used once.
+//! `cd.hanzo.ai/deletion-approved: "true"`, and an approval counts only
+//! when given while the removal waits (or declared by the Stack's
+//! manifest); one set earlier is taken away when the wait starts. Sync
+//! options that are not understood hold the resource: it is neither pruned
+//! nor deleted ([`sync_options`]).
 //!
 //! Resources carry the label `core.navique.com/stack` and no owner
 //! reference: garbage collection (a foreground or orphaning delete of the
@@ -12,6 +16,7 @@ pub mod access;
 pub mod approvals;
 pub mod live;
 pub mod plan;
+pub mod sync_options;
 
 use std::collections::BTreeSet;
 use std::convert::Infallible;
@@ -33,11 +38,13 @@ use navique_api::core::{
     SyncStatus,
 };
 use navique_api::grpc::approvals::v1::Operation;
+use navique_api::messages;
 use navique_runtime::{Leadership, one_line, set_finalizers};
 
 use self::approvals::{Approvals, Notifier, Waiting};
 use self::live::{Deleted, Live, owned_by};
-use self::plan::{Desired, Removal, ResourceKey, SyncOptions};
+use self::plan::{Approval, Desired, Removal, ResourceKey};
+use self::sync_options::{Gate, SyncOptions};
 use crate::Error;
 use crate::dependents::{ControllerMetrics, Tracker};
 use crate::objects::MANAGER;
@@ -52,6 +59,8 @@ const WAITING_POLL: Duration = Duration::from_secs(2);
 const FAILED_RETRY: Duration = Duration::from_secs(30);
 /// How often a synced Stack is applied again, repairing drift.
 const RESYNC: Duration = Duration::from_secs(300);
+/// The longest note an Event may carry (events.k8s.io/v1).
+const EVENT_NOTE_BYTES: usize = 1024;
 
 pub struct Context {
     client: Client,
@@ -191,6 +200,8 @@ struct Pass {
     denied: Vec<(String, String)>,
     /// Resources kept because of `Prune=false`.
     prune_skipped: Vec<String>,
+    /// Resources held because their sync options are not understood: why.
+    held: Vec<String>,
 }
 
 impl Pass {
@@ -257,6 +268,12 @@ impl Context {
                 format!("the prune of {resource} was denied: {denial}"),
                 (false, reasons::DELETION_DENIED),
             )
+        } else if let Some(held) = pass.held.first() {
+            (
+                OperationPhase::Progressing,
+                held.clone(),
+                (false, reasons::INVALID_SYNC_OPTIONS),
+            )
         } else if !pass.waiting.is_empty() {
             (
                 OperationPhase::Progressing,
@@ -316,6 +333,16 @@ impl Context {
             for item in desired.iter().filter(|d| d.wave == wave) {
                 let mut row = row(&item.key, Some(item.wave), SyncStatus::OutOfSync);
                 if let Some(why) = &held {
+                    // Still in the Stack: an approval it carries goes now,
+                    // not once its wave is applied.
+                    match self.live.get(&item.key).await {
+                        Ok(Some(object)) => self.withdraw_approval(stack, item, &object).await?,
+                        Ok(None) => {}
+                        // E.g. a kind that a lower wave has yet to define.
+                        Err(e) => {
+                            tracing::debug!(resource = %item.key.display(), error = %one_line(&e), "cannot read a resource held back")
+                        }
+                    }
                     row.message = Some(why.clone());
                     pass.rows.push(row);
                     continue;
@@ -353,8 +380,7 @@ impl Context {
     }
 
     /// Applies one manifest; an object of that name that is not the
-    /// Stack's is left alone. An approval the manifest does not declare is
-    /// taken away: nothing of a desired resource waits for one.
+    /// Stack's is left alone.
     async fn apply(&self, stack: &str, item: &Desired) -> Result<DynamicObject, Error> {
         if let Some(existing) = self.live.get(&item.key).await?
             && !owned_by(&existing, stack)
@@ -368,11 +394,28 @@ impl Context {
             .live
             .apply(&item.key, stack, item.manifest.clone())
             .await?;
-        let approved = plan::approved(object.metadata.annotations.as_ref());
-        if plan::stale_approval(approved, false, item.declares_approval) {
-            self.live.clear_approval(&item.key, &object).await?;
-        }
+        self.withdraw_approval(stack, item, &object).await?;
         Ok(object)
+    }
+
+    /// Takes away an approval that the manifest does not declare from a
+    /// resource of the Stack: nothing of a desired resource waits for one,
+    /// and left in place it would approve a later removal before that
+    /// waited ("stale authorisation"). A resource put back into the Stack
+    /// loses its approval at once.
+    async fn withdraw_approval(
+        &self,
+        stack: &str,
+        item: &Desired,
+        object: &DynamicObject,
+    ) -> Result<(), Error> {
+        let annotated = plan::approved(object.metadata.annotations.as_ref());
+        if owned_by(object, stack)
+            && plan::approval(annotated, item.declares_approval, false) == Approval::Stale
+        {
+            self.live.clear_approval(&item.key, object).await?;
+        }
+        Ok(())
     }
 
     /// Prunes what left `spec.resources`, last wave first.
@@ -393,19 +436,22 @@ impl Context {
         gone.sort_by_key(|r| std::cmp::Reverse(r.sync_wave.unwrap_or(0)));
         for previous_row in gone {
             let key = ResourceKey::of_status(previous_row, namespace);
-            self.remove(stack, &key, previous_row, Operation::Prune, pass)
+            self.remove(stack, &key, previous_row, Operation::Prune, false, pass)
                 .await?;
         }
         Ok(())
     }
 
-    /// One removal (prune or teardown) of `key`, as its sync options allow.
+    /// One removal (prune or teardown) of `key`, as its sync options and
+    /// its approval allow. `declared`: the Stack's manifest of the resource
+    /// declares `cd.hanzo.ai/deletion-approved: "true"`.
     async fn remove(
         &self,
         stack: &str,
         key: &ResourceKey,
         previous_row: &ResourceStatus,
         operation: Operation,
+        declared: bool,
         pass: &mut Pass,
     ) -> Result<(), Error> {
         let Some(object) = self.live.get(key).await? else {
@@ -427,25 +473,45 @@ impl Context {
             pass.rows.push(row);
             return Ok(());
         }
-        let options = SyncOptions::of(object.metadata.annotations.as_ref());
-        let gate = if pruning {
-            options.prune
-        } else {
-            options.delete
-        };
-        let approved = plan::approved(object.metadata.annotations.as_ref());
+        let annotations = object.metadata.annotations.as_ref();
+        let options = SyncOptions::of(annotations);
+        let gate = options.gate(operation);
+        // Options not understood (the resource is held), or conflicting
+        // (the most protective value holds): the row and an Event say so.
+        let problem = sync_options::value(annotations).and_then(|value| options.problem(value));
+        let approval = plan::approval(
+            plan::approved(annotations),
+            declared,
+            plan::waits_for_approval(previous_row, operation),
+        );
         let waiting = Waiting {
             key: key.clone(),
             uid: object.uid().unwrap_or_default(),
             operation,
         };
-        match plan::removal(gate, approved) {
+        let mut decision = plan::removal(gate, approval);
+        // Strip, then announce: the wait is recorded only once the early
+        // approval is gone; one that changed meanwhile is looked at again.
+        if decision == Removal::Withdraw && self.live.clear_approval(key, &object).await? {
+            tracing::info!(resource = %key.display(), %stack, ?operation, "took away an approval set before the removal waited");
+            decision = Removal::AwaitApproval;
+        }
+        match decision {
+            Removal::Hold => {
+                let why = problem.clone().unwrap_or_default();
+                row.message = Some(messages::held(&why));
+                pass.held
+                    .push(messages::stack_resource_held(&key.display(), &why));
+            }
             Removal::Keep if pruning => {
                 row.message = Some("not pruned: Prune=false".to_owned());
                 pass.prune_skipped.push(key.display());
-                pass.rows.push(row);
             }
-            Removal::Keep => self.live.release(key, &object).await?,
+            Removal::Keep => return self.live.release(key, &object).await,
+            Removal::Withdraw => {
+                row.message = Some(messages::STALE_APPROVAL_WITHDRAWN.to_owned());
+                pass.progressing(|| messages::STALE_APPROVAL_WITHDRAWN.to_owned());
+            }
             Removal::AwaitApproval => {
                 row.requires_deletion_approval = true;
                 row.message = Some(format!(
@@ -453,23 +519,24 @@ impl Context {
                     if pruning { "prune it" } else { "delete it" }
                 ));
                 pass.waiting.push(waiting);
-                pass.rows.push(row);
             }
             Removal::Delete => {
                 self.leadership.confirm().await.map_err(Error::NotLeader)?;
                 match self.live.delete(key, &object).await? {
                     Deleted::Done => {
                         let (namespace, stack) = (&key.namespace, stack);
-                        if gate == plan::Gate::Confirm {
+                        if gate == Some(Gate::Confirm) {
                             self.approvals.approved_removal(namespace, stack, &waiting);
                         }
                         tracing::info!(resource = %key.display(), %namespace, %stack, ?operation, "deleted");
+                        return Ok(());
                     }
                     Deleted::Denied(message) => {
                         if previous_row.message.as_deref() != Some(message.as_str()) {
                             self.publish(
                                 &key.namespace,
                                 stack,
+                                Some(key),
                                 EventType::Warning,
                                 events::DELETION_DENIED,
                                 format!("the delete of {} was denied: {message}", key.display()),
@@ -478,11 +545,39 @@ impl Context {
                         }
                         pass.denied.push((key.display(), message.clone()));
                         row.message = Some(message);
-                        pass.rows.push(row);
                     }
                 }
             }
         }
+        // A delete the API server refused keeps its own message: the
+        // options allowed it.
+        if let Some(problem) = problem.as_ref().filter(|_| decision != Removal::Delete) {
+            let (reason, note) = if decision == Removal::Hold {
+                (
+                    events::INVALID_SYNC_OPTIONS,
+                    messages::stack_resource_held(&key.display(), problem),
+                )
+            } else {
+                let message = row.message.take().unwrap_or_default();
+                row.message = Some(format!("{message}; {problem}"));
+                (
+                    events::CONFLICTING_SYNC_OPTIONS,
+                    format!("{}: {problem}", key.display()),
+                )
+            };
+            if previous_row.message != row.message {
+                self.publish(
+                    &key.namespace,
+                    stack,
+                    Some(key),
+                    EventType::Warning,
+                    reason,
+                    note,
+                )
+                .await;
+            }
+        }
+        pass.rows.push(row);
         Ok(())
     }
 
@@ -502,16 +597,21 @@ impl Context {
         }
         // The inventory, and manifests applied before it was first written.
         let mut inventory: Vec<ResourceStatus> = previous.resources.clone();
-        if let Ok(desired) = plan::desired(namespace, &stack.spec.resources) {
-            for item in desired {
-                let known = inventory
-                    .iter()
-                    .any(|r| ResourceKey::of_status(r, namespace) == item.key);
-                if !known {
-                    inventory.push(row(&item.key, Some(item.wave), SyncStatus::Synced));
-                }
+        let desired = plan::desired(namespace, &stack.spec.resources).unwrap_or_default();
+        for item in &desired {
+            let known = inventory
+                .iter()
+                .any(|r| ResourceKey::of_status(r, namespace) == item.key);
+            if !known {
+                inventory.push(row(&item.key, Some(item.wave), SyncStatus::Synced));
             }
         }
+        // Approvals the Stack's own manifests declare.
+        let declared: BTreeSet<&ResourceKey> = desired
+            .iter()
+            .filter(|d| d.declares_approval)
+            .map(|d| &d.key)
+            .collect();
         let mut present = Vec::new();
         for item in &inventory {
             let key = ResourceKey::of_status(item, namespace);
@@ -545,13 +645,19 @@ impl Context {
                 pass.rows.push(kept);
                 continue;
             }
-            self.remove(name, &key, item, Operation::Delete, &mut pass)
+            let declares = declared.contains(&key);
+            self.remove(name, &key, item, Operation::Delete, declares, &mut pass)
                 .await?;
         }
         let (message, reason) = if let Some((resource, denial)) = pass.denied.first() {
             (
                 format!("deleting wave {wave}: the delete of {resource} was denied: {denial}"),
                 reasons::DELETION_DENIED,
+            )
+        } else if let Some(held) = pass.held.first() {
+            (
+                format!("deleting wave {wave}: {held}"),
+                reasons::INVALID_SYNC_OPTIONS,
             )
         } else if !pass.waiting.is_empty() {
             (
@@ -590,8 +696,7 @@ impl Context {
     ) {
         let announced = |key: &ResourceKey| {
             previous.resources.iter().any(|r| {
-                r.requires_deletion_approval
-                    && r.requires_pruning == (operation == Operation::Prune)
+                plan::waits_for_approval(r, operation)
                     && ResourceKey::of_status(r, namespace) == *key
             })
         };
@@ -613,6 +718,7 @@ impl Context {
         self.publish(
             namespace,
             name,
+            None,
             EventType::Normal,
             events::DELETION_APPROVAL_REQUIRED,
             format!(
@@ -625,10 +731,15 @@ impl Context {
         }
     }
 
+    /// Records an Event on Stack `namespace/stack`, related to `resource`
+    /// when about one: Events of one reason about different resources are
+    /// then separate series (the recorder folds an Event into an earlier
+    /// one of the same reason and objects, keeping the earlier note).
     async fn publish(
         &self,
         namespace: &str,
         stack: &str,
+        resource: Option<&ResourceKey>,
         type_: EventType,
         reason: &str,
         note: String,
@@ -640,12 +751,27 @@ impl Context {
             name: Some(stack.to_owned()),
             ..Default::default()
         };
+        let mut note = note;
+        if note.len() > EVENT_NOTE_BYTES {
+            let mut end = EVENT_NOTE_BYTES - '…'.len_utf8();
+            while !note.is_char_boundary(end) {
+                end -= 1;
+            }
+            note.truncate(end);
+            note.push('…');
+        }
         let event = Event {
             type_,
             reason: reason.to_owned(),
             note: Some(note),
             action: "Reconcile".to_owned(),
-            secondary: None,
+            secondary: resource.map(|key| k8s_openapi::api::core::v1::ObjectReference {
+                api_version: Some(key.api_version()),
+                kind: Some(key.kind.clone()),
+                namespace: Some(key.namespace.clone()),
+                name: Some(key.name.clone()),
+                ..Default::default()
+            }),
         };
         if let Err(e) = self.recorder.publish(&event, &reference).await {
             tracing::warn!(error = %one_line(&e), "cannot record the event");
