@@ -15,7 +15,6 @@ use navique_api::services::ManagedService;
 use navique_e2e::eventually;
 use navique_e2e::services::{ALICE, ServiceEnv, WAIT, on_server};
 
-
 fn env() -> &'static ServiceEnv {
     static ENV: OnceLock<ServiceEnv> = OnceLock::new();
     ENV.get_or_init(|| ServiceEnv::start(&[]))

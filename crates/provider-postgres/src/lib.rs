@@ -751,7 +751,11 @@ impl Engine {
     /// The backup last restored into the service's database (as
     /// [`Engine::record_restore`] wrote it); `None` when none was. The
     /// database must be the service's own ([`Error::NotOwned`]).
-    pub async fn restored_from(&self, owner: &Owner, db: &Database) -> Result<Option<String>, Error> {
+    pub async fn restored_from(
+        &self,
+        owner: &Owner,
+        db: &Database,
+    ) -> Result<Option<String>, Error> {
         self.check_database(db)?;
         self.bounded("reading the database's last restore", async {
             let session = self.connect(MAINTENANCE_DATABASE).await?;
@@ -775,7 +779,12 @@ impl Engine {
     /// Records that `backup` was restored into the service's database, so
     /// that a retry of that restore is known for one, not for an in-place
     /// restore over live data.
-    pub async fn record_restore(&self, owner: &Owner, db: &Database, backup: &str) -> Result<(), Error> {
+    pub async fn record_restore(
+        &self,
+        owner: &Owner,
+        db: &Database,
+        backup: &str,
+    ) -> Result<(), Error> {
         self.check_database(db)?;
         self.bounded("recording the restore", async {
             let session = self.connect(MAINTENANCE_DATABASE).await?;

@@ -40,7 +40,10 @@ async fn orders_db_is_provisioned_and_deleted_only_when_confirmed() {
             .filter(|(phase, reason, _)| *phase == ServicePhase::Ready && reason == "Available")
     })
     .await;
-    assert_eq!(message, format!("database {ORDERS} on 127.0.0.1:{}", pg.port));
+    assert_eq!(
+        message,
+        format!("database {ORDERS} on 127.0.0.1:{}", pg.port)
+    );
     let stored = services.get("orders-db").await.unwrap();
     let status = stored.status.clone().unwrap();
     assert_eq!(status.instance_namespace.as_deref(), Some("my-project"));
@@ -362,7 +365,10 @@ async fn failures_and_blocked_deletions_are_reported() {
     let (pg, client) = (&env.pg, &env.client);
     let mut service = orders_db();
     service.spec.deletion_policy = navique_api::services::DeletionPolicy::SnapshotAndDelete;
-    service.spec.parameters = Some(serde_json::json!({"database": "Orders", "owner": "orders"}));
+    service.spec.parameters = Some(
+        serde_json::from_value(serde_json::json!({"database": "Orders", "owner": "orders"}))
+            .unwrap(),
+    );
     let services = Api::<ManagedService>::namespaced(client.clone(), "my-project");
     services
         .create(&PostParams::default(), &service)
