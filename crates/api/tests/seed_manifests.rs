@@ -281,6 +281,20 @@ fn malformed_parameters_are_rejected_naming_the_field() {
         )
     );
     assert_eq!(
+        admit_orders_db(|m| m["spec"]["parameters"]["owner"] = json!(7)),
+        invalid(
+            r#"spec.parameters.owner: Invalid value: "integer": spec.parameters.owner in body must be of type string: "integer""#
+        )
+    );
+    assert_eq!(
+        admit_orders_db(
+            |m| m["spec"]["parameters"]["postgresql"]["parameters"]["work_mem"] = json!(["8MB"])
+        ),
+        invalid(
+            r#"spec.parameters.postgresql.parameters.work_mem: Invalid value: "array": spec.parameters.postgresql.parameters.work_mem in body must be of type integer,string: "array""#
+        )
+    );
+    assert_eq!(
         admit_orders_db(|m| m["spec"]["deletionProtection"] = json!("true")),
         invalid(
             r#"spec.deletionProtection: Invalid value: "string": spec.deletionProtection in body must be of type boolean: "string""#
@@ -329,7 +343,7 @@ fn names_that_go_into_urls_must_be_object_names() {
             if spec.get(child).is_none() {
                 spec[child] = json!({});
             }
-            spec[child][&key[..]] = json!(bad);
+            spec[child][key] = json!(bad);
             if child == "restoreFrom" {
                 spec[child]["namespace"] = json!("my-project");
             }

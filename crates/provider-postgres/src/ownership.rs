@@ -20,7 +20,7 @@ pub const TABLE: &str = "navique.engine_objects";
 
 /// Serialises the set-up and every claim on one server: two replicas (or
 /// two services asking for one name) never both record it.
-pub(crate) const LOCK_KEY: i64 = 0x6e61_7669_7175_65;
+pub(crate) const LOCK_KEY: i64 = 0x006e_6176_6971_7565;
 
 /// Creates the schema and table if missing; runs inside the claim's
 /// transaction, under [`LOCK_KEY`].

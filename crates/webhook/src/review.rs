@@ -325,10 +325,10 @@ mod tests {
         /// unreadable one is never answered as allowed.
         #[test]
         fn any_body_is_read_or_refused(body in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..256)) {
-            if let Err(error) = parse(&body) {
-                if let Some(answer) = refuse_unreadable(&body, &error) {
-                    proptest::prop_assert_eq!(&answer["response"]["allowed"], &json!(false));
-                }
+            if let Err(error) = parse(&body)
+                && let Some(answer) = refuse_unreadable(&body, &error)
+            {
+                proptest::prop_assert_eq!(&answer["response"]["allowed"], &json!(false));
             }
         }
     }
