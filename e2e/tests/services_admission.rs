@@ -200,3 +200,118 @@ async fn deleting_the_project_removes_protected_services_and_backup_records() {
     k.kubectl_ok(&["delete", "namespace", &ns, "--timeout", "30s"]);
     assert!(!k.kubectl(&["get", "namespace", &ns], None).status.success());
 }
+
+/// The seed's orders-db on the `postgresql-platform-ha` plan
+/// with `from` replaced by `to` in its manifest.
+fn orders_db_with(ns: &str, from: &str, to: &str) -> String {
+    let manifest = orders_db(ns, "postgresql-platform-ha", "Retain", false);
+    assert!(manifest.contains(from), "{from} not in the manifest");
+    manifest.replacen(from, to, 1)
+}
+
+#[tokio::test]
+async fn the_seed_manifest_applies_with_a_warning_of_what_a_shared_service_does_not_apply() {
+    let k = &env().cluster;
+    let ns = k.namespace("seed-warning");
+    let manifest = orders_db(&ns, "postgresql-platform-ha", "Delete", false);
+    let output = eventually(
+        Duration::from_secs(20),
+        "the webhook to admit the seed manifest",
+        || async {
+            let output = k.kubectl(&["apply", "-f", "-"], Some(&manifest));
+            output.status.success().then_some(output)
+        },
+    )
+    .await;
+    assert_eq!(
+        String::from_utf8_lossy(&output.stderr),
+        "Warning: spec.parameters.storage, spec.parameters.instances, spec.parameters.postgresql.parameters are not applied to ProviderShared services: the service is a database on the provider's server, which the provider sizes and configures\n"
+    );
+}
+
+/// Fail open: each of these became a default, went through unread, or was
+/// copied into a volume claim. Each is refused, naming the field, by the
+/// CRD schema (the API server's own messages) or by the webhook.
+#[tokio::test]
+async fn bad_parameters_are_refused_naming_the_field() {
+    let k = &env().cluster;
+    let ns = k.namespace("bad-parameters");
+    apply_when_ready(
+        k,
+        &orders_db(&ns, "postgresql-platform-ha", "Retain", false),
+    )
+    .await;
+    k.kubectl_ok(&["delete", "managedservice", "orders-db", "-n", &ns]);
+    let invalid = |detail: &str| format!("The ManagedService \"orders-db\" is invalid: {detail}\n");
+    let denied = |message: &str| {
+        format!(
+            "Error from server (Forbidden): error when creating \"STDIN\": admission webhook \"managedservices.navique.com\" denied the request: {message}\n"
+        )
+    };
+    let cases = [
+        (
+            ("    storage:\n      size: 10Gi\n", "    storage: big\n"),
+            invalid(r#"spec.parameters.storage: Invalid value: "string": spec.parameters.storage in body must be of type object: "string""#),
+        ),
+        (
+            ("instances: 2", "instances: -3"),
+            invalid("spec.parameters.instances: Invalid value: -3: spec.parameters.instances in body should be greater than or equal to 1"),
+        ),
+        (
+            ("deletionProtection: false", "deletionProtection: \"true\""),
+            invalid(r#"spec.deletionProtection: Invalid value: "string": spec.deletionProtection in body must be of type boolean: "string""#),
+        ),
+        (
+            ("size: 10Gi", "size: \"-10Gi\""),
+            denied(r#"spec.parameters.storage.size: must be a quantity above zero such as 10Gi, not "-10Gi""#),
+        ),
+        (
+            ("size: 10Gi", "size: \"0\""),
+            denied(r#"spec.parameters.storage.size: must be a quantity above zero such as 10Gi, not "0""#),
+        ),
+        (
+            ("size: 10Gi", "size: 1e400Gi"),
+            denied(r#"spec.parameters.storage.size: must be a quantity above zero such as 10Gi, not "1e400Gi""#),
+        ),
+        (
+            ("size: 10Gi", "size: 100Ti"),
+            denied(r#"spec.parameters.storage.size: must be at most 64Ti, not "100Ti""#),
+        ),
+        (
+            ("database: orders", "database: Orders"),
+            denied(r#"spec.parameters.database: invalid database name "Orders": may hold only lowercase letters, digits and "_", not 'O'"#),
+        ),
+        (
+            ("owner: orders", "owner: orders__x"),
+            denied(r#"spec.parameters.owner: invalid role name "orders__x": must neither start with "_" nor hold "__" (the server's names are <project>__<name>)"#),
+        ),
+        (
+            ("    readonlyRole: true\n", "    readonlyRole: true\n    storgae: {size: 10Gi}\n"),
+            r#"Error from server (BadRequest): error when creating "STDIN": ManagedService in version "v1alpha1" cannot be handled as a ManagedService: strict decoding error: unknown field "spec.parameters.storgae""#.to_owned() + "\n",
+        ),
+    ];
+    for ((from, to), expected) in cases {
+        let err = k.kubectl_err(&["apply", "-f", "-"], Some(&orders_db_with(&ns, from, to)));
+        assert_eq!(err, expected, "{to}");
+    }
+    // Nothing was created.
+    let listed = k.kubectl_ok(&["get", "managedservices", "-n", &ns, "-o", "name"]);
+    assert_eq!(listed, "");
+}
+
+#[tokio::test]
+async fn a_lock_whose_target_name_is_not_an_object_name_is_refused_naming_the_field() {
+    let k = &env().cluster;
+    let ns = k.namespace("lock-name");
+    let lock = format!(
+        "apiVersion: core.navique.com/v1alpha1\nkind: Lock\nmetadata: {{name: protect-forge-stack, namespace: {ns}}}\nspec:\n  targetRef: {{kind: Stack, name: \"Forge Ü\"}}\n"
+    );
+    let err = k.kubectl_err(&["apply", "-f", "-"], Some(&lock));
+    assert_eq!(
+        err,
+        format!(
+            "The Lock \"protect-forge-stack\" is invalid: spec.targetRef.name: Invalid value: \"Forge Ü\": spec.targetRef.name in body should match '{}'\n",
+            navique_api::names::OBJECT_NAME_PATTERN
+        )
+    );
+}

@@ -15,4 +15,14 @@ pub enum Error {
         value: String,
         problem: &'static str,
     },
+    /// A quantity field that does not hold a quantity the API takes.
+    #[error("{field}: {problem}, not {value:?}")]
+    Quantity {
+        field: &'static str,
+        value: String,
+        problem: &'static str,
+    },
+    /// A `postgresql.parameters` key that is not a setting name.
+    #[error("spec.parameters.postgresql.parameters: {name:?} is not a PostgreSQL setting name")]
+    SettingName { name: String },
 }

@@ -16,6 +16,8 @@ pub mod crds;
 pub mod duration;
 pub mod grpc;
 pub mod messages;
+pub mod names;
+pub mod quantity;
 pub mod schema;
 pub mod services;
 

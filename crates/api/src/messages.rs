@@ -73,6 +73,58 @@ pub fn lock_kind_cluster_scoped(kind: &str, api_version: &str) -> String {
     )
 }
 
+/// `InvalidTarget`: a target name that is not an object name (it would go
+/// into a request URL as typed).
+pub fn lock_target_name_invalid(name: &str) -> String {
+    format!(
+        "spec.targetRef.name: {name:?} is not an object name: lowercase letters, digits, '-' and '.', starting and ending with a letter or digit, at most 253 characters"
+    )
+}
+
+/// `InvalidTarget`: a target kind that is not a kind name.
+pub fn lock_target_kind_invalid(kind: &str) -> String {
+    format!(
+        "spec.targetRef.kind: {kind:?} is not a kind: a letter, then letters and digits, such as Stack"
+    )
+}
+
+/// What a storage quantity must be (after the field, before `, not "<value>"`).
+pub const QUANTITY_MALFORMED: &str = "must be a quantity above zero such as 10Gi";
+
+/// A storage quantity above the largest volume taken (`quantity::MAX_STORAGE`).
+pub const QUANTITY_TOO_LARGE: &str = "must be at most 64Ti";
+
+/// The refusal of an admission request the webhook cannot read whole: it
+/// fails closed rather than allow what it could not check.
+pub fn malformed_review(problem: &str) -> String {
+    format!("malformed admission request: {problem}; the request is refused")
+}
+
+/// A field of a ManagedService that must be a boolean and is not, such as
+/// `deletionProtection: "true"`.
+pub fn not_a_boolean(field: &str, value: &str) -> String {
+    format!("{field}: must be true or false, not {value}")
+}
+
+/// `spec.parameters` that do not read as the PostgreSQL class's parameters
+/// (the CRD schema refuses them first; this is the webhook's fallback).
+pub fn parameters_unreadable(reason: &str) -> String {
+    format!("spec.parameters: {reason}")
+}
+
+/// The admission warning for parameters a `ProviderShared` service does
+/// not apply: it is a database on the provider's server.
+pub fn parameters_not_applied_shared(fields: &[&str]) -> String {
+    let verb = if fields.len() == 1 { "is" } else { "are" };
+    format!(
+        "{} {verb} not applied to ProviderShared services: the service is a database on the provider's server, which the provider sizes and configures",
+        fields.join(", ")
+    )
+}
+
+/// The admission warning for `instances` above 1 on an `InProject` service.
+pub const INSTANCES_NOT_APPLIED: &str = "spec.parameters.instances is not applied yet: an InProject engine runs one replica (PostgreSQL replicas need replication, which this version does not set up)";
+
 /// The denial of deleting a namespace that holds active Locks.
 pub fn namespace_locked(namespace: &str, locked: &str) -> String {
     format!(
@@ -664,6 +716,33 @@ mod tests {
                 &serde_json::json!(1)
             ),
             "metadata.annotations[\"cd.hanzo.ai/sync-wave\"] must be a string, not the number 1: quote it (cd.hanzo.ai/sync-wave: \"1\")"
+        );
+    }
+
+    #[test]
+    fn fail_closed_messages_name_the_field() {
+        assert_eq!(
+            lock_target_name_invalid("Forge Ü"),
+            "spec.targetRef.name: \"Forge Ü\" is not an object name: lowercase letters, digits, '-' and '.', starting and ending with a letter or digit, at most 253 characters"
+        );
+        assert_eq!(
+            lock_target_kind_invalid("Stack x"),
+            "spec.targetRef.kind: \"Stack x\" is not a kind: a letter, then letters and digits, such as Stack"
+        );
+        assert_eq!(
+            not_a_boolean("spec.deletionProtection", "\"true\""),
+            "spec.deletionProtection: must be true or false, not \"true\""
+        );
+        assert_eq!(
+            parameters_not_applied_shared(&[
+                "spec.parameters.storage",
+                "spec.parameters.instances"
+            ]),
+            "spec.parameters.storage, spec.parameters.instances are not applied to ProviderShared services: the service is a database on the provider's server, which the provider sizes and configures"
+        );
+        assert_eq!(
+            QUANTITY_TOO_LARGE,
+            format!("must be at most {}", crate::quantity::MAX_STORAGE)
         );
     }
 }

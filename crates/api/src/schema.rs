@@ -12,6 +12,17 @@ pub fn free_form_object(_: &mut SchemaGenerator) -> Schema {
     })
 }
 
+/// A Kubernetes quantity such as `10Gi`, as a string of at most
+/// [`crate::quantity::MAX_LENGTH`] characters (k8s-openapi's schema also
+/// takes an integer, a number of bytes nobody means). What it must hold is
+/// checked by [`crate::quantity::storage_bytes`].
+pub fn quantity(_: &mut SchemaGenerator) -> Schema {
+    json_schema!({
+        "type": "string",
+        "maxLength": crate::quantity::MAX_LENGTH,
+    })
+}
+
 /// A list of complete Kubernetes manifests: each item must name its
 /// apiVersion, kind and metadata.name, the rest is kept as given.
 pub fn embedded_manifests(_: &mut SchemaGenerator) -> Schema {

@@ -2,6 +2,7 @@
 //! the API types unchanged, the generated CRD schemas accept them, and the
 //! schemas reject bad manifests naming the field, as the API server will.
 
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::Resource;
 use navique_api::core::{Lock, Stack};
 use navique_api::services::{
@@ -89,10 +90,12 @@ fn the_seed_orders_db_reads_unchanged_and_is_accepted() {
     let service: ManagedService = round_trip(manifest);
     assert_eq!(service.spec.deletion_policy, DeletionPolicy::Delete);
     assert_eq!(service.spec.placement.mode, PlacementMode::ProviderShared);
+    let parameters = service.spec.parameters.as_ref().unwrap();
     assert_eq!(
-        service.spec.parameters.as_ref().unwrap()["postgresql"]["parameters"]["work_mem"],
-        "8MB"
+        parameters.postgresql.as_ref().unwrap().parameters["work_mem"],
+        IntOrString::String("8MB".to_owned())
     );
+    assert_eq!(parameters.instances, Some(2));
     assert_eq!(
         admit::<ManagedService>(manifest.clone()),
         Ok(manifest.clone())
@@ -220,4 +223,137 @@ fn a_stack_resource_without_kind_is_rejected() {
                 .to_owned()
         )
     );
+}
+
+/// The seed's orders-db with `edit` applied, as the API server answers it.
+fn admit_orders_db(edit: impl FnOnce(&mut Value)) -> Result<Value, String> {
+    let mut manifest = example("orders-db.yaml").remove(0);
+    edit(&mut manifest);
+    admit::<ManagedService>(manifest)
+}
+
+fn invalid(detail: &str) -> Result<Value, String> {
+    Err(format!(
+        r#"ManagedService.services.kube-dc.com "orders-db" is invalid: {detail}"#
+    ))
+}
+
+#[test]
+fn malformed_parameters_are_rejected_naming_the_field() {
+    // Fail open: what a careless user typed became a default or went
+    // through unread.
+    assert_eq!(
+        admit_orders_db(|m| m["spec"]["parameters"]["storage"] = json!("big")),
+        invalid(
+            r#"spec.parameters.storage: Invalid value: "string": spec.parameters.storage in body must be of type object: "string""#
+        )
+    );
+    assert_eq!(
+        admit_orders_db(|m| m["spec"]["parameters"]["instances"] = json!(-3)),
+        invalid(
+            "spec.parameters.instances: Invalid value: -3: spec.parameters.instances in body should be greater than or equal to 1"
+        )
+    );
+    assert_eq!(
+        admit_orders_db(|m| m["spec"]["parameters"]["instances"] = json!("2")),
+        invalid(
+            r#"spec.parameters.instances: Invalid value: "string": spec.parameters.instances in body must be of type integer: "string""#
+        )
+    );
+    assert_eq!(
+        admit_orders_db(|m| m["spec"]["parameters"]["storage"]["size"] = json!(10)),
+        invalid(
+            r#"spec.parameters.storage.size: Invalid value: "integer": spec.parameters.storage.size in body must be of type string: "integer""#
+        )
+    );
+    assert_eq!(
+        admit_orders_db(|m| m["spec"]["parameters"]["readonlyRole"] = json!("yes")),
+        invalid(
+            r#"spec.parameters.readonlyRole: Invalid value: "string": spec.parameters.readonlyRole in body must be of type boolean: "string""#
+        )
+    );
+    assert_eq!(
+        admit_orders_db(
+            |m| m["spec"]["parameters"]["postgresql"]["parameters"]["jit"] = json!(false)
+        ),
+        invalid(
+            r#"spec.parameters.postgresql.parameters.jit: Invalid value: "boolean": spec.parameters.postgresql.parameters.jit in body must be of type integer,string: "boolean""#
+        )
+    );
+    assert_eq!(
+        admit_orders_db(|m| m["spec"]["parameters"]["owner"] = json!(7)),
+        invalid(
+            r#"spec.parameters.owner: Invalid value: "integer": spec.parameters.owner in body must be of type string: "integer""#
+        )
+    );
+    assert_eq!(
+        admit_orders_db(
+            |m| m["spec"]["parameters"]["postgresql"]["parameters"]["work_mem"] = json!(["8MB"])
+        ),
+        invalid(
+            r#"spec.parameters.postgresql.parameters.work_mem: Invalid value: "array": spec.parameters.postgresql.parameters.work_mem in body must be of type integer,string: "array""#
+        )
+    );
+    assert_eq!(
+        admit_orders_db(|m| m["spec"]["deletionProtection"] = json!("true")),
+        invalid(
+            r#"spec.deletionProtection: Invalid value: "string": spec.deletionProtection in body must be of type boolean: "string""#
+        )
+    );
+}
+
+#[test]
+fn unknown_parameters_are_not_kept() {
+    let schema = schema::<ManagedService>();
+    let mut manifest = example("orders-db.yaml").remove(0);
+    manifest["spec"]["parameters"]["storgae"] = json!({"size": "10Gi"});
+    manifest["spec"]["parameters"]["postgresql"]["version"] = json!("17");
+    assert_eq!(
+        schema.prune(&mut manifest),
+        [
+            "spec.parameters.postgresql.version",
+            "spec.parameters.storgae"
+        ]
+    );
+}
+
+#[test]
+fn names_that_go_into_urls_must_be_object_names() {
+    let mut lock = example("lock.yaml").remove(0);
+    lock["spec"]["targetRef"]["name"] = json!("Forge Ü");
+    lock["spec"]["targetRef"]["kind"] = json!("Stack x");
+    let pattern = navique_api::names::OBJECT_NAME_PATTERN;
+    let kind_pattern = navique_api::names::KIND_PATTERN;
+    assert_eq!(
+        admit::<Lock>(lock),
+        Err(format!(
+            r#"Lock.core.navique.com "protect-forge-stack" is invalid: [spec.targetRef.kind: Invalid value: "Stack x": spec.targetRef.kind in body should match '{kind_pattern}', spec.targetRef.name: Invalid value: "Forge Ü": spec.targetRef.name in body should match '{pattern}']"#
+        ))
+    );
+    for (pointer, bad) in [
+        ("/spec/restoreFrom/backupName", "../orders"),
+        ("/spec/finalBackup/name", "Final Backup"),
+        ("/spec/planRef/name", "ha plan"),
+    ] {
+        let field = pointer[1..].replace('/', ".");
+        let message = admit_orders_db(|m| {
+            let (parent, key) = pointer.rsplit_once('/').unwrap();
+            let (grand, child) = parent.rsplit_once('/').unwrap();
+            let spec = m.pointer_mut(grand).unwrap();
+            if spec.get(child).is_none() {
+                spec[child] = json!({});
+            }
+            spec[child][key] = json!(bad);
+            if child == "restoreFrom" {
+                spec[child]["namespace"] = json!("my-project");
+            }
+        });
+        assert_eq!(
+            message,
+            invalid(&format!(
+                r#"{field}: Invalid value: "{bad}": {field} in body should match '{pattern}'"#
+            )),
+            "{pointer}"
+        );
+    }
 }

@@ -16,7 +16,7 @@ use kube::core::ApiResource;
 use navique_api::conditions;
 use navique_api::constants::{CORE_GROUP, annotations, condition_types, labels, reasons};
 use navique_api::core::{Lock, LockStatus, TargetRef};
-use navique_api::messages;
+use navique_api::{messages, names};
 use serde_json::{Map, Value, json};
 
 /// The kind of a Lock, which no Lock may protect.
@@ -165,6 +165,14 @@ pub enum Classification<'a> {
 }
 
 pub fn classify<'a>(target: &TargetRef, catalog: &'a Catalog) -> Classification<'a> {
+    // Before anything is looked up: the name goes into request URLs. The
+    // CRD schema refuses both; a Lock stored before it did is caught here.
+    if !names::is_kind(&target.kind) {
+        return Classification::Invalid(messages::lock_target_kind_invalid(&target.kind));
+    }
+    if !names::is_object_name(&target.name) {
+        return Classification::Invalid(messages::lock_target_name_invalid(&target.name));
+    }
     let group = target.group();
     if !catalog.groups.iter().any(|g| g == group) {
         return Classification::Invalid(messages::lock_target_not_enforceable(
@@ -701,6 +709,30 @@ mod tests {
             ),
             invalid(
                 "targetRef.apiVersion services.kube-dc.com/v1alpha1 is not enforceable: only objects of core.navique.com can be locked"
+            )
+        );
+    }
+
+    #[test]
+    fn a_target_name_or_kind_that_cannot_go_into_a_url_is_invalid() {
+        // Fail open: such a Lock got no status, its log saying only
+        // "Failed to build request".
+        assert_eq!(
+            classify(
+                &target_ref("core.navique.com/v1alpha1", "Stack", "Forge Ü"),
+                &catalog()
+            ),
+            invalid(
+                "spec.targetRef.name: \"Forge Ü\" is not an object name: lowercase letters, digits, '-' and '.', starting and ending with a letter or digit, at most 253 characters"
+            )
+        );
+        assert_eq!(
+            classify(
+                &target_ref("core.navique.com/v1alpha1", "Stack/../x", "forge"),
+                &catalog()
+            ),
+            invalid(
+                "spec.targetRef.kind: \"Stack/../x\" is not a kind: a letter, then letters and digits, such as Stack"
             )
         );
     }

@@ -14,8 +14,7 @@
 //! records (see the crate documentation), never by the name alone.
 
 use kube::ResourceExt;
-use navique_api::services::{ManagedService, PlacementMode};
-use serde_json::Value;
+use navique_api::services::{ManagedService, PlacementMode, PostgresParameters};
 use sha2::{Digest, Sha256};
 
 use crate::{Database, Error, MAX_NAME_LEN, NameKind, READONLY_SUFFIX, validate_name};
@@ -58,49 +57,33 @@ pub fn default_identifier(service: &str) -> String {
 
 /// The database and owner role a service asks for:
 /// `spec.parameters.database` and `spec.parameters.owner`, each defaulting
-/// to [`default_identifier`], checked by [`check_requested`] (the error
-/// names the field).
-pub fn requested(service: &str, parameters: Option<&Value>) -> Result<Database, Error> {
+/// to [`default_identifier`] (also when empty), checked by
+/// [`check_requested`] (the error names the field).
+pub fn requested(
+    service: &str,
+    parameters: Option<&PostgresParameters>,
+) -> Result<Database, Error> {
     let default = default_identifier(service);
-    let parameter = |key: &'static str| -> Result<String, Error> {
-        let name = match parameters.and_then(|p| p.get(key)) {
-            None | Some(Value::Null) => default.clone(),
-            Some(Value::String(s)) if s.is_empty() => default.clone(),
-            Some(Value::String(s)) => s.clone(),
-            Some(other) => {
-                return Err(Error::InvalidParameter {
-                    field: field_of(key),
-                    source: Box::new(Error::InvalidName {
-                        kind: kind_of(key),
-                        name: other.to_string(),
-                        reason: "must be a string".to_owned(),
-                    }),
-                });
-            }
-        };
-        check_requested(kind_of(key), &name).map_err(|source| Error::InvalidParameter {
-            field: field_of(key),
+    let parameter = |field: &'static str, kind, given: Option<&String>| -> Result<String, Error> {
+        let name = given.filter(|s| !s.is_empty()).unwrap_or(&default);
+        check_requested(kind, name).map_err(|source| Error::InvalidParameter {
+            field,
             source: Box::new(source),
         })?;
-        Ok(name)
+        Ok(name.clone())
     };
-    Ok(Database::new(parameter("database")?, parameter("owner")?))
-}
-
-fn kind_of(key: &str) -> NameKind {
-    if key == "database" {
-        NameKind::Database
-    } else {
-        NameKind::Role
-    }
-}
-
-fn field_of(key: &str) -> &'static str {
-    if key == "database" {
-        "spec.parameters.database"
-    } else {
-        "spec.parameters.owner"
-    }
+    Ok(Database::new(
+        parameter(
+            "spec.parameters.database",
+            NameKind::Database,
+            parameters.and_then(|p| p.database.as_ref()),
+        )?,
+        parameter(
+            "spec.parameters.owner",
+            NameKind::Role,
+            parameters.and_then(|p| p.owner.as_ref()),
+        )?,
+    ))
 }
 
 /// The database and owner a service gets: on the provider's shared server
@@ -141,7 +124,14 @@ pub fn physical(namespace: &str, requested: &str, max_len: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+
+    fn asking(database: Option<&str>, owner: Option<&str>) -> PostgresParameters {
+        PostgresParameters {
+            database: database.map(str::to_owned),
+            owner: owner.map(str::to_owned),
+            ..PostgresParameters::default()
+        }
+    }
 
     #[test]
     fn names_default_to_the_service_name_and_errors_name_the_field() {
@@ -150,21 +140,21 @@ mod tests {
             Database::new("orders_db", "orders_db")
         );
         assert_eq!(
-            requested("x", Some(&json!({"database": "orders", "owner": ""}))).unwrap(),
+            requested("x", Some(&asking(Some("orders"), Some("")))).unwrap(),
             Database::new("orders", "x")
         );
         assert_eq!(
-            requested("x", Some(&json!({"database": "Orders"})))
+            requested("x", Some(&asking(Some("Orders"), None)))
                 .unwrap_err()
                 .to_string(),
             "spec.parameters.database: invalid database name \"Orders\": may hold only \
              lowercase letters, digits and \"_\", not 'O'"
         );
         assert_eq!(
-            requested("x", Some(&json!({"owner": 7})))
+            requested("x", Some(&asking(None, Some("1st"))))
                 .unwrap_err()
                 .to_string(),
-            "spec.parameters.owner: invalid role name \"7\": must be a string"
+            "spec.parameters.owner: invalid role name \"1st\": must not start with a digit"
         );
     }
 

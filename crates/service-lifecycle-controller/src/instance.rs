@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::apps::v1::StatefulSet;
 use navique_api::constants::labels;
-use navique_api::services::ManagedService;
+use navique_api::services::{ManagedService, PostgresParameters};
 use serde_json::{Value, json};
 
 pub use navique_api::services::{IN_PROJECT_PORT as PORT, in_project_host};
@@ -67,50 +67,22 @@ pub struct InProjectShape {
 }
 
 impl InProjectShape {
-    /// Reads the parameters; a malformed one is an error naming its field.
-    pub fn from_parameters(parameters: Option<&Value>) -> Result<Self, String> {
-        let storage = match parameters.and_then(|p| p.pointer("/storage/size")) {
-            None | Some(Value::Null) => DEFAULT_STORAGE.to_owned(),
-            Some(Value::String(size)) if !size.trim().is_empty() => size.trim().to_owned(),
-            Some(other) => {
-                return Err(format!(
-                    "spec.parameters.storage.size: must be a quantity such as 10Gi, not {other}"
-                ));
-            }
+    /// Reads the parameters; a malformed one (a stored object the schema
+    /// and the webhook did not check) is an error naming its field.
+    pub fn from_parameters(parameters: Option<&PostgresParameters>) -> Result<Self, String> {
+        let Some(parameters) = parameters else {
+            return Ok(Self {
+                storage: DEFAULT_STORAGE.to_owned(),
+                server_parameters: BTreeMap::new(),
+            });
         };
-        let mut server_parameters = BTreeMap::new();
-        if let Some(given) = parameters.and_then(|p| p.pointer("/postgresql/parameters")) {
-            let Value::Object(given) = given else {
-                return Err(format!(
-                    "spec.parameters.postgresql.parameters: must be a map of settings, not {given}"
-                ));
-            };
-            for (key, value) in given {
-                let value = match value {
-                    Value::String(s) => s.clone(),
-                    Value::Number(n) => n.to_string(),
-                    Value::Bool(b) => if *b { "on" } else { "off" }.to_owned(),
-                    other => {
-                        return Err(format!(
-                            "spec.parameters.postgresql.parameters.{key}: must be a string, number or boolean, not {other}"
-                        ));
-                    }
-                };
-                let valid_key = !key.is_empty()
-                    && key
-                        .bytes()
-                        .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'.');
-                if !valid_key {
-                    return Err(format!(
-                        "spec.parameters.postgresql.parameters: {key:?} is not a PostgreSQL setting name"
-                    ));
-                }
-                server_parameters.insert(key.clone(), value);
-            }
-        }
+        parameters.storage_bytes().map_err(|e| e.to_string())?;
         Ok(Self {
-            storage,
-            server_parameters,
+            storage: parameters
+                .storage_size()
+                .map_or(DEFAULT_STORAGE, |size| size.0.as_str())
+                .to_owned(),
+            server_parameters: parameters.server_settings().map_err(|e| e.to_string())?,
         })
     }
 }
@@ -259,7 +231,11 @@ mod tests {
     use k8s_openapi::api::apps::v1::StatefulSetStatus;
     use navique_api::services::ManagedServiceSpec;
 
-    fn service(parameters: Value) -> ManagedService {
+    fn parameters(json: Value) -> PostgresParameters {
+        serde_json::from_value(json).unwrap()
+    }
+
+    fn service(parameters: PostgresParameters) -> ManagedService {
         let mut spec: ManagedServiceSpec = serde_json::from_value(json!({
             "classRef": {"name": "postgresql"},
             "planRef": {"name": "small"},
@@ -272,10 +248,10 @@ mod tests {
 
     #[test]
     fn the_shape_reads_storage_and_server_parameters() {
-        let shape = InProjectShape::from_parameters(Some(&json!({
+        let shape = InProjectShape::from_parameters(Some(&parameters(json!({
             "storage": {"size": "10Gi"},
-            "postgresql": {"parameters": {"work_mem": "8MB", "max_connections": 50, "jit": false}},
-        })))
+            "postgresql": {"parameters": {"work_mem": "8MB", "max_connections": 50, "jit": "off"}},
+        }))))
         .unwrap();
         assert_eq!(shape.storage, "10Gi");
         assert_eq!(
@@ -294,29 +270,32 @@ mod tests {
 
     #[test]
     fn malformed_parameters_are_refused_naming_the_field() {
+        // Fail open: these sizes were copied into the data volume's claim.
+        // (A size that is not a string, or a setting that is neither a
+        // string nor an integer, the CRD schema refuses.)
+        for size in ["-10Gi", "0", "1e400Gi", "big"] {
+            assert_eq!(
+                InProjectShape::from_parameters(Some(&parameters(
+                    json!({"storage": {"size": size}})
+                ))),
+                Err(format!(
+                    "spec.parameters.storage.size: must be a quantity above zero such as 10Gi, not {size:?}"
+                ))
+            );
+        }
         assert_eq!(
-            InProjectShape::from_parameters(Some(&json!({"storage": {"size": 10}}))),
-            Err("spec.parameters.storage.size: must be a quantity such as 10Gi, not 10".to_owned())
-        );
-        assert_eq!(
-            InProjectShape::from_parameters(Some(
-                &json!({"postgresql": {"parameters": {"work_mem": ["8MB"]}}})
-            )),
-            Err("spec.parameters.postgresql.parameters.work_mem: must be a string, number or boolean, not [\"8MB\"]".to_owned())
-        );
-        assert_eq!(
-            InProjectShape::from_parameters(Some(
-                &json!({"postgresql": {"parameters": {"a=b -c x": "1"}}})
-            )),
+            InProjectShape::from_parameters(Some(&parameters(
+                json!({"postgresql": {"parameters": {"a=b -c x": "1"}}})
+            ))),
             Err("spec.parameters.postgresql.parameters: \"a=b -c x\" is not a PostgreSQL setting name".to_owned())
         );
     }
 
     #[test]
     fn the_stateful_set_runs_one_retained_non_root_postgres_from_the_secret() {
-        let service = service(
+        let service = service(parameters(
             json!({"storage": {"size": "10Gi"}, "postgresql": {"parameters": {"work_mem": "8MB"}}}),
-        );
+        ));
         let shape = InProjectShape::from_parameters(service.spec.parameters.as_ref()).unwrap();
         let set = stateful_set(&service, &shape, "postgres:17", "orders-db-credentials");
         let typed: StatefulSet = serde_json::from_value(set.clone()).unwrap();

@@ -163,10 +163,14 @@ mod tests {
             Database::new("orders", "app")
         );
         assert_eq!(
-            database_of_service(&service("team-a", "ProviderShared", json!({"database": 5})))
-                .unwrap_err()
-                .to_string(),
-            "spec.parameters.database: invalid database name \"5\": must be a string"
+            database_of_service(&service(
+                "team-a",
+                "ProviderShared",
+                json!({"database": "5"})
+            ))
+            .unwrap_err()
+            .to_string(),
+            "spec.parameters.database: invalid database name \"5\": must not start with a digit"
         );
     }
 

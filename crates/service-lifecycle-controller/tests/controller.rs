@@ -365,7 +365,10 @@ async fn failures_and_blocked_deletions_are_reported() {
     let (pg, client) = (&env.pg, &env.client);
     let mut service = orders_db();
     service.spec.deletion_policy = navique_api::services::DeletionPolicy::SnapshotAndDelete;
-    service.spec.parameters = Some(serde_json::json!({"database": "Orders", "owner": "orders"}));
+    service.spec.parameters = Some(
+        serde_json::from_value(serde_json::json!({"database": "Orders", "owner": "orders"}))
+            .unwrap(),
+    );
     let services = Api::<ManagedService>::namespaced(client.clone(), "my-project");
     services
         .create(&PostParams::default(), &service)

@@ -21,7 +21,7 @@ use kube::core::admission::Operation;
 use navique_api::constants::{annotations, labels};
 use navique_api::messages;
 
-use crate::review::{Decision, Request, Validator};
+use crate::review::{self, Decision, Request, Validator};
 
 /// The path the Lock guard is served on.
 pub const PATH: &str = "/validate/locks";
@@ -51,10 +51,9 @@ impl Validator for LockGuard {
 impl LockGuard {
     fn delete(&self, request: &Request) -> Decision {
         // The API server sends the object being deleted as oldObject; without
-        // it there is no marker to go by (as for the policy, whose
-        // expressions read oldObject).
+        // it there is no marker to go by, so nothing can be allowed.
         let Some(old) = &request.old_object else {
-            return Decision::Allow;
+            return review::delete_without_old_object();
         };
         let Some(locked) = annotation(old, annotations::LOCKED).filter(|l| !l.is_empty()) else {
             return Decision::Allow;
@@ -228,11 +227,45 @@ mod tests {
     }
 
     #[test]
-    fn a_delete_without_the_old_object_is_allowed() {
+    fn a_delete_without_the_old_object_is_denied() {
+        // Fail open: without the object there is no marker to go by, and
+        // the delete was allowed.
         let decision = decide_with(&guard(), "delete-locked-stack", |r| {
             r["request"]["oldObject"] = Value::Null;
         });
-        assert_eq!(decision, Decision::Allow);
+        assert_eq!(
+            decision,
+            denied(
+                "malformed admission request: a DELETE without oldObject; the request is refused"
+            )
+        );
+    }
+
+    proptest::proptest! {
+        /// Fuzzing: a DELETE of a locked Stack with any part of its review
+        /// replaced by arbitrary text is never allowed while the review
+        /// still reads as that delete with the marker.
+        #[test]
+        fn a_locked_delete_is_never_allowed_whatever_the_junk(
+            pointer in proptest::sample::select(vec![
+                "/request/oldObject/spec", "/request/oldObject/metadata/labels",
+                "/request/object", "/request/userInfo", "/request/name",
+                "/request/options", "/request/oldObject/status",
+            ]),
+            junk in "[ -~]{0,16}",
+            number in proptest::prelude::any::<i64>(),
+        ) {
+            for junk in [json!(junk), json!(number), json!([junk]), json!({"x": junk})] {
+                let mut review = fixture("delete-locked-stack");
+                let (parent, key) = pointer.rsplit_once('/').unwrap();
+                review.pointer_mut(parent).unwrap()[key] = junk;
+                let Ok(request) = review::parse(review.to_string().as_bytes()) else {
+                    continue;
+                };
+                let decision = review::decide(&guard(), &request);
+                proptest::prop_assert!(!decision.is_allowed(), "{pointer}: {decision:?}");
+            }
+        }
     }
 
     #[test]

@@ -6,9 +6,11 @@ use base64::Engine;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use kube::core::DynamicObject;
 use kube::core::admission::{
-    AdmissionRequest, AdmissionResponse, AdmissionReview, META_API_VERSION_V1, META_KIND,
+    AdmissionRequest, AdmissionResponse, AdmissionReview, META_API_VERSION_V1, META_KIND, Operation,
 };
 use kube::core::response::StatusSummary;
+
+use navique_api::messages;
 
 use crate::Error;
 
@@ -29,11 +31,17 @@ pub enum Decision {
     /// Allowed once these JSON Patch (RFC 6902) operations are applied to
     /// the object: a mutating rule's defaults.
     Patch(Vec<serde_json::Value>),
+    /// Allowed, with warnings the client shows (kubectl prints
+    /// `Warning: <text>`): what the request asks for that is not applied.
+    Warn(Vec<String>),
 }
 
 impl Decision {
     pub fn is_allowed(&self) -> bool {
-        matches!(self, Decision::Allow | Decision::Patch(_))
+        matches!(
+            self,
+            Decision::Allow | Decision::Patch(_) | Decision::Warn(_)
+        )
     }
 }
 
@@ -43,6 +51,73 @@ impl Decision {
 /// with I/O, so that a slow dependency cannot stall the API server.
 pub trait Validator: Send + Sync + 'static {
     fn validate(&self, request: &Request) -> Decision;
+}
+
+/// What makes a parsed request unfit for any rule, if anything: a DELETE
+/// without the object being deleted (`oldObject`), a CREATE or UPDATE
+/// without the object, an UPDATE without the stored one, or a `spec` that
+/// is not an object. The API server never sends these; a rule that went on
+/// would judge nothing, so the request is refused (fail closed).
+pub fn malformed(request: &Request) -> Option<String> {
+    let missing = match request.operation {
+        Operation::Delete if request.old_object.is_none() => Some(DELETE_WITHOUT_OLD_OBJECT),
+        Operation::Create if request.object.is_none() => Some("a CREATE without object"),
+        Operation::Update if request.object.is_none() => Some("an UPDATE without object"),
+        Operation::Update if request.old_object.is_none() => Some("an UPDATE without oldObject"),
+        _ => None,
+    };
+    if let Some(missing) = missing {
+        return Some(messages::malformed_review(missing));
+    }
+    [
+        ("object", &request.object),
+        ("oldObject", &request.old_object),
+    ]
+    .into_iter()
+    .find_map(|(name, object)| {
+        let spec = object.as_ref()?.data.get("spec")?;
+        (!spec.is_object())
+            .then(|| messages::malformed_review(&format!("{name}.spec is {spec}, not an object")))
+    })
+}
+
+const DELETE_WITHOUT_OLD_OBJECT: &str = "a DELETE without oldObject";
+
+/// The refusal of a DELETE without `oldObject`, for a rule that reads it
+/// (the server refuses such a request before any rule: see [`decide`]).
+pub fn delete_without_old_object() -> Decision {
+    Decision::Deny(messages::malformed_review(DELETE_WITHOUT_OLD_OBJECT))
+}
+
+/// Decides `request` with `validator`, unless it is [`malformed`].
+pub fn decide(validator: &dyn Validator, request: &Request) -> Decision {
+    match malformed(request) {
+        Some(problem) => Decision::Deny(problem),
+        None => validator.validate(request),
+    }
+}
+
+/// The answer to a body that [`parse`] refused but that names a request
+/// uid: a denial with code 400 (`BadRequest`) that the API server shows,
+/// whatever the webhook configuration's failurePolicy says about a
+/// webhook that fails. Without a uid there is nothing to answer.
+pub fn refuse_unreadable(body: &[u8], error: &Error) -> Option<serde_json::Value> {
+    let review: serde_json::Value = serde_json::from_slice(body).ok()?;
+    let uid = review.get("request")?.get("uid")?.as_str()?;
+    Some(serde_json::json!({
+        "apiVersion": META_API_VERSION_V1,
+        "kind": META_KIND,
+        "response": {
+            "uid": uid,
+            "allowed": false,
+            "status": {
+                "status": "Failure",
+                "code": 400,
+                "reason": "BadRequest",
+                "message": messages::malformed_review(&error.to_string()),
+            },
+        },
+    }))
 }
 
 /// Parses a request body: an `admission.k8s.io/v1` AdmissionReview that
@@ -68,6 +143,11 @@ pub fn answer(request: &Request, decision: &Decision) -> serde_json::Value {
     let response = AdmissionResponse::from(request);
     let response = match decision {
         Decision::Allow | Decision::Patch(_) => response,
+        Decision::Warn(warnings) => {
+            let mut response = response;
+            response.warnings = Some(warnings.clone());
+            response
+        }
         Decision::Deny(message) => {
             let mut response = response.deny(message);
             response.result.status = Some(StatusSummary::Failure);
@@ -202,5 +282,54 @@ mod tests {
                 .to_string()
                 .starts_with("the request body is not an AdmissionReview: missing field `kind`"),
         );
+    }
+
+    #[test]
+    fn an_unreadable_review_with_a_uid_is_denied_as_a_bad_request() {
+        // metadata.name is a number: not an object kube can read.
+        let mut body: serde_json::Value =
+            serde_json::from_slice(&review("admission.k8s.io/v1")).unwrap();
+        body["request"]["oldObject"]["metadata"]["name"] = json!(7);
+        let body = body.to_string().into_bytes();
+        let error = parse(&body).unwrap_err();
+        let answer = refuse_unreadable(&body, &error).unwrap();
+        assert_eq!(
+            answer["response"]["uid"],
+            "705ab4f5-6393-11e8-b7cc-42010a800002"
+        );
+        assert_eq!(answer["response"]["allowed"], false);
+        assert_eq!(answer["response"]["status"]["code"], 400);
+        assert_eq!(answer["response"]["status"]["reason"], "BadRequest");
+        let message = answer["response"]["status"]["message"].as_str().unwrap();
+        assert!(
+            message.starts_with(
+                "malformed admission request: the request body is not an AdmissionReview: invalid type: integer `7`"
+            ),
+            "{message}"
+        );
+        assert!(message.ends_with("; the request is refused"), "{message}");
+        // Without a uid there is no review to answer.
+        assert_eq!(refuse_unreadable(b"{", &parse(b"{").unwrap_err()), None);
+    }
+
+    #[test]
+    fn a_warning_is_an_allowance_with_the_warnings() {
+        let request = parse(&review("admission.k8s.io/v1")).unwrap();
+        let answer = answer(&request, &Decision::Warn(vec!["not applied".to_owned()]));
+        assert_eq!(answer["response"]["allowed"], true);
+        assert_eq!(answer["response"]["warnings"], json!(["not applied"]));
+    }
+
+    proptest::proptest! {
+        /// Fuzzing: any body is parsed or refused, never a panic, and an
+        /// unreadable one is never answered as allowed.
+        #[test]
+        fn any_body_is_read_or_refused(body in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..256)) {
+            if let Err(error) = parse(&body)
+                && let Some(answer) = refuse_unreadable(&body, &error)
+            {
+                proptest::prop_assert_eq!(&answer["response"]["allowed"], &json!(false));
+            }
+        }
     }
 }

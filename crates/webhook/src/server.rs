@@ -60,7 +60,8 @@ pub fn router(routes: Vec<Route>, metrics: AdmissionMetrics) -> Router {
 }
 
 /// One review: parsed, decided, answered, counted. A body that is not a
-/// review gets 400 with the reason, which the API server quotes in its
+/// review but names a request uid is denied with the reason; one that names
+/// none gets 400 with the reason, which the API server quotes in its
 /// "failed calling webhook" error.
 fn handle(
     path: &'static str,
@@ -73,10 +74,15 @@ fn handle(
         Ok(request) => request,
         Err(e) => {
             tracing::warn!(path, error = %e, "refused a malformed admission request");
+            if let Some(answer) = review::refuse_unreadable(body, &e) {
+                metrics.observe(path, "UNREADABLE", false, started.elapsed());
+                let json = answer.to_string().into_bytes();
+                return ([(header::CONTENT_TYPE, "application/json")], json).into_response();
+            }
             return (StatusCode::BAD_REQUEST, format!("{e}\n")).into_response();
         }
     };
-    let decision = validator.validate(&request);
+    let decision = review::decide(validator, &request);
     let operation = operation(&request.operation);
     let user = request.user_info.username.as_deref().unwrap_or_default();
     let namespace = request.namespace.as_deref().unwrap_or_default();
@@ -84,6 +90,10 @@ fn handle(
         Decision::Allow => tracing::debug!(
             path, uid = %request.uid, operation, kind = %request.kind.kind, namespace,
             name = %request.name, user, "allowed"
+        ),
+        Decision::Warn(warnings) => tracing::debug!(
+            path, uid = %request.uid, operation, kind = %request.kind.kind, namespace,
+            name = %request.name, user, warnings = ?warnings, "allowed with warnings"
         ),
         Decision::Patch(operations) => tracing::debug!(
             path, uid = %request.uid, operation, kind = %request.kind.kind, namespace,

@@ -38,10 +38,13 @@ use kube::core::DynamicObject;
 use kube::core::admission::Operation;
 use navique_api::constants::{SERVICES_GROUP, labels};
 use navique_api::messages;
-use navique_api::services::{DeletionPolicy, ServicePlan};
+use navique_api::services::{
+    DeletionPolicy, Placement, PlacementMode, PostgresParameters, ServicePlan,
+};
+use navique_provider_postgres::names;
 use serde_json::Value;
 
-use crate::review::{Decision, Request, Validator};
+use crate::review::{self, Decision, Request, Validator};
 
 /// The path the managed-service guard is served on.
 pub const PATH: &str = "/validate/services";
@@ -217,41 +220,65 @@ impl ServiceGuard {
     }
 
     fn managed_service(&self, request: &Request) -> Decision {
-        if let Some(denial) = restore_denial(request) {
+        if let Some(denial) = protection_denial(request)
+            .or_else(|| restore_denial(request))
+            .or_else(|| duration_denial(request, "spec.finalBackup.retention"))
+        {
             return denial;
         }
-        if let Some(denial) = duration_denial(request, "spec.finalBackup.retention") {
+        let (object, old) = match request.operation {
+            Operation::Delete => return self.service_delete(request),
+            Operation::Connect => return Decision::Allow,
+            Operation::Create | Operation::Update => (&request.object, &request.old_object),
+        };
+        // `review::malformed` refuses a create or update without its object.
+        let Some(object) = object else {
+            return Decision::Allow;
+        };
+        let parameters = match parameters(object) {
+            Ok(parameters) => parameters,
+            Err(denial) => return denial,
+        };
+        // Parameters are checked when given or changed, so that an update
+        // turning protection off is not refused for what it does not touch.
+        let unchanged = old.as_ref().is_some_and(|old| {
+            spec(old).and_then(|s| s.get("parameters"))
+                == spec(object).and_then(|s| s.get("parameters"))
+        });
+        if !unchanged && let Some(denial) = parameters_denial(request, object, &parameters) {
             return denial;
         }
-        match request.operation {
-            Operation::Delete => self.service_delete(request),
-            Operation::Create => match &request.object {
-                Some(object) => self.plan_allows(object),
-                None => Decision::Allow,
-            },
-            Operation::Update => {
-                let (Some(object), Some(old)) = (&request.object, &request.old_object) else {
-                    return Decision::Allow;
-                };
-                if policy_value(object) == policy_value(old) && plan_name(object) == plan_name(old)
-                {
-                    Decision::Allow
-                } else {
-                    self.plan_allows(object)
-                }
+        let decision = match old {
+            Some(old)
+                if policy_value(object) == policy_value(old)
+                    && plan_name(object) == plan_name(old) =>
+            {
+                Decision::Allow
             }
-            Operation::Connect => Decision::Allow,
+            _ => self.plan_allows(object),
+        };
+        let warnings = parameter_warnings(object, &parameters);
+        match decision {
+            Decision::Allow if !warnings.is_empty() => Decision::Warn(warnings),
+            decision => decision,
         }
     }
 
     /// deletionProtection, read from the stored object (oldObject). Without
-    /// one there is nothing to go by, as for the Lock guard.
+    /// one there is nothing to go by, so nothing can be allowed.
     fn service_delete(&self, request: &Request) -> Decision {
         let Some(old) = &request.old_object else {
-            return Decision::Allow;
+            return review::delete_without_old_object();
         };
-        let protected = spec(old)
-            .and_then(|s| s.get("deletionProtection"))
+        // The schema requires a spec: an oldObject without one is not the
+        // stored service, and cannot say that it is unprotected.
+        let Some(spec) = spec(old) else {
+            return Decision::Deny(messages::malformed_review(
+                "the oldObject of a ManagedService DELETE has no spec",
+            ));
+        };
+        let protected = spec
+            .get("deletionProtection")
             .and_then(Value::as_bool)
             .unwrap_or(false);
         if !protected {
@@ -326,6 +353,94 @@ impl ServiceGuard {
             }
             Operation::Connect => Decision::Allow,
         }
+    }
+}
+
+/// A `spec.deletionProtection` that is not a boolean, on the object written
+/// or the stored one (fail open: read as false, it let protected services
+/// go). The CRD schema refuses one; a stored object from before it did, or
+/// a review that was tampered with, is refused here.
+fn protection_denial(request: &Request) -> Option<Decision> {
+    [&request.object, &request.old_object]
+        .into_iter()
+        .flatten()
+        .find_map(|object| {
+            let value = spec(object)?.get("deletionProtection")?;
+            (!value.is_boolean() && !value.is_null()).then(|| {
+                Decision::Deny(messages::not_a_boolean(
+                    "spec.deletionProtection",
+                    &value.to_string(),
+                ))
+            })
+        })
+}
+
+/// The object's `spec.parameters`, read as the PostgreSQL class's; the
+/// refusal when they do not read (the CRD schema refuses such parameters
+/// first).
+fn parameters(object: &DynamicObject) -> Result<PostgresParameters, Decision> {
+    match spec(object).and_then(|s| s.get("parameters")) {
+        None | Some(Value::Null) => Ok(PostgresParameters::default()),
+        Some(given) => serde_json::from_value(given.clone())
+            .map_err(|e| Decision::Deny(messages::parameters_unreadable(&e.to_string()))),
+    }
+}
+
+/// What the schema cannot check of the parameters: the database and owner
+/// names PostgreSQL and the shared server take (the checks the controller
+/// makes), the storage size and the setting names.
+fn parameters_denial(
+    request: &Request,
+    object: &DynamicObject,
+    parameters: &PostgresParameters,
+) -> Option<Decision> {
+    let service = if request.name.is_empty() {
+        object.metadata.name.as_deref().unwrap_or_default()
+    } else {
+        request.name.as_str()
+    };
+    let problem = match names::requested(service, Some(parameters)) {
+        Err(e) => e.to_string(),
+        Ok(_) => match parameters.storage_bytes() {
+            Err(e) => e.to_string(),
+            Ok(_) => parameters.server_settings().err()?.to_string(),
+        },
+    };
+    Some(Decision::Deny(problem))
+}
+
+/// The parameters a service's placement does not apply, as admission
+/// warnings: never taken silently.
+fn parameter_warnings(object: &DynamicObject, parameters: &PostgresParameters) -> Vec<String> {
+    let mode = spec(object)
+        .and_then(|s| s.get("placement"))
+        .and_then(|p| serde_json::from_value::<Placement>(p.clone()).ok())
+        .unwrap_or_default()
+        .mode;
+    match mode {
+        PlacementMode::ProviderShared => {
+            let settings = parameters
+                .postgresql
+                .as_ref()
+                .is_some_and(|p| !p.parameters.is_empty());
+            let fields: Vec<&str> = [
+                (parameters.storage.is_some(), "spec.parameters.storage"),
+                (parameters.instances.is_some(), "spec.parameters.instances"),
+                (settings, "spec.parameters.postgresql.parameters"),
+            ]
+            .into_iter()
+            .filter_map(|(given, field)| given.then_some(field))
+            .collect();
+            if fields.is_empty() {
+                Vec::new()
+            } else {
+                vec![messages::parameters_not_applied_shared(&fields)]
+            }
+        }
+        PlacementMode::InProject if parameters.instances.is_some_and(|n| n > 1) => {
+            vec![messages::INSTANCES_NOT_APPLIED.to_owned()]
+        }
+        PlacementMode::InProject => Vec::new(),
     }
 }
 
@@ -641,12 +756,288 @@ mod tests {
         assert!(!decision.is_allowed());
     }
 
+    // --- malformed reviews (fail open: each of these was allowed) ---
+
+    /// Decides a fixture the way the server does: malformed reviews are
+    /// refused before the guard.
+    fn served(name: &str, edit: impl FnOnce(&mut Value)) -> Decision {
+        let mut review = fixture(name);
+        edit(&mut review);
+        let request = review::parse(review.to_string().as_bytes()).unwrap();
+        review::decide(&guard_with(cluster()), &request)
+    }
+
     #[test]
-    fn a_delete_without_the_old_object_is_allowed() {
-        let decision = decide("delete-protected-service", |r| {
-            r["request"]["oldObject"] = Value::Null;
+    fn a_delete_without_the_old_object_is_denied() {
+        let without_old = |r: &mut Value| r["request"]["oldObject"] = Value::Null;
+        let refusal = denied(
+            "malformed admission request: a DELETE without oldObject; the request is refused",
+        );
+        assert_eq!(served("delete-protected-service", without_old), refusal);
+        // The guard alone refuses it too.
+        assert_eq!(decide("delete-protected-service", without_old), refusal);
+    }
+
+    #[test]
+    fn a_spec_that_is_not_an_object_is_denied() {
+        assert_eq!(
+            served("delete-protected-service", |r| {
+                r["request"]["oldObject"]["spec"] = json!("zzz");
+            }),
+            denied(
+                "malformed admission request: oldObject.spec is \"zzz\", not an object; the request is refused"
+            )
+        );
+        assert_eq!(
+            served("create-service", |r| r["request"]["object"]["spec"] =
+                json!([1])),
+            denied(
+                "malformed admission request: object.spec is [1], not an object; the request is refused"
+            )
+        );
+        assert_eq!(
+            served("create-service", |r| r["request"]["object"] = Value::Null),
+            denied("malformed admission request: a CREATE without object; the request is refused")
+        );
+        assert_eq!(
+            served(
+                "update-service-protection-off",
+                |r| r["request"]["oldObject"] = Value::Null
+            ),
+            denied(
+                "malformed admission request: an UPDATE without oldObject; the request is refused"
+            )
+        );
+    }
+
+    #[test]
+    fn a_service_delete_without_a_spec_is_denied() {
+        // Found by fuzzing: `oldObject: {}` read as unprotected.
+        assert_eq!(
+            served("delete-protected-service", |r| r["request"]["oldObject"] =
+                json!({})),
+            denied(
+                "malformed admission request: the oldObject of a ManagedService DELETE has no spec; the request is refused"
+            )
+        );
+    }
+
+    #[test]
+    fn a_protection_that_is_not_a_boolean_is_denied() {
+        for value in [json!("true"), json!("false"), json!(1), json!({})] {
+            let message = format!("spec.deletionProtection: must be true or false, not {value}");
+            let on_delete = decide("delete-protected-service", |r| {
+                r["request"]["oldObject"]["spec"]["deletionProtection"] = value.clone();
+            });
+            assert_eq!(on_delete, denied(&message), "{value}");
+            let on_create = decide("create-service", |r| {
+                r["request"]["object"]["spec"]["deletionProtection"] = value.clone();
+                r["request"]["object"]["spec"]["deletionPolicy"] = json!("Retain");
+            });
+            assert_eq!(on_create, denied(&message), "{value}");
+        }
+    }
+
+    // --- parameters ---
+
+    fn create_with(placement: &str, parameters: Value) -> Decision {
+        decide("create-service", |r| {
+            let spec = &mut r["request"]["object"]["spec"];
+            spec["deletionPolicy"] = json!("Retain");
+            spec["placement"]["mode"] = json!(placement);
+            spec["parameters"] = parameters;
+        })
+    }
+
+    #[test]
+    fn parameters_the_schema_admits_but_the_engine_does_not_take_are_refused() {
+        // Fail open: these sizes went into the data volume's claim.
+        for size in ["-10Gi", "0", "1e400Gi", "big"] {
+            assert_eq!(
+                create_with("InProject", json!({"storage": {"size": size}})),
+                denied(&format!(
+                    "spec.parameters.storage.size: must be a quantity above zero such as 10Gi, not {size:?}"
+                )),
+                "{size}"
+            );
+        }
+        assert_eq!(
+            create_with("InProject", json!({"storage": {"size": "100Ti"}})),
+            denied("spec.parameters.storage.size: must be at most 64Ti, not \"100Ti\"")
+        );
+        assert_eq!(
+            create_with("ProviderShared", json!({"database": "Orders"})),
+            denied(
+                "spec.parameters.database: invalid database name \"Orders\": may hold only lowercase letters, digits and \"_\", not 'O'"
+            )
+        );
+        assert_eq!(
+            create_with("InProject", json!({"owner": "a__b"})),
+            denied(
+                "spec.parameters.owner: invalid role name \"a__b\": must neither start with \"_\" nor hold \"__\" (the server's names are <project>__<name>)"
+            )
+        );
+        assert_eq!(
+            create_with(
+                "InProject",
+                json!({"postgresql": {"parameters": {"a=b -c x": "1"}}})
+            ),
+            denied(
+                "spec.parameters.postgresql.parameters: \"a=b -c x\" is not a PostgreSQL setting name"
+            )
+        );
+        // Types are the schema's; a review that slipped past it is refused.
+        let Decision::Deny(message) = create_with("InProject", json!({"instances": "two"})) else {
+            panic!("allowed")
+        };
+        assert!(
+            message.starts_with("spec.parameters: invalid type"),
+            "{message}"
+        );
+        // A service named so that its default database name is invalid.
+        let decision = decide("create-service", |r| {
+            r["request"]["name"] = json!("1st-db");
+            r["request"]["object"]["metadata"]["name"] = json!("1st-db");
+            r["request"]["object"]["spec"]["deletionPolicy"] = json!("Retain");
+        });
+        assert_eq!(
+            decision,
+            denied(
+                "spec.parameters.database: invalid database name \"1st_db\": must not start with a digit"
+            )
+        );
+    }
+
+    #[test]
+    fn good_parameters_are_allowed() {
+        let seed = json!({
+            "database": "orders", "owner": "orders", "instances": 1,
+            "storage": {"size": "10Gi"}, "readonlyRole": true, "backup": {"enabled": true},
+            "postgresql": {"parameters": {"work_mem": "8MB", "max_connections": 50}},
+        });
+        assert_eq!(create_with("InProject", seed), Decision::Allow);
+    }
+
+    #[test]
+    fn parameters_a_shared_service_does_not_apply_are_warned_about() {
+        // The seed's orders-db: ProviderShared, with storage and instances.
+        let seed = json!({
+            "database": "orders", "owner": "orders", "instances": 2,
+            "storage": {"size": "10Gi"}, "readonlyRole": true, "backup": {"enabled": true},
+            "postgresql": {"parameters": {"work_mem": "8MB"}},
+        });
+        assert_eq!(
+            create_with("ProviderShared", seed),
+            Decision::Warn(vec![
+                "spec.parameters.storage, spec.parameters.instances, spec.parameters.postgresql.parameters are not applied to ProviderShared services: the service is a database on the provider's server, which the provider sizes and configures".to_owned()
+            ])
+        );
+        assert_eq!(
+            create_with("ProviderShared", json!({"database": "orders", "storage": {"size": "1Gi"}})),
+            Decision::Warn(vec![
+                "spec.parameters.storage is not applied to ProviderShared services: the service is a database on the provider's server, which the provider sizes and configures".to_owned()
+            ])
+        );
+        assert_eq!(
+            create_with("InProject", json!({"instances": 3})),
+            Decision::Warn(vec![messages::INSTANCES_NOT_APPLIED.to_owned()])
+        );
+        assert_eq!(
+            create_with("ProviderShared", json!({"database": "orders"})),
+            Decision::Allow
+        );
+        // A denial is not turned into a warning.
+        let decision = decide("create-service", |r| {
+            r["request"]["object"]["spec"]["parameters"] = json!({"instances": 3});
+        });
+        assert!(matches!(decision, Decision::Deny(_)), "{decision:?}");
+    }
+
+    #[test]
+    fn unchanged_parameters_do_not_block_turning_protection_off() {
+        let decision = decide("update-service-protection-off", |r| {
+            r["request"]["object"]["spec"]["parameters"] = json!({"storage": {"size": "0"}});
+            r["request"]["oldObject"]["spec"]["parameters"] = json!({"storage": {"size": "0"}});
         });
         assert_eq!(decision, Decision::Allow);
+        let decision = decide("update-service-protection-off", |r| {
+            r["request"]["object"]["spec"]["parameters"] = json!({"storage": {"size": "0"}});
+        });
+        assert_eq!(
+            decision,
+            denied(
+                "spec.parameters.storage.size: must be a quantity above zero such as 10Gi, not \"0\""
+            )
+        );
+    }
+
+    // --- fuzzing ---
+
+    /// Arbitrary JSON, a few levels deep.
+    fn any_json() -> impl proptest::strategy::Strategy<Value = Value> {
+        use proptest::prelude::*;
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::from),
+            any::<i64>().prop_map(Value::from),
+            "[a-zA-Z0-9 ./_-]{0,12}".prop_map(Value::from),
+        ];
+        leaf.prop_recursive(3, 24, 4, |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..4).prop_map(Value::from),
+                prop::collection::btree_map("[a-zA-Z]{1,8}", inner, 0..4)
+                    .prop_map(|m| Value::Object(m.into_iter().collect())),
+            ]
+        })
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(512))]
+
+        /// Fuzzing (fail open): a DELETE of a protected ManagedService with
+        /// any part of its review replaced by arbitrary JSON is never
+        /// allowed: it is denied, refused, or not a review at all.
+        #[test]
+        fn a_protected_delete_is_never_allowed_whatever_the_junk(
+            pointer in proptest::sample::select(vec![
+                "/request/oldObject", "/request/oldObject/spec",
+                "/request/oldObject/metadata", "/request/oldObject/metadata/annotations",
+                "/request/oldObject/metadata/labels", "/request/object",
+                "/request/userInfo", "/request/namespace", "/request/operation",
+                "/request/kind", "/request/name", "/request/options",
+            ]),
+            junk in any_json(),
+        ) {
+            let mut review = fixture("delete-protected-service");
+            let (parent, key) = pointer.rsplit_once('/').unwrap();
+            review.pointer_mut(parent).unwrap()[key] = junk;
+            let Ok(request) = review::parse(review.to_string().as_bytes()) else {
+                return Ok(());
+            };
+            let decision = review::decide(&guard_with(cluster()), &request);
+            let a_service_delete = request.operation == Operation::Delete
+                && request.kind.group == SERVICES_GROUP
+                && request.kind.kind == "ManagedService";
+            // Allowed only for a stored object that reads as unprotected:
+            // a spec without deletionProtection, or with it false.
+            let unprotected = request.old_object.as_ref().and_then(spec).is_some_and(|s| {
+                matches!(s.get("deletionProtection"), None | Some(Value::Null | Value::Bool(false)))
+            });
+            if a_service_delete && !unprotected {
+                proptest::prop_assert!(!decision.is_allowed(), "{pointer}: {decision:?}");
+            }
+        }
+
+        /// Fuzzing: any spec on a create is decided without a panic.
+        #[test]
+        fn any_service_spec_is_decided(junk in any_json()) {
+            let mut review = fixture("create-service");
+            review["request"]["object"]["spec"] = junk;
+            if let Ok(request) = review::parse(review.to_string().as_bytes()) {
+                let _ = review::decide(&guard_with(cluster()), &request);
+                let _ = review::decide(&ServiceDefaults { cluster: Arc::new(cluster()) }, &request);
+            }
+        }
     }
 
     // --- plan-allowed deletion policies ---

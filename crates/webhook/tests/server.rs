@@ -201,6 +201,42 @@ async fn malformed_bodies_wrong_paths_and_methods_are_refused() {
             "the request body is not an AdmissionReview: EOF while parsing an object at line 1 column 1\n"
         )
     );
+    // A review whose object cannot be read, but whose uid can, is denied
+    // (fail closed whatever the failurePolicy), not failed with 400.
+    let mut unreadable: serde_json::Value =
+        serde_json::from_str(&fixture("delete-protected-service")).unwrap();
+    unreadable["request"]["oldObject"]["metadata"]["annotations"] = serde_json::json!("zzz");
+    let answer = send(
+        &client,
+        "POST",
+        &server.url(services::PATH),
+        unreadable.to_string(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(answer.status, 200);
+    let json: serde_json::Value = serde_json::from_str(&answer.body).unwrap();
+    assert_eq!(
+        json["response"]["uid"],
+        "c3b1e5a2-2d2e-4b66-8c1f-7d8e9fa0b101"
+    );
+    assert_eq!(json["response"]["allowed"], false);
+    assert_eq!(json["response"]["status"]["code"], 400);
+    // A DELETE without oldObject is denied on every route.
+    for path in [locks::PATH, services::PATH] {
+        let mut review: serde_json::Value =
+            serde_json::from_str(&fixture("delete-protected-service")).unwrap();
+        review["request"]["oldObject"] = serde_json::Value::Null;
+        let answer = send(&client, "POST", &server.url(path), review.to_string())
+            .await
+            .unwrap();
+        let json: serde_json::Value = serde_json::from_str(&answer.body).unwrap();
+        assert_eq!(
+            json["response"]["status"]["message"],
+            "malformed admission request: a DELETE without oldObject; the request is refused",
+            "{path}"
+        );
+    }
     let answer = send(
         &client,
         "POST",

@@ -52,10 +52,10 @@ pub struct TargetRef {
     #[schemars(length(min = 1))]
     pub api_version: String,
     /// Kind of the protected object, e.g. `Stack` or `ManagedService`.
-    #[schemars(length(min = 1))]
+    #[schemars(length(min = 1, max = 63), regex(pattern = crate::names::KIND_PATTERN))]
     pub kind: String,
     /// Name of the protected object, in the Lock's namespace.
-    #[schemars(length(min = 1, max = 253))]
+    #[schemars(length(min = 1, max = 253), regex(pattern = crate::names::OBJECT_NAME_PATTERN))]
     pub name: String,
 }
 

@@ -44,7 +44,7 @@ pub struct ServiceBindingSpec {
     pub service_ref: ServiceRef,
     /// The Secret to write; defaults to the binding's name.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(min = 1, max = 253))]
+    #[schemars(length(min = 1, max = 253), regex(pattern = crate::names::OBJECT_NAME_PATTERN))]
     pub secret_name: Option<String>,
 }
 

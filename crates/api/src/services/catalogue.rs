@@ -51,9 +51,9 @@ pub struct ProviderShared {
 /// A Secret in a named namespace.
 #[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
 pub struct SecretRef {
-    #[schemars(length(min = 1, max = 253))]
+    #[schemars(length(min = 1, max = 253), regex(pattern = crate::names::OBJECT_NAME_PATTERN))]
     pub name: String,
-    #[schemars(length(min = 1, max = 63))]
+    #[schemars(length(min = 1, max = 63), regex(pattern = crate::names::NAMESPACE_NAME_PATTERN))]
     pub namespace: String,
 }
 

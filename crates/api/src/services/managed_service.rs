@@ -5,7 +5,7 @@ use kube::{CustomResource, KubeSchema};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::NameRef;
+use super::{NameRef, PostgresParameters};
 
 /// Desired state of a ManagedService.
 #[derive(CustomResource, KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
@@ -52,10 +52,9 @@ pub struct ManagedServiceSpec {
     /// How applications reach the service.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub connectivity: Option<Connectivity>,
-    /// Engine parameters, passed through to the engine as given.
+    /// Engine parameters of the PostgreSQL class.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(schema_with = "crate::schema::free_form_object")]
-    pub parameters: Option<serde_json::Value>,
+    pub parameters: Option<PostgresParameters>,
     /// What deleting the service does to the engine and its data. Must be
     /// one of the plan's `allowedDeletionPolicies`.
     #[serde(default)]
@@ -82,11 +81,12 @@ pub struct ManagedServiceSpec {
 #[serde(rename_all = "camelCase")]
 pub struct RestoreFrom {
     /// Name of the ServiceBackup.
-    #[schemars(length(min = 1, max = 253))]
+    #[schemars(length(min = 1, max = 253), regex(pattern = crate::names::OBJECT_NAME_PATTERN))]
     pub backup_name: String,
     /// Namespace of the ServiceBackup; only the service's own is accepted
     /// (a restore works within one Project).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 63), regex(pattern = crate::names::NAMESPACE_NAME_PATTERN))]
     pub namespace: Option<String>,
 }
 
@@ -97,7 +97,7 @@ pub struct FinalBackup {
     /// Name of its ServiceBackup record; defaults to
     /// `<service>-final-<first 8 characters of the service's uid>`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(min = 1, max = 253))]
+    #[schemars(length(min = 1, max = 253), regex(pattern = crate::names::OBJECT_NAME_PATTERN))]
     pub name: Option<String>,
     /// How long the final backup is kept once the service is gone, as a
     /// duration such as `720h`; recorded as the ServiceBackup's

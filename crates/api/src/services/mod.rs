@@ -6,12 +6,14 @@ mod binding;
 mod catalogue;
 mod credential_policy;
 mod managed_service;
+mod parameters;
 
 pub use backup::*;
 pub use binding::*;
 pub use catalogue::*;
 pub use credential_policy::*;
 pub use managed_service::*;
+pub use parameters::*;
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -20,7 +22,7 @@ use serde::{Deserialize, Serialize};
 #[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
 pub struct NameRef {
     /// Name of the referenced object.
-    #[schemars(length(min = 1, max = 253))]
+    #[schemars(length(min = 1, max = 253), regex(pattern = crate::names::OBJECT_NAME_PATTERN))]
     pub name: String,
 }
 
@@ -28,7 +30,7 @@ pub struct NameRef {
 #[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
 pub struct ServiceRef {
     /// Name of the ManagedService.
-    #[schemars(length(min = 1, max = 253))]
+    #[schemars(length(min = 1, max = 253), regex(pattern = crate::names::OBJECT_NAME_PATTERN))]
     pub name: String,
     /// UID of the ManagedService, where the reference must not follow a
     /// new service of the same name.

@@ -399,8 +399,10 @@ impl Env {
         service.annotations_mut().clear();
         service.metadata.name = Some(name.to_owned());
         service.metadata.namespace = Some(namespace.to_owned());
-        service.spec.parameters =
-            Some(serde_json::json!({"database": database, "owner": database}));
+        service.spec.parameters = Some(
+            serde_json::from_value(serde_json::json!({"database": database, "owner": database}))
+                .unwrap(),
+        );
         service.spec.restore_from = restore_from.map(|backup| RestoreFrom {
             backup_name: backup.to_owned(),
             namespace: None,
