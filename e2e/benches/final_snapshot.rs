@@ -35,13 +35,14 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use backup_runner::pg::{Connection, PgTools};
-use k8s_openapi::api::core::v1::Secret;
+use navique_provider_postgres::{AdminConnection, Database};
+use navique_runtime::grpc_tls::ca::Ca;
 use navique_api::grpc::snapshot::v1::snapshot_service_client::SnapshotServiceClient;
 use navique_api::grpc::snapshot::v1::{
     Origin, Phase, RequestSnapshotRequest, ServiceRef, WatchSnapshotRequest,
 };
 use navique_e2e::free_port;
-use navique_e2e::services::{Postgres, ServiceEnv};
+use navique_e2e::services::{Postgres, ServiceEnv, grpc_ca, on_server, snapshot_client};
 use tonic::transport::Channel;
 
 const SERVICE: &str = "orders-db";
@@ -156,28 +157,38 @@ async fn main() -> anyhow::Result<()> {
     env.until_state(&ns, SERVICE, "Ready Available").await;
     let uid = env.field(&ns, SERVICE, "{.metadata.uid}");
 
+    // The service's database on the shared server, prefixed by its Project.
+    let database = on_server(&ns, DATABASE);
     let started = Instant::now();
-    let database_size = fill(&env.postgres, target_mib * 1024 * 1024);
+    let database_size = fill(&env.postgres, &database, target_mib * 1024 * 1024);
     let described = env.postgres.query_in(
-        DATABASE,
+        &database,
         "select (select count(*) from orders), pg_table_size('orders') + pg_table_size('customers')",
     );
     let (orders, tables) = described.split_once('|').unwrap_or_default();
     println!(
-        "database {DATABASE}: pg_database_size {database_size} bytes ({:.0} MiB), filled in {:.0?}; \
+        "database {database}: pg_database_size {database_size} bytes ({:.0} MiB), filled in {:.0?}; \
          {orders} orders; tables without indexes {:.0} MiB",
         database_size as f64 / MIB,
         started.elapsed(),
         tables.parse::<f64>().unwrap_or_default() / MIB,
     );
 
-    // backup-runner's own pg_dump: its lookup, its flags, its connection.
+    // backup-runner's own pg_dump: its lookup, its flags, its connection
+    // (the provider's admin, into the service's database).
     let tools = PgTools::locate(None)?;
-    let secret_name = format!("{SERVICE}-credentials");
-    let secret = kube::Api::<Secret>::namespaced(env.cluster.client().await, &ns)
-        .get(&secret_name)
-        .await?;
-    let connection = Connection::from_secret(&secret.data.unwrap_or_default(), &ns, &secret_name)?;
+    let admin = AdminConnection::from_secret(
+        &[
+            ("host", "127.0.0.1".to_owned()),
+            ("port", env.postgres.port.to_string()),
+            ("user", "postgres".to_owned()),
+            ("password", "unused".to_owned()),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v))
+        .collect(),
+    )?;
+    let connection = Connection::as_provider(&admin, &Database::new(&database, &database));
     println!(
         "pg_dump: {} ({}), as backup-runner runs it, of {}",
         tools.bin_dir().join("pg_dump").display(),
@@ -199,7 +210,9 @@ async fn main() -> anyhow::Result<()> {
         status_mib(pid, "VmRSS")?,
         status_mib(pid, "VmHWM")?
     );
-    let mut client = SnapshotServiceClient::connect(format!("http://127.0.0.1:{port}")).await?;
+    // As the lifecycle controller calls it: its certificate of the gRPC CA.
+    let (bundle, key) = grpc_ca(&env.cluster).await;
+    let mut client = snapshot_client(&Ca { bundle, key }, "service-lifecycle-controller", port);
     let service = ServiceRef {
         namespace: ns.clone(),
         name: SERVICE.to_owned(),
@@ -218,6 +231,14 @@ async fn main() -> anyhow::Result<()> {
     for round in 1..=rounds {
         for measure in (0..measures).map(|i| (i + round - 1) % measures) {
             if measure == 0 {
+                // The record backup-runner takes a snapshot for.
+                env.cluster.kubectl_in(
+                    &["apply", "-f", "-"],
+                    Some(&format!(
+                        "apiVersion: services.kube-dc.com/v1alpha1\nkind: ServiceBackup\nmetadata: {{name: {SERVICE}-final-{round}, namespace: {ns}}}\nspec:\n  serviceRef: {{name: {SERVICE}, uid: {}}}\n  origin: Final\n",
+                        service.uid
+                    )),
+                );
                 let snapshot = take_snapshot(&mut client, &service, round).await?;
                 println!(
                     "round {round}/{rounds}: {:<32} {} (dump and upload {:.1} s, \
@@ -295,11 +316,11 @@ fn setting<T: std::str::FromStr + PartialOrd + From<u8>>(
 /// Fills the service's database, as its owner, with batches of orders until
 /// `pg_database_size` reaches `target` bytes; then vacuums (so that no dump
 /// sets hint bits) and checkpoints. Returns the size.
-fn fill(postgres: &Postgres, target: u64) -> u64 {
-    let as_owner = |sql: &str| postgres.query_in(DATABASE, &format!("set role {DATABASE}; {sql}"));
+fn fill(postgres: &Postgres, database: &str, target: u64) -> u64 {
+    let as_owner = |sql: &str| postgres.query_in(database, &format!("set role {database}; {sql}"));
     let size = || {
         postgres
-            .query_in(DATABASE, "select pg_database_size(current_database())")
+            .query_in(database, "select pg_database_size(current_database())")
             .parse::<u64>()
             .expect("pg_database_size")
     };
@@ -313,8 +334,8 @@ fn fill(postgres: &Postgres, target: u64) -> u64 {
         );
         next += BATCH;
     }
-    postgres.query_in(DATABASE, "vacuum analyze");
-    postgres.query_in(DATABASE, "checkpoint");
+    postgres.query_in(database, "vacuum analyze");
+    postgres.query_in(database, "checkpoint");
     size()
 }
 

@@ -9,6 +9,8 @@ use std::process::Command;
 use std::sync::Mutex;
 use std::time::Duration;
 
+use navique_api::grpc::snapshot::v1::snapshot_service_client::SnapshotServiceClient;
+
 use crate::locks::{helm_template, start_webhook};
 use crate::{Cluster, Process, eventually, free_port, repo_root, wait_for_status};
 
@@ -64,6 +66,29 @@ pub async fn grpc_ca_file(cluster: &Cluster, dir: &std::path::Path) -> PathBuf {
     let path = dir.join("grpc-ca.crt");
     std::fs::write(&path, grpc_ca(cluster).await.0).expect("write the gRPC CA");
     path
+}
+
+/// A SnapshotService client at `port` (on 127.0.0.1) with a certificate of
+/// `ca` naming `component`, as that component's own would.
+pub fn snapshot_client(
+    ca: &navique_runtime::grpc_tls::ca::Ca,
+    component: &str,
+    port: u16,
+) -> SnapshotServiceClient<tonic::transport::Channel> {
+    use navique_runtime::grpc_tls::{self, Credentials, GrpcTls, ca};
+    use navique_runtime::pki::{Lifetimes, unix_now};
+    let day = Duration::from_secs(86_400);
+    let lifetimes = Lifetimes {
+        ca: 10 * day,
+        certificate: 2 * day,
+        renew_before: day,
+    };
+    let names = ["127.0.0.1".to_owned()];
+    let (certificate, key) = ca::issue(ca, component, &names, &lifetimes, unix_now())
+        .expect("a certificate of the gRPC CA");
+    let tls = GrpcTls::Tls(Credentials::new(&certificate, &key, &ca.bundle).expect("credentials"));
+    let url = format!("https://127.0.0.1:{port}");
+    SnapshotServiceClient::new(grpc_tls::channel("test", &url, &tls, WAIT).expect("a channel"))
 }
 
 /// A throwaway PostgreSQL server, stopped when dropped.

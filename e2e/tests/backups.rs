@@ -15,11 +15,9 @@ use navique_api::grpc::snapshot::v1::{
     GetSnapshotRequest, RequestSnapshotRequest, RestoreSnapshotRequest, ServiceRef,
 };
 use navique_e2e::s3::{BUCKET, S3Server};
-use navique_e2e::services::{ALICE, ServiceEnv, grpc_ca, on_server};
+use navique_e2e::services::{ALICE, ServiceEnv, grpc_ca, on_server, snapshot_client};
 use navique_e2e::{Process, eventually, free_port};
-use navique_runtime::grpc_tls::ca::{self, Ca};
-use navique_runtime::grpc_tls::{self, Credentials, GrpcTls};
-use navique_runtime::pki::{Lifetimes, unix_now};
+use navique_runtime::grpc_tls::ca::Ca;
 use tonic::Code;
 use tonic::transport::{Certificate, ClientTlsConfig, Endpoint};
 
@@ -580,26 +578,6 @@ async fn a_final_backup_holds_every_owners_tables_and_restores_them_all() {
     );
 }
 
-/// A SnapshotService client at `port` with a certificate of `ca` naming
-/// `component`.
-fn client_as(
-    ca: &Ca,
-    component: &str,
-    port: u16,
-) -> SnapshotServiceClient<tonic::transport::Channel> {
-    let day = Duration::from_secs(86_400);
-    let lifetimes = Lifetimes {
-        ca: 10 * day,
-        certificate: 2 * day,
-        renew_before: day,
-    };
-    let names = ["127.0.0.1".to_owned()];
-    let (certificate, key) = ca::issue(ca, component, &names, &lifetimes, unix_now()).unwrap();
-    let tls = GrpcTls::Tls(Credentials::new(&certificate, &key, &ca.bundle).unwrap());
-    let url = format!("https://127.0.0.1:{port}");
-    SnapshotServiceClient::new(grpc_tls::channel("test", &url, &tls, WAIT).unwrap())
-}
-
 fn get(key: &str) -> GetSnapshotRequest {
     GetSnapshotRequest {
         idempotency_key: key.to_owned(),
@@ -664,7 +642,7 @@ async fn snapshot_service_answers_only_the_lifecycle_controller() {
     // (b) Another component's certificate of the same CA: PermissionDenied,
     // naming it.
     for other in ["lock-controller", "webhook"] {
-        let mut client = client_as(&ca, other, port);
+        let mut client = snapshot_client(&ca, other, port);
         let status = client.restore_snapshot(restore.clone()).await.unwrap_err();
         assert_eq!(status.code(), Code::PermissionDenied, "{other}: {status:?}");
         assert!(
@@ -679,7 +657,7 @@ async fn snapshot_service_answers_only_the_lifecycle_controller() {
 
     // (c) The controller's identity, oversized fields: InvalidArgument
     // naming the field, before any work; 100 KB is not even decoded.
-    let mut controller = client_as(&ca, "service-lifecycle-controller", port);
+    let mut controller = snapshot_client(&ca, "service-lifecycle-controller", port);
     let status = controller
         .get_snapshot(get(&"k".repeat(300)))
         .await
