@@ -35,14 +35,14 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use backup_runner::pg::{Connection, PgTools};
-use navique_provider_postgres::{AdminConnection, Database};
-use navique_runtime::grpc_tls::ca::Ca;
 use navique_api::grpc::snapshot::v1::snapshot_service_client::SnapshotServiceClient;
 use navique_api::grpc::snapshot::v1::{
     Origin, Phase, RequestSnapshotRequest, ServiceRef, WatchSnapshotRequest,
 };
 use navique_e2e::free_port;
 use navique_e2e::services::{Postgres, ServiceEnv, grpc_ca, on_server, snapshot_client};
+use navique_provider_postgres::{AdminConnection, Database};
+use navique_runtime::grpc_tls::ca::Ca;
 use tonic::transport::Channel;
 
 const SERVICE: &str = "orders-db";
