@@ -31,6 +31,10 @@ pub mod annotations {
     pub const SYNC_WAVE: &str = "cd.hanzo.ai/sync-wave";
     /// Must equal the ManagedService's name for `deletionPolicy: Delete` (seed).
     pub const CONFIRM_DELETE: &str = "services.kube-dc.com/confirm-delete";
+    /// `"true"` on a Stack's manifest: the Stack adopts an object of that
+    /// name that it did not create (never a retained object, a
+    /// ManagedService's or another Stack's).
+    pub const ADOPT: &str = "core.navique.com/adopt";
 }
 
 /// What `cd.hanzo.ai/sync-options` may hold: comma-separated `Key=Value`
@@ -168,6 +172,9 @@ pub mod events {
     /// Warning: a Stack resource's `cd.hanzo.ai/sync-options` give one
     /// option conflicting values: the most protective holds.
     pub const CONFLICTING_SYNC_OPTIONS: &str = "ConflictingSyncOptions";
+    /// Warning: a Stack resource's kind is not served by the API server: it
+    /// is left alone, neither pruned nor deleted.
+    pub const KIND_NOT_SERVED: &str = "KindNotServed";
     /// Normal: a backup's retention ended; its archive and record are gone.
     pub const BACKUP_EXPIRED: &str = "BackupExpired";
     /// Normal: a credential policy gave its service a new password.

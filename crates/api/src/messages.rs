@@ -3,7 +3,7 @@
 
 use serde_json::Value;
 
-use crate::constants::annotations::{CONFIRM_DELETE, SYNC_OPTIONS};
+use crate::constants::annotations::{ADOPT, CONFIRM_DELETE, SYNC_OPTIONS};
 use crate::constants::sync_options::{BOOLEAN_VALUES, DELETE, IGNORED, PRUNE, REMOVAL_VALUES};
 use crate::services::DeletionPolicy;
 
@@ -418,6 +418,73 @@ pub const STALE_APPROVAL_WITHDRAWN: &str = "taking away a cd.hanzo.ai/deletion-a
 /// resource (`Kind/name`).
 pub fn stack_resource_held(resource: &str, why: &str) -> String {
     format!("{resource} is {}", held(why))
+}
+
+/// A Stack meets an object it must never touch (`resource`: `Kind ns/name`)
+/// because `owner` has it.
+fn not_the_stacks(resource: &str, owner: &str) -> String {
+    format!("{resource} {owner}; a Stack never adopts, changes or deletes it")
+}
+
+/// A Stack meets an object labelled `services.kube-dc.com/retained: "true"`.
+pub fn stack_resource_retained(resource: &str) -> String {
+    not_the_stacks(resource, "is retained from a deleted ManagedService")
+}
+
+/// A Stack meets an object of ManagedService `service`.
+pub fn stack_resource_of_service(resource: &str, service: &str) -> String {
+    not_the_stacks(resource, &format!("belongs to ManagedService {service}"))
+}
+
+/// A Stack meets an object labelled as another Stack's, `other`.
+pub fn stack_resource_of_other_stack(resource: &str, other: &str) -> String {
+    not_the_stacks(resource, &format!("belongs to Stack {other}"))
+}
+
+/// A Stack meets an object of its manifest's name that it did not create.
+pub fn stack_resource_not_adopted(resource: &str, stack: &str) -> String {
+    format!(
+        "{resource} exists and was not created by Stack {stack}: it is not adopted; annotate its manifest {ADOPT}=\"true\" to adopt it, or take it out of the Stack"
+    )
+}
+
+/// A Stack resource whose kind the API server does not serve.
+pub fn stack_kind_not_served(resource: &str, problem: &str) -> String {
+    format!("{resource} is not served by the API server: {problem}")
+}
+
+/// The Warning Event of a prune or delete of a resource whose kind is not
+/// served: nothing can be deleted, the Stack lets it be.
+pub fn stack_kind_not_served_left_alone(resource: &str, problem: &str, verb: &str) -> String {
+    format!(
+        "{}; it is left alone, not {verb}, and no longer in the Stack's inventory",
+        stack_kind_not_served(resource, problem)
+    )
+}
+
+/// `spec.resources[index]` names the object `spec.resources[first]` does
+/// (`resource`: `Kind/name`), under `api_version` (`first_api_version`).
+pub fn manifest_listed_twice(
+    resource: &str,
+    first: usize,
+    first_api_version: &str,
+    api_version: &str,
+) -> String {
+    if first_api_version == api_version {
+        format!("{resource} is already spec.resources[{first}]")
+    } else {
+        format!(
+            "{resource} is already spec.resources[{first}] under {first_api_version}, not another object under {api_version}: list an object once, under one version"
+        )
+    }
+}
+
+/// The row message, on a parent Stack, of a nested Stack in which prunes
+/// or deletes wait.
+pub fn nested_approvals_pending(stack: &str, count: u32, namespace: &str) -> String {
+    format!(
+        "{count} deletion approval(s) pending in Stack {stack}: kubectl navique approvals -n {namespace}"
+    )
 }
 
 /// A `Delete` policy meets an engine object it must not delete: `why`.

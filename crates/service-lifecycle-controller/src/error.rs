@@ -97,6 +97,10 @@ pub enum Error {
         kind: String,
         problem: String,
     },
+    /// A Stack resource of a kind the API server does not serve (or no
+    /// longer serves); `resource` as `Kind ns/name`.
+    #[error("{}", navique_api::messages::stack_kind_not_served(resource, problem))]
+    KindNotServed { resource: String, problem: String },
     #[error("cannot {action} {resource}")]
     StackResource {
         action: &'static str,
@@ -104,10 +108,9 @@ pub enum Error {
         #[source]
         source: kube::Error,
     },
-    #[error(
-        "{resource} exists and is not managed by Stack {stack}; remove it, or take it out of the Stack"
-    )]
-    NotStackManaged { resource: String, stack: String },
+    /// An object a Stack lists but may not change: why, naming who has it.
+    #[error("{0}")]
+    NotStackManaged(String),
     #[error(
         "Secret {secret} changed while its password was being rotated; the rotation is retried"
     )]
@@ -143,11 +146,12 @@ impl Error {
             Error::WriteObjectStatus { .. } => "write_status",
             Error::InvalidDuration(_) => "invalid_duration",
             Error::InvalidManifest { .. } | Error::UnknownKind { .. } => "invalid_manifest",
+            Error::KindNotServed { .. } => "kind_not_served",
             Error::StackResource { .. } => "stack_resource",
             Error::AwaitingApproval { .. } => "awaiting_approval",
             Error::DeletionHeld(_) => "deletion_held",
             Error::InvalidSchedule { .. } => "invalid_schedule",
-            Error::NotStackManaged { .. } => "name_in_use",
+            Error::NotStackManaged(_) => "name_in_use",
             Error::RotationOverwritten { .. } => "rotation_overwritten",
         }
     }

@@ -119,6 +119,21 @@ pub struct ResourceStatus {
     /// Why the resource is not where it should be, e.g. a denied delete.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
+    /// The uid of the object the Stack created or adopted: the Stack
+    /// changes, prunes and deletes only the object of this uid that also
+    /// carries its label. Written only by the controller (status).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uid: Option<String>,
+    /// The Stack is creating the object: recorded before the create, so
+    /// that an object of this key created by the Stack whose uid was not
+    /// recorded yet (the controller stopped in between) is known as its
+    /// own. Replaced by `uid` once the object exists.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub creating: bool,
+    /// For a nested Stack: how many prunes and deletes wait for approval
+    /// in it and in the Stacks it lists.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pending_approvals: Option<u32>,
 }
 
 /// Whether a live object matches its manifest.

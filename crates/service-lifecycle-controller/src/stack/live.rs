@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 use std::sync::Mutex;
 
-use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, Preconditions};
+use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams, Preconditions};
 use kube::core::GroupVersionKind;
 use kube::discovery::{self, ApiCapabilities, ApiResource, Scope};
 use kube::{Client, ResourceExt};
@@ -66,10 +66,24 @@ impl Live {
                 let (resource, capabilities): (ApiResource, ApiCapabilities) =
                     discovery::pinned_kind(&self.client, &gvk)
                         .await
-                        .map_err(|e| Error::UnknownKind {
-                            api_version: key.api_version(),
-                            kind: key.kind.clone(),
-                            problem: navique_runtime::one_line(&e),
+                        .map_err(|e| match e {
+                            // Not served (never, or no longer): known for
+                            // sure. Anything else (the server unreachable)
+                            // is an error, retried with backoff.
+                            kube::Error::Api(ref s) if s.code == 404 => Error::KindNotServed {
+                                resource: key.qualified(),
+                                problem: format!(
+                                    "{} {}: {}",
+                                    key.api_version(),
+                                    key.kind,
+                                    s.message
+                                ),
+                            },
+                            kube::Error::Discovery(ref d) => Error::KindNotServed {
+                                resource: key.qualified(),
+                                problem: navique_runtime::one_line(d),
+                            },
+                            source => Self::failed("discover the kind of", key)(source),
                         })?;
                 if capabilities.scope != Scope::Namespaced {
                     return Err(Error::UnknownKind {
@@ -101,6 +115,29 @@ impl Live {
             .map_err(Self::failed("read", key))
     }
 
+    /// Creates `manifest`, labelled with the Stack's name, only if no
+    /// object of its name exists: `None` when one does (someone else's,
+    /// never adopted by the create).
+    pub async fn create(
+        &self,
+        key: &ResourceKey,
+        stack: &str,
+        mut manifest: Value,
+    ) -> Result<Option<DynamicObject>, Error> {
+        manifest["metadata"]["labels"][labels::STACK] = json!(stack);
+        let object: DynamicObject = serde_json::from_value(manifest)
+            .map_err(|e| Self::failed("create", key)(kube::Error::SerdeError(e)))?;
+        let params = PostParams {
+            field_manager: Some(MANAGER.to_owned()),
+            ..PostParams::default()
+        };
+        match self.api(key).await?.create(&params, &object).await {
+            Ok(object) => Ok(Some(object)),
+            Err(kube::Error::Api(e)) if e.code == 409 && e.reason == "AlreadyExists" => Ok(None),
+            Err(e) => Err(self.write_failed("create", key, e)),
+        }
+    }
+
     /// Server-side applies `manifest`, labelled with the Stack's name.
     pub async fn apply(
         &self,
@@ -117,7 +154,19 @@ impl Live {
                 &Patch::Apply(manifest),
             )
             .await
-            .map_err(Self::failed("apply", key))
+            .map_err(|e| self.write_failed("apply", key, e))
+    }
+
+    /// A write that failed. A 404 means the kind went away (a create or
+    /// apply never misses an object): it is looked up again next time.
+    fn write_failed(&self, action: &'static str, key: &ResourceKey, source: kube::Error) -> Error {
+        if matches!(&source, kube::Error::Api(e) if e.code == 404) {
+            self.kinds
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .remove(&(key.group.clone(), key.version.clone(), key.kind.clone()));
+        }
+        Self::failed(action, key)(source)
     }
 
     /// Deletes the object `object` is, if it still is that object.
@@ -192,12 +241,4 @@ impl Live {
             Err(e) => Err(Self::failed("patch", key)(e)),
         }
     }
-}
-
-/// Whether `object` belongs to Stack `stack`.
-pub fn owned_by(object: &DynamicObject, stack: &str) -> bool {
-    object
-        .labels()
-        .get(labels::STACK)
-        .is_some_and(|s| s == stack)
 }

@@ -29,10 +29,11 @@ use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::events::{Event, EventType, Recorder};
+use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
 use kube::{Client, Resource, ResourceExt};
 use navique_api::conditions;
-use navique_api::constants::{events, finalizers, reasons};
+use navique_api::constants::{events, finalizers, labels, reasons};
 use navique_api::core::{
     HealthState, HealthStatus, OperationPhase, OperationState, ResourceStatus, Stack, StackStatus,
     SyncStatus,
@@ -42,8 +43,8 @@ use navique_api::messages;
 use navique_runtime::{Leadership, one_line, set_finalizers};
 
 use self::approvals::{Approvals, Notifier, Waiting};
-use self::live::{Deleted, Live, owned_by};
-use self::plan::{Approval, Desired, Removal, ResourceKey};
+use self::live::{Deleted, Live};
+use self::plan::{Approval, Desired, Removal, ResourceKey, claim};
 use self::sync_options::{Gate, SyncOptions};
 use crate::Error;
 use crate::dependents::{ControllerMetrics, Tracker};
@@ -99,6 +100,16 @@ pub async fn run(context: Context) -> Result<(), Infallible> {
     Controller::new(
         Api::<Stack>::all(context.client.clone()),
         watcher::Config::default(),
+    )
+    // A nested Stack's change (an approval starts or stops waiting) shows
+    // on the Stack that lists it, at once.
+    .watches(
+        Api::<Stack>::all(context.client.clone()),
+        watcher::Config::default(),
+        |child: Stack| {
+            let parent = child.labels().get(labels::STACK)?;
+            Some(ObjectRef::new(parent).within(&child.namespace()?))
+        },
     )
     .graceful_shutdown_on(token.cancelled_owned())
     .run(reconcile, error_policy, Arc::new(context))
@@ -184,6 +195,45 @@ fn row(key: &ResourceKey, wave: Option<i32>, status: SyncStatus) -> ResourceStat
         requires_deletion_approval: false,
         sync_wave: wave,
         message: None,
+        uid: None,
+        creating: false,
+        pending_approvals: None,
+    }
+}
+
+/// The stored row of `key`, if any.
+fn recorded<'a>(previous: &'a StackStatus, key: &ResourceKey) -> Option<&'a ResourceStatus> {
+    previous
+        .resources
+        .iter()
+        .find(|r| ResourceKey::of_status(r, &key.namespace) == *key)
+}
+
+/// On a parent Stack's row of a nested Stack, `object`: how many approvals
+/// wait in it and in the Stacks it lists (as its own rows count them).
+fn nested_approvals(row: &mut ResourceStatus, key: &ResourceKey, object: &DynamicObject) {
+    if key.group != Stack::group(&()) || key.kind != Stack::kind(&()) {
+        return;
+    }
+    let Some(status) = object
+        .data
+        .get("status")
+        .and_then(|s| serde_json::from_value::<StackStatus>(s.clone()).ok())
+    else {
+        return;
+    };
+    let count: u32 = status
+        .resources
+        .iter()
+        .map(|r| u32::from(r.requires_deletion_approval) + r.pending_approvals.unwrap_or(0))
+        .sum();
+    if count > 0 {
+        row.pending_approvals = Some(count);
+        row.message = Some(messages::nested_approvals_pending(
+            &key.name,
+            count,
+            &key.namespace,
+        ));
     }
 }
 
@@ -252,7 +302,8 @@ impl Context {
             }
         };
         let mut pass = Pass::default();
-        self.apply_waves(&name, &desired, &mut pass).await?;
+        self.apply_waves(&name, &desired, &previous, &mut pass)
+            .await?;
         self.prune(&namespace, &name, &desired, &previous, &mut pass)
             .await?;
 
@@ -326,18 +377,28 @@ impl Context {
         &self,
         stack: &str,
         desired: &[Desired],
+        previous: &StackStatus,
         pass: &mut Pass,
     ) -> Result<(), Error> {
         let mut held: Option<String> = None;
         for wave in plan::waves(desired.iter().map(|d| d.wave)) {
             for item in desired.iter().filter(|d| d.wave == wave) {
+                let recorded = recorded(previous, &item.key);
                 let mut row = row(&item.key, Some(item.wave), SyncStatus::OutOfSync);
+                // What the Stack owns stays recorded until it is replaced.
+                row.uid = recorded.and_then(|r| r.uid.clone());
+                row.creating = recorded.is_some_and(|r| r.creating);
                 if let Some(why) = &held {
                     // Still in the Stack: an approval it carries goes now,
                     // not once its wave is applied.
                     match self.live.get(&item.key).await {
-                        Ok(Some(object)) => self.withdraw_approval(stack, item, &object).await?,
-                        Ok(None) => {}
+                        Ok(Some(object))
+                            if claim(stack, &item.key, &object.metadata, recorded, false)
+                                .is_ok() =>
+                        {
+                            self.withdraw_approval(item, &object).await?
+                        }
+                        Ok(_) => {}
                         // E.g. a kind that a lower wave has yet to define.
                         Err(e) => {
                             tracing::debug!(resource = %item.key.display(), error = %one_line(&e), "cannot read a resource held back")
@@ -347,10 +408,21 @@ impl Context {
                     pass.rows.push(row);
                     continue;
                 }
-                match self.apply(stack, item).await {
-                    Ok(object) => {
+                match self.apply(stack, item, recorded).await {
+                    Ok(None) => {
+                        // Recorded first, created by the next pass (which
+                        // this status write starts).
+                        row.creating = true;
+                        row.message = Some("to be created".to_owned());
+                        pass.progressing(|| format!("creating {}", item.key.display()));
+                        held.get_or_insert_with(|| format!("waits for wave {wave}"));
+                    }
+                    Ok(Some(object)) => {
                         row.status = SyncStatus::Synced;
+                        row.uid = object.uid();
+                        row.creating = false;
                         row.health = health(&item.key.kind, &object);
+                        nested_approvals(&mut row, &item.key, &object);
                         if let Some(h) = row.health.as_ref().filter(|h| {
                             matches!(h.status, HealthState::Progressing | HealthState::Degraded)
                         }) {
@@ -370,7 +442,19 @@ impl Context {
                         if pass.failed.is_none() {
                             pass.failed = Some(message);
                         }
-                        held.get_or_insert_with(|| format!("waits for wave {wave}"));
+                        match e {
+                            // Nothing of it can be applied: the rest of the
+                            // Stack syncs ("stuck forever").
+                            Error::KindNotServed { .. } => {}
+                            // Someone else's: not the Stack's to create.
+                            Error::NotStackManaged(_) => {
+                                row.creating = false;
+                                held.get_or_insert_with(|| format!("waits for wave {wave}"));
+                            }
+                            _ => {
+                                held.get_or_insert_with(|| format!("waits for wave {wave}"));
+                            }
+                        }
                     }
                 }
                 pass.rows.push(row);
@@ -379,23 +463,41 @@ impl Context {
         Ok(())
     }
 
-    /// Applies one manifest; an object of that name that is not the
-    /// Stack's is left alone.
-    async fn apply(&self, stack: &str, item: &Desired) -> Result<DynamicObject, Error> {
-        if let Some(existing) = self.live.get(&item.key).await?
-            && !owned_by(&existing, stack)
-        {
-            return Err(Error::NotStackManaged {
-                resource: item.key.display(),
-                stack: stack.to_owned(),
-            });
+    /// Applies one manifest to the Stack's own object ([`claim`]); an
+    /// object of that name that is not the Stack's is left alone. An
+    /// object to create is recorded first (`creating`, `None` here) and
+    /// created, create-only, by the next pass: its uid is recorded by the
+    /// status write that ends that pass.
+    async fn apply(
+        &self,
+        stack: &str,
+        item: &Desired,
+        recorded: Option<&ResourceStatus>,
+    ) -> Result<Option<DynamicObject>, Error> {
+        match self.live.get(&item.key).await? {
+            Some(existing) => claim(stack, &item.key, &existing.metadata, recorded, item.adopt)
+                .map_err(Error::NotStackManaged)?,
+            None if !recorded.is_some_and(|r| r.creating) => return Ok(None),
+            None => {
+                return match self
+                    .live
+                    .create(&item.key, stack, item.manifest.clone())
+                    .await?
+                {
+                    Some(object) => Ok(Some(object)),
+                    // Created by someone else meanwhile: not adopted.
+                    None => Err(Error::NotStackManaged(
+                        messages::stack_resource_not_adopted(&item.key.qualified(), stack),
+                    )),
+                };
+            }
         }
         let object = self
             .live
             .apply(&item.key, stack, item.manifest.clone())
             .await?;
-        self.withdraw_approval(stack, item, &object).await?;
-        Ok(object)
+        self.withdraw_approval(item, &object).await?;
+        Ok(Some(object))
     }
 
     /// Takes away an approval that the manifest does not declare from a
@@ -403,16 +505,9 @@ impl Context {
     /// and left in place it would approve a later removal before that
     /// waited ("stale authorisation"). A resource put back into the Stack
     /// loses its approval at once.
-    async fn withdraw_approval(
-        &self,
-        stack: &str,
-        item: &Desired,
-        object: &DynamicObject,
-    ) -> Result<(), Error> {
+    async fn withdraw_approval(&self, item: &Desired, object: &DynamicObject) -> Result<(), Error> {
         let annotated = plan::approved(object.metadata.annotations.as_ref());
-        if owned_by(object, stack)
-            && plan::approval(annotated, item.declares_approval, false) == Approval::Stale
-        {
+        if plan::approval(annotated, item.declares_approval, false) == Approval::Stale {
             self.live.clear_approval(&item.key, object).await?;
         }
         Ok(())
@@ -454,21 +549,45 @@ impl Context {
         declared: bool,
         pass: &mut Pass,
     ) -> Result<(), Error> {
-        let Some(object) = self.live.get(key).await? else {
-            return Ok(());
+        let pruning = operation == Operation::Prune;
+        let object = match self.live.get(key).await {
+            Ok(Some(object)) => object,
+            Ok(None) => return Ok(()),
+            // Nothing of it can be deleted: left alone, and out of the
+            // inventory, so that neither a sync nor a teardown waits on it
+            // forever ("stuck forever").
+            Err(Error::KindNotServed { resource, problem }) => {
+                let verb = if pruning { "pruned" } else { "deleted" };
+                self.publish(
+                    &key.namespace,
+                    stack,
+                    Some(key),
+                    EventType::Warning,
+                    events::KIND_NOT_SERVED,
+                    messages::stack_kind_not_served_left_alone(&resource, &problem, verb),
+                )
+                .await;
+                return Ok(());
+            }
+            Err(e) => return Err(e),
         };
-        if !owned_by(&object, stack) {
+        // Only the Stack's own, by uid and label: anything else is left
+        // alone ("ownership by label").
+        if let Err(why) = claim(stack, key, &object.metadata, Some(previous_row), false) {
+            tracing::info!(resource = %key.display(), %stack, ?operation, %why, "not the Stack's: left alone");
             return Ok(());
         }
-        let pruning = operation == Operation::Prune;
         let mut row = row(key, previous_row.sync_wave, previous_row.status);
+        row.uid = object.uid();
         if pruning {
             row.status = SyncStatus::OutOfSync;
             row.requires_pruning = true;
         }
         row.health = health(&key.kind, &object);
+        nested_approvals(&mut row, key, &object);
         if object.metadata.deletion_timestamp.is_some() {
-            row.message = Some("being deleted".to_owned());
+            row.message
+                .get_or_insert_with(|| "being deleted".to_owned());
             pass.progressing(|| format!("waiting for {} to be deleted", key.display()));
             pass.rows.push(row);
             return Ok(());
@@ -595,17 +714,9 @@ impl Context {
             self.approvals.forget(namespace, name);
             return Ok(Action::await_change());
         }
-        // The inventory, and manifests applied before it was first written.
-        let mut inventory: Vec<ResourceStatus> = previous.resources.clone();
+        // The inventory: a Stack records what it creates before creating it.
+        let inventory = &previous.resources;
         let desired = plan::desired(namespace, &stack.spec.resources).unwrap_or_default();
-        for item in &desired {
-            let known = inventory
-                .iter()
-                .any(|r| ResourceKey::of_status(r, namespace) == item.key);
-            if !known {
-                inventory.push(row(&item.key, Some(item.wave), SyncStatus::Synced));
-            }
-        }
         // Approvals the Stack's own manifests declare.
         let declared: BTreeSet<&ResourceKey> = desired
             .iter()
@@ -613,11 +724,26 @@ impl Context {
             .map(|d| &d.key)
             .collect();
         let mut present = Vec::new();
-        for item in &inventory {
+        for item in inventory {
             let key = ResourceKey::of_status(item, namespace);
-            if let Some(object) = self.live.get(&key).await?
-                && owned_by(&object, name)
-            {
+            let object = match self.live.get(&key).await {
+                Ok(object) => object,
+                // Left alone by `remove`, with its Event.
+                Err(Error::KindNotServed { .. }) => {
+                    self.remove(
+                        name,
+                        &key,
+                        item,
+                        Operation::Delete,
+                        false,
+                        &mut Pass::default(),
+                    )
+                    .await?;
+                    None
+                }
+                Err(e) => return Err(e),
+            };
+            if object.is_some_and(|o| claim(name, &key, &o.metadata, Some(item), false).is_ok()) {
                 present.push(item);
             }
         }

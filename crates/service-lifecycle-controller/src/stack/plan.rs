@@ -3,7 +3,8 @@
 
 use std::collections::BTreeMap;
 
-use navique_api::constants::annotations;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use navique_api::constants::{annotations, labels};
 use navique_api::core::ResourceStatus;
 use navique_api::grpc::approvals::v1::Operation;
 use navique_api::messages;
@@ -12,8 +13,12 @@ use serde_json::Value;
 use super::sync_options::{self, Gate, SyncOptions};
 use crate::Error;
 
-/// One resource of a Stack, by the names the API finds it under.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+/// One resource of a Stack, by the names the API finds it under. Its
+/// identity is group, kind, namespace and name: `version` says which
+/// served version to read and write it with, and is no part of it (the
+/// same object under another served version is the same resource, never
+/// pruned for it: "version and key drift").
+#[derive(Clone, Debug)]
 pub struct ResourceKey {
     /// Empty for the core group.
     pub group: String,
@@ -21,6 +26,38 @@ pub struct ResourceKey {
     pub kind: String,
     pub namespace: String,
     pub name: String,
+}
+
+impl ResourceKey {
+    fn identity(&self) -> (&str, &str, &str, &str) {
+        (&self.group, &self.kind, &self.namespace, &self.name)
+    }
+}
+
+impl PartialEq for ResourceKey {
+    fn eq(&self, other: &Self) -> bool {
+        self.identity() == other.identity()
+    }
+}
+
+impl Eq for ResourceKey {}
+
+impl PartialOrd for ResourceKey {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for ResourceKey {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.identity().cmp(&other.identity())
+    }
+}
+
+impl std::hash::Hash for ResourceKey {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.identity().hash(state);
+    }
 }
 
 impl ResourceKey {
@@ -48,6 +85,72 @@ impl ResourceKey {
     /// `Kind/name`, as messages name a resource.
     pub fn display(&self) -> String {
         format!("{}/{}", self.kind, self.name)
+    }
+
+    /// `Kind namespace/name`, as ownership messages name a resource.
+    pub fn qualified(&self) -> String {
+        format!("{} {}/{}", self.kind, self.namespace, self.name)
+    }
+}
+
+/// Whether Stack `stack` may change, prune or delete `object`, the live
+/// object of `key`: `Err` says why not, naming who has it. `recorded` is
+/// the Stack's stored row of the resource; `adopt`, whether its manifest
+/// asks to adopt an object the Stack did not create.
+///
+/// Never a retained object, a ManagedService's or another Stack's (by
+/// label; none of these can be adopted). Else the Stack's own is the
+/// object labelled as its own whose uid the Stack recorded, or, labelled as
+/// its own, created while the row records the create with no uid yet (the
+/// controller stopped after the create, before recording the uid). The
+/// label alone is never enough: a tenant can write it ("ownership by
+/// label").
+pub fn claim(
+    stack: &str,
+    key: &ResourceKey,
+    object: &ObjectMeta,
+    recorded: Option<&ResourceStatus>,
+    adopt: bool,
+) -> Result<(), String> {
+    let label = |name: &str| object.labels.as_ref().and_then(|l| l.get(name));
+    if label(labels::RETAINED).is_some_and(|v| v == "true") {
+        return Err(messages::stack_resource_retained(&key.qualified()));
+    }
+    let service_owner = object.owner_references.iter().flatten().find(|o| {
+        o.kind == "ManagedService"
+            && o.api_version.split('/').next() == Some(navique_api::constants::SERVICES_GROUP)
+    });
+    if let Some(service) = service_owner
+        .map(|o| o.name.as_str())
+        .or_else(|| label(labels::SERVICE).map(String::as_str))
+    {
+        let service = format!("{}/{service}", key.namespace);
+        return Err(messages::stack_resource_of_service(
+            &key.qualified(),
+            &service,
+        ));
+    }
+    let labelled = match label(labels::STACK) {
+        Some(other) if other != stack => {
+            return Err(messages::stack_resource_of_other_stack(
+                &key.qualified(),
+                other,
+            ));
+        }
+        labelled => labelled.is_some(),
+    };
+    let recorded_uid = recorded.and_then(|r| r.uid.as_deref());
+    let own = match recorded_uid {
+        Some(uid) => object.uid.as_deref() == Some(uid),
+        None => recorded.is_some_and(|r| r.creating),
+    };
+    if (labelled && own) || adopt {
+        Ok(())
+    } else {
+        Err(messages::stack_resource_not_adopted(
+            &key.qualified(),
+            stack,
+        ))
     }
 }
 
@@ -123,6 +226,9 @@ pub struct Desired {
     pub wave: i32,
     /// Whether the manifest itself sets `cd.hanzo.ai/deletion-approved`.
     pub declares_approval: bool,
+    /// Whether the manifest asks to adopt an object of its name that the
+    /// Stack did not create (`core.navique.com/adopt: "true"`).
+    pub adopt: bool,
     pub manifest: Value,
 }
 
@@ -221,6 +327,17 @@ pub fn desired(namespace: &str, resources: &[Value]) -> Result<Vec<Desired>, Err
         {
             return Err(invalid(problem));
         }
+        let adopt = match annotations.as_ref().and_then(|a| a.get(annotations::ADOPT)) {
+            None => false,
+            Some(value) if value == "true" => true,
+            Some(value) if value == "false" => false,
+            Some(value) => {
+                return Err(invalid(format!(
+                    "metadata.annotations[{:?}] must be \"true\" or \"false\", got {value:?}",
+                    annotations::ADOPT
+                )));
+            }
+        };
         let key = ResourceKey {
             group: group.to_owned(),
             version: version.to_owned(),
@@ -228,18 +345,22 @@ pub fn desired(namespace: &str, resources: &[Value]) -> Result<Vec<Desired>, Err
             namespace: namespace.to_owned(),
             name: name.to_owned(),
         };
-        if let Some(first) = seen.insert(key.clone(), index) {
-            return Err(invalid(format!(
-                "{} is already spec.resources[{first}]",
-                key.display()
+        if let Some((first_key, first)) = seen.get_key_value(&key) {
+            return Err(invalid(messages::manifest_listed_twice(
+                &key.display(),
+                *first,
+                &first_key.api_version(),
+                &key.api_version(),
             )));
         }
+        seen.insert(key.clone(), index);
         let mut manifest = manifest.clone();
         manifest["metadata"]["namespace"] = Value::String(namespace.to_owned());
         all.push(Desired {
             key,
             wave,
             declares_approval: approved(annotations.as_ref()),
+            adopt,
             manifest,
         });
     }
@@ -313,6 +434,9 @@ mod tests {
             requires_deletion_approval: true,
             sync_wave: None,
             message: None,
+            uid: None,
+            creating: false,
+            pending_approvals: None,
         };
         assert!(waits_for_approval(&row, Operation::Prune));
         assert!(
@@ -372,6 +496,149 @@ mod tests {
                 json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a", "namespace": "other"}})
             ]),
             "spec.resources[0]: metadata.namespace other is not the Stack's namespace team; a Stack manages resources of its own namespace"
+        );
+    }
+
+    fn gadget(version: &str, name: &str) -> Value {
+        json!({"apiVersion": format!("adv.example.com/{version}"), "kind": "Gadget", "metadata": {"name": name}})
+    }
+
+    /// Version and key drift: a resource is the same under another served
+    /// version, and one object listed under two versions is refused.
+    #[test]
+    fn keys_are_group_kind_namespace_and_name_not_version() {
+        let v1 = desired("team", &[gadget("v1", "g")]).unwrap();
+        let v2 = desired("team", &[gadget("v2", "g")]).unwrap();
+        assert_eq!(v1[0].key, v2[0].key);
+        assert_eq!(v2[0].key.api_version(), "adv.example.com/v2");
+        assert_ne!(
+            v1[0].key,
+            desired(
+                "team",
+                &[json!({"apiVersion": "other.example.com/v1", "kind": "Gadget", "metadata": {"name": "g"}})]
+            )
+            .unwrap()[0]
+                .key
+        );
+        assert_eq!(
+            desired("team", &[gadget("v1", "g"), gadget("v2", "g")])
+                .unwrap_err()
+                .to_string(),
+            "spec.resources[1]: Gadget/g is already spec.resources[0] under adv.example.com/v1, not another object under adv.example.com/v2: list an object once, under one version"
+        );
+    }
+
+    #[test]
+    fn adoption_is_asked_for_with_true_and_anything_but_true_or_false_is_refused() {
+        let adopt = |value: &str| {
+            desired(
+                "team",
+                &[config_map("a", json!({"core.navique.com/adopt": value}))],
+            )
+            .map(|d| d[0].adopt)
+            .map_err(|e| e.to_string())
+        };
+        assert_eq!(adopt("true"), Ok(true));
+        assert_eq!(adopt("false"), Ok(false));
+        assert_eq!(
+            adopt("yes").unwrap_err(),
+            "spec.resources[0]: metadata.annotations[\"core.navique.com/adopt\"] must be \"true\" or \"false\", got \"yes\""
+        );
+        assert!(!desired("team", &[config_map("a", json!({}))]).unwrap()[0].adopt);
+    }
+
+    fn meta(labels: Value, owners: Value) -> ObjectMeta {
+        serde_json::from_value(json!({"name": "data", "namespace": "team", "uid": "u-1", "labels": labels, "ownerReferences": owners})).unwrap()
+    }
+
+    fn recorded(uid: Option<&str>, creating: bool) -> ResourceStatus {
+        ResourceStatus {
+            group: String::new(),
+            version: "v1".into(),
+            kind: "PersistentVolumeClaim".into(),
+            namespace: None,
+            name: "data".into(),
+            status: navique_api::core::SyncStatus::Synced,
+            health: None,
+            requires_pruning: false,
+            requires_deletion_approval: false,
+            sync_wave: None,
+            message: None,
+            uid: uid.map(str::to_owned),
+            creating,
+            pending_approvals: None,
+        }
+    }
+
+    /// Ownership by label: the label alone never makes an object the
+    /// Stack's; its uid recorded in the Stack's status does, or an explicit
+    /// adoption, never of a retained object, a ManagedService's or another
+    /// Stack's.
+    #[test]
+    fn a_stack_owns_what_it_recorded_by_uid_and_adopts_only_when_asked() {
+        let key = ResourceKey {
+            group: String::new(),
+            version: "v1".into(),
+            kind: "PersistentVolumeClaim".into(),
+            namespace: "team".into(),
+            name: "data".into(),
+        };
+        let ours = meta(json!({"core.navique.com/stack": "grab"}), json!([]));
+        let claim = |object: &ObjectMeta, row: Option<&ResourceStatus>, adopt: bool| {
+            claim("grab", &key, object, row, adopt)
+        };
+        let not_adopted = "PersistentVolumeClaim team/data exists and was not created by Stack grab: it is not adopted; annotate its manifest core.navique.com/adopt=\"true\" to adopt it, or take it out of the Stack";
+        assert_eq!(claim(&ours, None, false).unwrap_err(), not_adopted);
+        assert_eq!(
+            claim(&ours, Some(&recorded(None, false)), false).unwrap_err(),
+            not_adopted
+        );
+        assert_eq!(
+            claim(&ours, Some(&recorded(Some("u-2"), false)), false).unwrap_err(),
+            not_adopted
+        );
+        assert_eq!(
+            claim(&ours, Some(&recorded(Some("u-1"), false)), false),
+            Ok(())
+        );
+        // Created by the Stack, the controller stopped before its uid was recorded.
+        assert_eq!(claim(&ours, Some(&recorded(None, true)), false), Ok(()));
+        // The recorded uid without the label is not enough either.
+        let unlabelled = meta(json!({}), json!([]));
+        assert_eq!(
+            claim(&unlabelled, Some(&recorded(Some("u-1"), false)), false).unwrap_err(),
+            not_adopted
+        );
+        assert_eq!(
+            claim(&unlabelled, Some(&recorded(None, true)), false).unwrap_err(),
+            not_adopted
+        );
+        assert_eq!(claim(&unlabelled, None, true), Ok(()));
+
+        let retained = meta(
+            json!({"core.navique.com/stack": "grab", "services.kube-dc.com/retained": "true", "services.kube-dc.com/service": "rdb"}),
+            json!([]),
+        );
+        for adopt in [false, true] {
+            assert_eq!(
+                claim(&retained, Some(&recorded(Some("u-1"), false)), adopt).unwrap_err(),
+                "PersistentVolumeClaim team/data is retained from a deleted ManagedService; a Stack never adopts, changes or deletes it"
+            );
+        }
+        let of_service = meta(
+            json!({}),
+            json!([{"apiVersion": "services.kube-dc.com/v1alpha1", "kind": "ManagedService", "name": "rdb", "uid": "s-1"}]),
+        );
+        assert_eq!(
+            claim(&of_service, None, true).unwrap_err(),
+            "PersistentVolumeClaim team/data belongs to ManagedService team/rdb; a Stack never adopts, changes or deletes it"
+        );
+        let labelled_for_service = meta(json!({"services.kube-dc.com/service": "rdb"}), json!([]));
+        assert!(claim(&labelled_for_service, None, true).is_err());
+        let other = meta(json!({"core.navique.com/stack": "web"}), json!([]));
+        assert_eq!(
+            claim(&other, Some(&recorded(Some("u-1"), false)), true).unwrap_err(),
+            "PersistentVolumeClaim team/data belongs to Stack web; a Stack never adopts, changes or deletes it"
         );
     }
 
