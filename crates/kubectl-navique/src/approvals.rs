@@ -4,7 +4,9 @@
 //! prune when the entry also says `requiresPruning`, else a delete (the
 //! Stack is being deleted).
 
-use kube::ResourceExt;
+use std::collections::BTreeMap;
+
+use kube::{Resource, ResourceExt};
 use navique_api::core::Stack;
 use serde::Serialize;
 
@@ -69,6 +71,10 @@ impl std::fmt::Display for Operation {
 #[serde(rename_all = "camelCase")]
 pub struct PendingApproval {
     pub stack: StackRef,
+    /// The Stacks that list `stack` (a nested Stack), outermost first, in
+    /// its namespace; empty for a Stack no other Stack lists.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub parents: Vec<String>,
     pub operation: Operation,
     pub resource: ResourceRef,
     /// The resource's sync wave, when the Stack reports it.
@@ -175,13 +181,51 @@ pub struct ApproveReport {
     pub results: Vec<ApproveOutcome>,
 }
 
-/// Every pending approval of `stacks`, by namespace and Stack, each Stack's
-/// resources in the order its status lists them.
+/// Whether a `status.resources[]` entry is a nested Stack.
+fn is_stack(resource: &navique_api::core::ResourceStatus) -> bool {
+    resource.group == Stack::group(&()) && resource.kind == Stack::kind(&())
+}
+
+/// Every pending approval of `stacks`, by namespace, as a tree: a Stack's
+/// own, then those of the Stacks it lists (its status rows of kind Stack),
+/// each Stack's resources in the order its status lists them.
 pub fn pending_approvals(stacks: &[Stack]) -> Vec<PendingApproval> {
     let mut stacks: Vec<&Stack> = stacks.iter().collect();
     stacks.sort_by_key(|s| (s.namespace(), s.name_any()));
+    let id = |s: &Stack| (s.namespace().unwrap_or_default(), s.name_any());
+    // A nested Stack's parent: the Stack whose status lists it.
+    let mut parent: BTreeMap<(String, String), String> = BTreeMap::new();
+    for stack in &stacks {
+        let (namespace, name) = id(stack);
+        for child in stack.status.iter().flat_map(|s| &s.resources) {
+            if is_stack(child) && child.name != name {
+                let child_namespace = child.namespace.clone().unwrap_or(namespace.clone());
+                parent.insert((child_namespace, child.name.clone()), name.clone());
+            }
+        }
+    }
+    let parents_of = |(namespace, name): &(String, String)| {
+        let mut chain: Vec<String> = Vec::new();
+        let mut at = name.clone();
+        while let Some(up) = parent.get(&(namespace.clone(), at.clone())) {
+            if chain.contains(up) || up == name {
+                break;
+            }
+            chain.insert(0, up.clone());
+            at = up.clone();
+        }
+        chain
+    };
+    // Tree order: by namespace, then by the path of Stack names.
+    let mut ordered: Vec<(Vec<String>, &Stack)> =
+        stacks.iter().map(|s| (parents_of(&id(s)), *s)).collect();
+    ordered.sort_by_key(|(parents, s)| {
+        let mut path = parents.clone();
+        path.push(s.name_any());
+        (s.namespace(), path)
+    });
     let mut pending = Vec::new();
-    for stack in stacks {
+    for (parents, stack) in ordered {
         let Some(status) = &stack.status else {
             continue;
         };
@@ -196,6 +240,7 @@ pub fn pending_approvals(stacks: &[Stack]) -> Vec<PendingApproval> {
         {
             pending.push(PendingApproval {
                 stack: stack_ref.clone(),
+                parents: parents.clone(),
                 operation: if resource.requires_pruning {
                     Operation::Prune
                 } else {
@@ -357,6 +402,46 @@ pub(crate) mod tests {
             Some("waiting for cd.hanzo.ai/deletion-approved")
         );
         assert_eq!(pending[1].resource.group, "apps");
+    }
+
+    /// A nested Stack's approvals come right after its parent's, naming
+    /// the Stacks above it.
+    #[test]
+    fn nested_stacks_approvals_are_listed_under_their_parent() {
+        let waiting = |name: &str| {
+            serde_json::json!({"version": "v1", "kind": "ConfigMap", "name": name, "status": "OutOfSync",
+                "requiresPruning": true, "requiresDeletionApproval": true})
+        };
+        let child = |name: &str| {
+            serde_json::json!({"group": "core.navique.com", "version": "v1alpha1", "kind": "Stack",
+                "name": name, "status": "Synced", "pendingApprovals": 1})
+        };
+        let stacks = [
+            stack("ns", "b-inner", serde_json::json!([waiting("deep")])),
+            stack("ns", "a-leaf", serde_json::json!([waiting("leaf")])),
+            stack("ns", "z-outer", serde_json::json!([child("m-middle")])),
+            stack(
+                "ns",
+                "m-middle",
+                serde_json::json!([child("b-inner"), waiting("mid")]),
+            ),
+        ];
+        let pending = pending_approvals(&stacks);
+        assert_eq!(
+            summary(&pending),
+            [
+                "ns/a-leaf Prune ConfigMap/leaf",
+                "ns/m-middle Prune ConfigMap/mid",
+                "ns/b-inner Prune ConfigMap/deep",
+            ]
+        );
+        assert!(pending[0].parents.is_empty());
+        assert_eq!(pending[1].parents, ["z-outer"]);
+        assert_eq!(pending[2].parents, ["z-outer", "m-middle"]);
+        assert_eq!(
+            serde_json::to_value(&pending[2]).unwrap()["parents"],
+            serde_json::json!(["z-outer", "m-middle"])
+        );
     }
 
     #[test]

@@ -56,6 +56,7 @@ fn pending(approval: &pb::PendingApproval) -> PendingApproval {
             namespace: Some(resource.namespace).filter(|n| !n.is_empty()),
             name: resource.name,
         },
+        parents: Vec::new(),
         wave: None,
         message: None,
         since: approval.since.map(rfc3339),

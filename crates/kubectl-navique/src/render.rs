@@ -36,25 +36,34 @@ pub fn table(header: &[&str], rows: &[Vec<String>]) -> String {
     out
 }
 
-/// `approvals`: one row per pending resource.
+/// A Stack's name in the STACK column: a nested Stack under its parent.
+fn stack_cell(name: &str, depth: usize) -> String {
+    match depth {
+        0 => name.to_owned(),
+        depth => format!("{}└─ {name}", "   ".repeat(depth - 1)),
+    }
+}
+
+/// `approvals`: one row per pending resource; a nested Stack's rows come
+/// under its parent's, indented, with a line for each parent that has no
+/// pending resource of its own.
 pub fn approvals(pending: &[PendingApproval]) -> String {
     if pending.is_empty() {
         return "No approvals pending.\n".to_owned();
     }
-    let rows: Vec<Vec<String>> = pending
-        .iter()
-        .map(|p| {
-            vec![
-                p.stack.namespace.clone(),
-                p.stack.name.clone(),
-                p.operation.to_string(),
-                p.resource.kind.clone(),
-                p.resource.name.clone(),
-                p.wave.map_or_else(|| NONE.to_owned(), |w| w.to_string()),
-                p.message.clone().unwrap_or_default(),
-            ]
-        })
-        .collect();
+    let mut shown: Vec<(&str, &str)> = Vec::new();
+    let mut rows: Vec<Vec<String>> = Vec::new();
+    for p in pending {
+        let namespace = p.stack.namespace.as_str();
+        for (depth, parent) in p.parents.iter().enumerate() {
+            if !shown.contains(&(namespace, parent.as_str())) {
+                shown.push((namespace, parent));
+                rows.push(vec![namespace.to_owned(), stack_cell(parent, depth)]);
+            }
+        }
+        shown.push((namespace, &p.stack.name));
+        rows.push(row(p));
+    }
     table(
         &[
             "NAMESPACE",
@@ -67,6 +76,18 @@ pub fn approvals(pending: &[PendingApproval]) -> String {
         ],
         &rows,
     )
+}
+
+fn row(p: &PendingApproval) -> Vec<String> {
+    vec![
+        p.stack.namespace.clone(),
+        stack_cell(&p.stack.name, p.parents.len()),
+        p.operation.to_string(),
+        p.resource.kind.clone(),
+        p.resource.name.clone(),
+        p.wave.map_or_else(|| NONE.to_owned(), |w| w.to_string()),
+        p.message.clone().unwrap_or_default(),
+    ]
 }
 
 /// `approve`: the line for one outcome, for stdout when approved and
@@ -210,6 +231,20 @@ mod tests {
             "NAMESPACE   STACK   OPERATION   KIND         NAME         WAVE   MESSAGE\n\
              forge       app     Prune       ConfigMap    old-config   1      waiting for cd.hanzo.ai/deletion-approved\n\
              shop        web     Delete      Deployment   web          2\n"
+        );
+    }
+
+    #[test]
+    fn nested_stacks_show_as_a_tree() {
+        let mut pending = pending_approvals(&stacks());
+        pending.truncate(1);
+        pending[0].parents = vec!["platform".into(), "forge-apps".into()];
+        assert_eq!(
+            approvals(&pending),
+            "NAMESPACE   STACK           OPERATION   KIND        NAME         WAVE   MESSAGE\n\
+             forge       platform\n\
+             forge       └─ forge-apps\n\
+             forge          └─ app       Prune       ConfigMap   old-config   1      waiting for cd.hanzo.ai/deletion-approved\n"
         );
     }
 
