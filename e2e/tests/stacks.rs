@@ -1194,3 +1194,331 @@ spec:
         "spec.resources[0]: metadata.name must be a string, not the boolean true: quote it (name: \"y\", not name: y); YAML reads an unquoted y, yes, on or true as the boolean true"
     );
 }
+
+/// A PersistentVolumeClaim manifest (or object) named `name`, labelled
+/// `labels`.
+fn volume(name: &str, labels: Value, annotations: Value) -> Value {
+    json!({
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {"name": name, "labels": labels, "annotations": annotations},
+        "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}},
+    })
+}
+
+/// `metadata.<field>` of an object as JSON.
+fn metadata(ns: &str, kind: &str, name: &str) -> Value {
+    let json = cluster().kubectl_ok(&["get", kind, name, "-n", ns, "-o", "json"]);
+    serde_json::from_str::<Value>(&json).unwrap()["metadata"].clone()
+}
+
+/// Ownership by label: a Project editor labelled volumes
+/// `core.navique.com/stack: grab`, one of them retained from a deleted
+/// ManagedService; a Stack `grab` listing them (the retained one even with
+/// `core.navique.com/adopt: "true"`, and a manifest that would mark it no
+/// longer retained) adopts neither, changes neither, and once they leave
+/// the Stack prunes neither. An object adopted explicitly keeps its uid.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stack_neither_adopts_nor_prunes_a_labelled_or_a_retained_volume() {
+    let env = env();
+    env.ready().await;
+    let ns = cluster().namespace("grab");
+    let retained_labels = json!({"core.navique.com/stack": "grab", "services.kube-dc.com/retained": "true",
+        "services.kube-dc.com/service": "rdb"});
+    for object in [
+        volume("data-rdb-0", retained_labels.clone(), json!({})),
+        volume(
+            "planted",
+            json!({"core.navique.com/stack": "grab"}),
+            json!({}),
+        ),
+        json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "legacy"}, "data": {"a": "1"}}),
+    ] {
+        cluster().kubectl_in(&["apply", "-n", &ns, "-f", "-"], Some(&object.to_string()));
+    }
+    let before = |name: &str| metadata(&ns, "pvc", name);
+    let (retained_before, planted_before) = (before("data-rdb-0"), before("planted"));
+    let legacy_uid = metadata(&ns, "configmap", "legacy")["uid"].clone();
+
+    let mut adopted = config_map("legacy", 0, None);
+    adopted["metadata"]["annotations"]["core.navique.com/adopt"] = json!("true");
+    apply_stack(
+        &ns,
+        "grab",
+        &[
+            adopted,
+            config_map("fresh", 0, None),
+            volume(
+                "data-rdb-0",
+                json!({"services.kube-dc.com/retained": "false"}),
+                json!({"core.navique.com/adopt": "true", "cd.hanzo.ai/sync-wave": "1"}),
+            ),
+            volume(
+                "planted",
+                json!({}),
+                json!({"taken": "yes", "cd.hanzo.ai/sync-wave": "1"}),
+            ),
+        ],
+    );
+    let refused = until_stack(&ns, "grab", "both volumes refused", |s| {
+        !row_message(s, "data-rdb-0").is_empty()
+            && !row_message(s, "planted").is_empty()
+            && row(s, "fresh").is_some_and(|r| r["status"] == "Synced")
+    })
+    .await;
+    assert_eq!(
+        row_message(&refused, "data-rdb-0"),
+        format!(
+            "PersistentVolumeClaim {ns}/data-rdb-0 is retained from a deleted ManagedService; a Stack never adopts, changes or deletes it"
+        )
+    );
+    assert_eq!(
+        row_message(&refused, "planted"),
+        format!(
+            "PersistentVolumeClaim {ns}/planted exists and was not created by Stack grab: it is not adopted; annotate its manifest core.navique.com/adopt=\"true\" to adopt it, or take it out of the Stack"
+        )
+    );
+    assert_eq!(state(&refused), ("Failed".into(), "SyncFailed".into()));
+    assert!(row(&refused, "data-rdb-0").unwrap()["uid"].is_null());
+    // Adopted explicitly: the same object, now recorded by its uid.
+    assert_eq!(row(&refused, "legacy").unwrap()["uid"], legacy_uid);
+    assert_eq!(metadata(&ns, "configmap", "legacy")["uid"], legacy_uid);
+    assert_eq!(
+        row(&refused, "fresh").unwrap()["uid"],
+        metadata(&ns, "configmap", "fresh")["uid"]
+    );
+    let unchanged = |name: &str, was: &Value| {
+        let now = before(name);
+        assert_eq!(now["labels"], was["labels"], "{name} was relabelled");
+        assert_eq!(now["annotations"], was["annotations"], "{name} was changed");
+        assert_eq!(now["uid"], was["uid"]);
+    };
+    unchanged("data-rdb-0", &retained_before);
+    unchanged("planted", &planted_before);
+
+    // Out of the Stack: neither is pruned; what the Stack owns is.
+    apply_stack(&ns, "grab", &[config_map("legacy", 0, None)]);
+    until_stack(&ns, "grab", "the prune", |s| {
+        state(s).1 == "Synced" && row(s, "fresh").is_none()
+    })
+    .await;
+    assert!(
+        !exists(&ns, "configmap", "fresh"),
+        "the Stack's own is pruned"
+    );
+    unchanged("data-rdb-0", &retained_before);
+    unchanged("planted", &planted_before);
+    cluster().kubectl_ok(&["delete", "stack", "grab", "-n", &ns]);
+    unchanged("data-rdb-0", &retained_before);
+    unchanged("planted", &planted_before);
+    assert!(
+        !exists(&ns, "configmap", "legacy"),
+        "the adopted one is the Stack's"
+    );
+}
+
+/// Lets the controller manage `resource` of `group`, as a chart's
+/// `serviceLifecycleController.stackResources` entry would.
+fn allow_controller(group: &str, resource: &str) {
+    let name = format!("stack-{resource}-{}", group.replace('.', "-"));
+    let rbac = format!(
+        "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata: {{name: {name}}}\nrules:\n- {{apiGroups: [{group}], resources: [{resource}], verbs: [get, list, watch, create, patch, update, delete]}}\n---\napiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRoleBinding\nmetadata: {{name: {name}}}\nroleRef: {{apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: {name}}}\nsubjects:\n- {{apiGroup: rbac.authorization.k8s.io, kind: User, name: \"{CONTROLLER_USER}\"}}\n"
+    );
+    cluster().kubectl_in(&["apply", "-f", "-"], Some(&rbac));
+}
+
+/// A namespaced CRD of `kind` in `group`, serving `versions` (the first
+/// stored), with no conversion webhook (strategy `None`: the versions
+/// differ only in name), and the controller allowed to manage it.
+fn install_crd(group: &str, kind: &str, versions: &[&str]) {
+    let plural = format!("{}s", kind.to_lowercase());
+    let versions: Vec<Value> = versions
+        .iter()
+        .enumerate()
+        .map(|(i, v)| {
+            json!({"name": v, "served": true, "storage": i == 0, "schema": {"openAPIV3Schema": {
+                "type": "object", "x-kubernetes-preserve-unknown-fields": true}}})
+        })
+        .collect();
+    let crd = json!({
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": format!("{plural}.{group}")},
+        "spec": {"group": group, "scope": "Namespaced", "conversion": {"strategy": "None"},
+            "names": {"plural": plural, "singular": kind.to_lowercase(), "kind": kind, "listKind": format!("{kind}List")},
+            "versions": versions},
+    });
+    cluster().kubectl_in(&["apply", "-f", "-"], Some(&crd.to_string()));
+    allow_controller(group, &plural);
+}
+
+fn gadget(version: &str, size: i64) -> Value {
+    json!({"apiVersion": format!("adv.example.com/{version}"), "kind": "Gadget",
+        "metadata": {"name": "g"}, "spec": {"size": size}})
+}
+
+/// Version and key drift: a manifest moved to another served version of
+/// its kind is the same object, updated in place (its uid stays), never
+/// pruned and recreated; the same object listed under two versions is
+/// refused, naming both.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_manifest_moved_to_another_served_version_keeps_its_object() {
+    let env = env();
+    env.ready().await;
+    install_crd("adv.example.com", "Gadget", &["v1", "v2"]);
+    let ns = cluster().namespace("versions");
+    apply_stack(&ns, "adv", &[gadget("v1", 1)]);
+    let first = until_stack(&ns, "adv", "the sync", |s| state(s).1 == "Synced").await;
+    let uid = metadata(&ns, "gadgets.adv.example.com", "g")["uid"].clone();
+    assert_eq!(row(&first, "g").unwrap()["uid"], uid);
+
+    apply_stack(&ns, "adv", &[gadget("v2", 2)]);
+    let moved = until_stack(&ns, "adv", "the sync under v2", |s| {
+        state(s).1 == "Synced" && row(s, "g").is_some_and(|r| r["version"] == "v2")
+    })
+    .await;
+    let live = cluster().kubectl_ok(&[
+        "get",
+        "gadgets.v2.adv.example.com",
+        "g",
+        "-n",
+        &ns,
+        "-o",
+        "json",
+    ]);
+    let live: Value = serde_json::from_str(&live).unwrap();
+    assert_eq!(live["metadata"]["uid"], uid, "the object was recreated");
+    assert_eq!(live["spec"]["size"], 2, "updated in place");
+    assert_eq!(row(&moved, "g").unwrap()["uid"], uid);
+    assert_eq!(moved["status"]["resources"].as_array().unwrap().len(), 1);
+
+    apply_stack(&ns, "adv", &[gadget("v2", 2), gadget("v1", 3)]);
+    let refused = until_stack(&ns, "adv", "the refusal", |s| {
+        state(s).1 == "InvalidManifest"
+    })
+    .await;
+    assert_eq!(
+        refused["status"]["operation"]["message"],
+        "spec.resources[1]: Gadget/g is already spec.resources[0] under adv.example.com/v2, not another object under adv.example.com/v1: list an object once, under one version"
+    );
+    assert_eq!(metadata(&ns, "gadgets.adv.example.com", "g")["uid"], uid);
+    cluster().kubectl_ok(&["delete", "stack", "adv", "-n", &ns]);
+    assert!(!exists(&ns, "gadgets.adv.example.com", "g"));
+}
+
+/// Stuck forever: a kind the API server does not serve shows in the
+/// Stack's status while the rest syncs; a Stack listing it is deleted (with
+/// a Warning Event), and so is the namespace of a Stack whose CRD was
+/// uninstalled after the sync.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kind_not_served_is_reported_and_never_keeps_a_stack_or_its_namespace() {
+    let env = env();
+    env.ready().await;
+    let ns = cluster().namespace("unserved");
+    let thing =
+        json!({"apiVersion": "nowhere.example.com/v1", "kind": "Thing", "metadata": {"name": "t"}});
+    // Synced once, then left the Stack: its prune finds the kind gone.
+    apply_stack(&ns, "odd", &[thing.clone(), config_map("kept", 1, None)]);
+    let synced = until_stack(&ns, "odd", "the rest to sync", |s| {
+        row(s, "kept").is_some_and(|r| r["status"] == "Synced")
+    })
+    .await;
+    let message = row_message(&synced, "t");
+    assert!(
+        message.starts_with(&format!("Thing {ns}/t is not served by the API server: ")),
+        "{message}"
+    );
+    assert_eq!(state(&synced), ("Failed".into(), "SyncFailed".into()));
+    assert!(
+        exists(&ns, "configmap", "kept"),
+        "the later wave is applied"
+    );
+    cluster().kubectl_ok(&["delete", "stack", "odd", "-n", &ns]);
+    assert!(!exists(&ns, "configmap", "kept"));
+    assert!(
+        cluster()
+            .event_messages(&ns, "KindNotServed")
+            .contains(&format!(
+                "Warning Thing {ns}/t is not served by the API server: "
+            )),
+        "{}",
+        cluster().event_messages(&ns, "KindNotServed")
+    );
+
+    // A CRD uninstalled after the sync: the namespace still goes.
+    install_crd("fleeting.example.com", "Fleet", &["v1"]);
+    let gone = cluster().namespace("uninstalled");
+    let fleet = json!({"apiVersion": "fleeting.example.com/v1", "kind": "Fleet", "metadata": {"name": "f"}});
+    apply_stack(
+        &gone,
+        "brief",
+        &[fleet, config_map("c", 0, Some("Delete=true"))],
+    );
+    until_stack(&gone, "brief", "the sync", |s| state(s).1 == "Synced").await;
+    cluster().kubectl_ok(&["delete", "crd", "fleets.fleeting.example.com"]);
+    cluster().kubectl_ok(&["delete", "namespace", &gone, "--wait=false"]);
+    eventually(WAIT, "the namespace to be deleted", || async {
+        (!cluster()
+            .kubectl(&["get", "namespace", &gone], None)
+            .status
+            .success())
+        .then_some(())
+    })
+    .await;
+}
+
+/// A nested Stack's pending approval shows on the Stack that lists it (its
+/// row counts it) and, as a tree, in `kubectl navique approvals`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_nested_stacks_pending_approval_shows_on_its_parent_and_in_the_plugin() {
+    let env = env();
+    env.ready().await;
+    let ns = cluster().namespace("nested");
+    let inner = |resources: Vec<Value>| {
+        json!({"apiVersion": "core.navique.com/v1alpha1", "kind": "Stack",
+            "metadata": {"name": "inner"}, "spec": {"resources": resources}})
+    };
+    let old = config_map("old", 0, Some("Prune=confirm"));
+    apply_stack(
+        &ns,
+        "outer",
+        &[inner(vec![old, config_map("new", 0, None)])],
+    );
+    until_stack(&ns, "inner", "the inner sync", |s| {
+        row(s, "old").is_some_and(|r| r["status"] == "Synced")
+    })
+    .await;
+    apply_stack(&ns, "outer", &[inner(vec![config_map("new", 0, None)])]);
+    let parent = until_stack(
+        &ns,
+        "outer",
+        "the parent to show the pending approval",
+        |s| row(s, "inner").is_some_and(|r| r["pendingApprovals"] == 1),
+    )
+    .await;
+    assert_eq!(
+        row_message(&parent, "inner"),
+        format!("1 deletion approval(s) pending in Stack inner: kubectl navique approvals -n {ns}")
+    );
+    let table = kubectl_navique_ok(cluster(), &["approvals", "-n", &ns]);
+    let lines: Vec<&str> = table.lines().collect();
+    assert!(
+        lines.len() == 3
+            && lines[1].split_whitespace().collect::<Vec<_>>() == [ns.as_str(), "outer"],
+        "{table}"
+    );
+    assert!(
+        lines[2].contains("└─ inner") && lines[2].contains("Prune") && lines[2].contains("old"),
+        "{table}"
+    );
+    let json = kubectl_navique_ok(cluster(), &["approvals", "-n", &ns, "-o", "json"]);
+    let json: Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(json["approvals"][0]["parents"], json!(["outer"]));
+
+    approve(&ns, "configmap", "old");
+    until_stack(&ns, "outer", "the parent to show nothing pending", |s| {
+        row(s, "inner").is_some_and(|r| r["pendingApprovals"].is_null())
+    })
+    .await;
+    assert!(!exists(&ns, "configmap", "old"));
+}

@@ -8,6 +8,12 @@
 //! options that are not understood hold the resource: it is neither pruned
 //! nor deleted ([`sync_options`]).
 //!
+//! A Stack owns only what it created or adopted explicitly, recorded by
+//! uid in its status ([`plan::claim`]): the label alone proves nothing.
+//! Resources are keyed by group, kind, namespace and name, not version.
+//! A kind that is not served is reported and, at prune and teardown, let
+//! alone.
+//!
 //! Resources carry the label `core.navique.com/stack` and no owner
 //! reference: garbage collection (a foreground or orphaning delete of the
 //! Stack) must never remove them past the approval gate.
@@ -382,6 +388,9 @@ impl Context {
     ) -> Result<(), Error> {
         let mut held: Option<String> = None;
         for wave in plan::waves(desired.iter().map(|d| d.wave)) {
+            // What holds the later waves back: every resource of this wave
+            // is applied, whatever its order in the wave.
+            let mut hold: Option<String> = None;
             for item in desired.iter().filter(|d| d.wave == wave) {
                 let recorded = recorded(previous, &item.key);
                 let mut row = row(&item.key, Some(item.wave), SyncStatus::OutOfSync);
@@ -415,7 +424,7 @@ impl Context {
                         row.creating = true;
                         row.message = Some("to be created".to_owned());
                         pass.progressing(|| format!("creating {}", item.key.display()));
-                        held.get_or_insert_with(|| format!("waits for wave {wave}"));
+                        hold.get_or_insert_with(|| format!("waits for wave {wave}"));
                     }
                     Ok(Some(object)) => {
                         row.status = SyncStatus::Synced;
@@ -433,7 +442,7 @@ impl Context {
                                     item.key.display()
                                 )
                             });
-                            held.get_or_insert_with(|| format!("waits for wave {wave}"));
+                            hold.get_or_insert_with(|| format!("waits for wave {wave}"));
                         }
                     }
                     Err(e) => {
@@ -449,15 +458,18 @@ impl Context {
                             // Someone else's: not the Stack's to create.
                             Error::NotStackManaged(_) => {
                                 row.creating = false;
-                                held.get_or_insert_with(|| format!("waits for wave {wave}"));
+                                hold.get_or_insert_with(|| format!("waits for wave {wave}"));
                             }
                             _ => {
-                                held.get_or_insert_with(|| format!("waits for wave {wave}"));
+                                hold.get_or_insert_with(|| format!("waits for wave {wave}"));
                             }
                         }
                     }
                 }
                 pass.rows.push(row);
+            }
+            if held.is_none() {
+                held = hold;
             }
         }
         Ok(())
@@ -474,9 +486,12 @@ impl Context {
         item: &Desired,
         recorded: Option<&ResourceStatus>,
     ) -> Result<Option<DynamicObject>, Error> {
-        match self.live.get(&item.key).await? {
-            Some(existing) => claim(stack, &item.key, &existing.metadata, recorded, item.adopt)
-                .map_err(Error::NotStackManaged)?,
+        let uid = match self.live.get(&item.key).await? {
+            Some(existing) => {
+                claim(stack, &item.key, &existing.metadata, recorded, item.adopt)
+                    .map_err(Error::NotStackManaged)?;
+                existing.uid()
+            }
             None if !recorded.is_some_and(|r| r.creating) => return Ok(None),
             None => {
                 return match self
@@ -491,11 +506,18 @@ impl Context {
                     )),
                 };
             }
-        }
+        };
         let object = self
             .live
             .apply(&item.key, stack, item.manifest.clone())
             .await?;
+        // Replaced between the read and the apply: not recorded as the
+        // Stack's.
+        if object.uid() != uid {
+            return Err(Error::NotStackManaged(
+                messages::stack_resource_not_adopted(&item.key.qualified(), stack),
+            ));
+        }
         self.withdraw_approval(item, &object).await?;
         Ok(Some(object))
     }
