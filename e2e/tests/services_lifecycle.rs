@@ -180,6 +180,55 @@ async fn protection_turned_on_mid_deletion_blocks_it_until_turned_off() {
     assert!(!env.postgres.database_exists(&on_server(&ns, db)));
 }
 
+/// An InProject service's data claim carries an owner reference a Project
+/// user planted (to their own ConfigMap). `Retain` takes every owner off, so
+/// deleting that ConfigMap afterwards leaves the retained volume.
+// side door, trusted group: the garbage collector acting on a tenant's
+// reference.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retained_volume_loses_every_owner_so_a_planted_one_cannot_collect_it() {
+    let env = env();
+    env.controller_ready().await;
+    let ns = env.cluster.namespace("planted");
+    let manifest = env
+        .orders_db(&ns, "rdb", "Retain", false)
+        .replace("name: orders-db", "name: rdb")
+        .replace("mode: ProviderShared", "mode: InProject");
+    env.apply(&manifest).await;
+    eventually(WAIT, "the StatefulSet", || async {
+        (env.get(&ns, "statefulset/rdb", "{.metadata.name}") == "rdb").then_some(())
+    })
+    .await;
+    let alice = format!("{ALICE}-token");
+    env.cluster
+        .kubectl_ok(&["create", "configmap", "bait", "-n", &ns, "--token", &alice]);
+    let bait = env.get(&ns, "configmap/bait", "{.metadata.uid}");
+    // The claim the StatefulSet controller would make, with the planted owner.
+    let claim = format!(
+        "apiVersion: v1\nkind: PersistentVolumeClaim\nmetadata:\n  name: data-rdb-0\n  namespace: {ns}\n  labels: {{services.kube-dc.com/service: rdb}}\n  ownerReferences:\n  - {{apiVersion: v1, kind: ConfigMap, name: bait, uid: {bait}}}\nspec:\n  accessModes: [ReadWriteOnce]\n  resources: {{requests: {{storage: 1Gi}}}}\n"
+    );
+    env.cluster
+        .kubectl_in(&["apply", "-f", "-", "--token", &alice], Some(&claim));
+    env.start_deleting(&ns, "rdb");
+    env.until_gone(&ns, "rdb").await;
+    assert_eq!(
+        env.get(
+            &ns,
+            "pvc/data-rdb-0",
+            "{.metadata.labels.services\\.kube-dc\\.com/retained} owners={.metadata.ownerReferences}"
+        ),
+        "true owners="
+    );
+    env.cluster
+        .kubectl_ok(&["delete", "configmap", "bait", "-n", &ns, "--token", &alice]);
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(
+        env.get(&ns, "pvc/data-rdb-0", "{.metadata.name}"),
+        "data-rdb-0",
+        "the retained volume survives its planted owner"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn retain_leaves_the_database_and_objects_unowned_and_protected() {
     let env = env();
