@@ -123,6 +123,20 @@ async fn snapshot_and_delete_leaves_one_verified_final_backup_that_restores() {
     let record = finals[0];
     assert!(record[0].starts_with("orders-db-final-"), "{record:?}");
     assert_eq!(record[2], "Completed");
+    assert_eq!(
+        env.cluster.event_messages(&ns, "FinalBackupStarted"),
+        format!(
+            "Normal taking the final backup, recorded as ServiceBackup {}\n",
+            record[0]
+        )
+    );
+    assert_eq!(
+        env.cluster.event_messages(&ns, "FinalBackupCompleted"),
+        format!(
+            "Normal the final backup ServiceBackup {} is stored and verified at {}\n",
+            record[0], record[3]
+        )
+    );
     assert_eq!(record[6], "owners=", "a record has no owner");
     // The stored archive is the one recorded: its size and checksum.
     let path = record[3]
@@ -152,6 +166,16 @@ async fn snapshot_and_delete_leaves_one_verified_final_backup_that_restores() {
     assert_eq!(
         env.field(&ns, "orders-restored", "{.status.restoredFrom}"),
         record[0]
+    );
+    assert!(
+        env.cluster
+            .event_messages(&ns, "Restored")
+            .starts_with(&format!(
+                "Normal restored ServiceBackup {} from {}",
+                record[0], record[3]
+            )),
+        "{}",
+        env.cluster.event_messages(&ns, "Restored")
     );
     assert_eq!(
         env.postgres.query_in(

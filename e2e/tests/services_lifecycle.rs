@@ -113,6 +113,15 @@ async fn the_seed_service_is_protected_then_deleted_only_once_confirmed() {
     env.until_gone(&ns, "orders-db").await;
     assert!(!env.postgres.database_exists(&on_server(&ns, db)));
     assert!(!env.postgres.role_exists(&on_server(&ns, db)));
+    assert_eq!(
+        env.cluster.event_messages(&ns, "DatabaseDropped"),
+        format!(
+            "Normal dropped {0}, {0} on PostgreSQL at 127.0.0.1:{1}\n",
+            on_server(&ns, db),
+            env.postgres.port
+        ),
+        "the database, then its owner role"
+    );
     eventually(WAIT, "the credential Secret to be collected", || async {
         env.get(&ns, "secret/orders-db-credentials", "{.metadata.name}")
             .is_empty()
@@ -226,6 +235,40 @@ async fn a_retained_volume_loses_every_owner_so_a_planted_one_cannot_collect_it(
         env.get(&ns, "pvc/data-rdb-0", "{.metadata.name}"),
         "data-rdb-0",
         "the retained volume survives its planted owner"
+    );
+}
+
+/// A service of a class that never existed provisioned nothing: deleting it
+/// (Delete, confirmed) removes nothing and finishes, with a Warning saying
+/// so; it never waits forever.
+// stuck forever: a finalizer that waits on something that cannot happen.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_service_of_a_class_that_never_existed_is_deleted_without_waiting() {
+    let env = env();
+    env.controller_ready().await;
+    let ns = env.cluster.namespace("no-class");
+    let manifest = env.orders_db(&ns, "mysql_orders", "Delete", false).replace(
+        "classRef:\n    name: postgresql",
+        "classRef:\n    name: mysql",
+    );
+    assert!(manifest.contains("name: mysql"), "{manifest}");
+    env.apply(&manifest).await;
+    assert_eq!(
+        env.until_state(&ns, "orders-db", "Failed").await,
+        "Failed ProvisioningFailed: ServiceClass mysql not found"
+    );
+    env.start_deleting(&ns, "orders-db");
+    env.until_gone(&ns, "orders-db").await;
+    assert_eq!(
+        env.cluster.event_messages(&ns, "DataRetained"),
+        "Warning ServiceClass mysql does not exist, so no server can be reached: nothing was \
+         removed; a database this service held stays on its server until the provider removes it\n"
+    );
+    assert!(
+        env.cluster
+            .event_messages(&ns, "ProvisioningFailed")
+            .starts_with("Warning ServiceClass mysql not found"),
+        "one Warning for the provisioning failure"
     );
 }
 
