@@ -79,7 +79,23 @@ async fn the_seed_service_is_protected_then_deleted_only_once_confirmed() {
         &ns,
         "services.kube-dc.com/confirm-delete-",
     ]);
-    env.start_deleting(&ns, "orders-db");
+    // kubectl says what the delete waits for, not only the status after.
+    let output = env.cluster.kubectl(
+        &[
+            "delete",
+            "managedservice",
+            "orders-db",
+            "-n",
+            &ns,
+            "--wait=false",
+        ],
+        None,
+    );
+    assert!(output.status.success());
+    assert_eq!(
+        String::from_utf8_lossy(&output.stderr),
+        "Warning: deletionPolicy Delete: nothing is removed until you annotate services.kube-dc.com/confirm-delete=orders-db\n"
+    );
     let needed = format!(
         "Deleting DeletionConfirmationNeeded: {}",
         messages::deletion_confirmation_needed("orders-db")

@@ -161,6 +161,17 @@ pub const IN_PLACE_RESTORE_PROTECTED: &str = "spec.restoreFrom: an in-place rest
 pub const DELETION_PROTECTION_ENABLED: &str =
     "deletionProtection is enabled on this ManagedService; set spec.deletionProtection=false first";
 
+/// The admission warning of a ManagedService delete: what it will do and
+/// what it waits for.
+pub fn deletion_warning(policy: DeletionPolicy, name: &str, confirmed: bool) -> String {
+    match policy {
+        DeletionPolicy::Retain => "deletionPolicy Retain: the engine, its data volumes and credential Secrets stay in the Project until your provider removes them".to_owned(),
+        DeletionPolicy::SnapshotAndDelete => "deletionPolicy SnapshotAndDelete: a final backup is taken first; the engine and its data volumes are removed only once it is stored and verified".to_owned(),
+        DeletionPolicy::Delete if confirmed => "deletionPolicy Delete: the engine and its data volumes are removed, and the data is lost, except in earlier backups".to_owned(),
+        DeletionPolicy::Delete => format!("deletionPolicy Delete: nothing is removed until you annotate {}={name}", CONFIRM_DELETE),
+    }
+}
+
 /// `FinalBackupStarted`: the final backup was asked for.
 pub fn final_backup_started(record: &str, attempt: u32) -> String {
     if attempt <= 1 {

@@ -90,7 +90,12 @@ pub enum Orphans {
 
 /// The verdict on a Project's folder: whether its namespace exists, when
 /// its mark says it was first seen gone, now, and the grace.
-pub fn orphans(exists: bool, marked: Option<Timestamp>, now: Timestamp, grace: Duration) -> Orphans {
+pub fn orphans(
+    exists: bool,
+    marked: Option<Timestamp>,
+    now: Timestamp,
+    grace: Duration,
+) -> Orphans {
     match (exists, marked) {
         (true, None) => Orphans::Keep,
         (true, Some(_)) => Orphans::Unmark,
@@ -236,7 +241,10 @@ impl Sweeper {
             self.delete(key).await?;
         }
         self.delete(mark).await?;
-        self.engine.metrics().orphans_removed.inc_by(keys.len() as u64);
+        self.engine
+            .metrics()
+            .orphans_removed
+            .inc_by(keys.len() as u64);
         tracing::info!(%namespace, objects = keys.len(), "removed the archives of a gone Project");
         Ok(())
     }
@@ -394,7 +402,10 @@ mod tests {
         assert_eq!(orphans(true, None, at(0), grace), Orphans::Keep);
         assert_eq!(orphans(false, None, at(0), grace), Orphans::Mark);
         assert_eq!(orphans(false, Some(at(0)), at(3599), grace), Orphans::Wait);
-        assert_eq!(orphans(false, Some(at(0)), at(3600), grace), Orphans::Remove);
+        assert_eq!(
+            orphans(false, Some(at(0)), at(3600), grace),
+            Orphans::Remove
+        );
         // The Project came back: the mark goes, the archives stay.
         assert_eq!(orphans(true, Some(at(0)), at(9999), grace), Orphans::Unmark);
     }
