@@ -678,11 +678,10 @@ impl Context {
     async fn retain(&self, service: &ManagedService, facts: DeletionFacts) -> Result<(), Error> {
         let uid = service.uid().ok_or(Error::Unnamed)?;
         Objects::of(&self.client, service)?.retain_all().await?;
-        match facts.provider {
-            Some(Ok(engine)) => engine.retain(&uid).await?,
-            // The records stay the deleted service's: no other service can
-            // use them either way.
-            Some(Err(_)) | None => {}
+        // Without an engine the records stay the deleted service's: no other
+        // service can use them either way.
+        if let Some(Ok(engine)) = facts.provider {
+            engine.retain(&uid).await?;
         }
         self.tell(
             service,
