@@ -123,6 +123,20 @@ async fn snapshot_and_delete_leaves_one_verified_final_backup_that_restores() {
     let record = finals[0];
     assert!(record[0].starts_with("orders-db-final-"), "{record:?}");
     assert_eq!(record[2], "Completed");
+    assert_eq!(
+        env.cluster.event_messages(&ns, "FinalBackupStarted"),
+        format!(
+            "Normal taking the final backup, recorded as ServiceBackup {}\n",
+            record[0]
+        )
+    );
+    assert_eq!(
+        env.cluster.event_messages(&ns, "FinalBackupCompleted"),
+        format!(
+            "Normal the final backup ServiceBackup {} is stored and verified at {}\n",
+            record[0], record[3]
+        )
+    );
     assert_eq!(record[6], "owners=", "a record has no owner");
     // The stored archive is the one recorded: its size and checksum.
     let path = record[3]
@@ -152,6 +166,16 @@ async fn snapshot_and_delete_leaves_one_verified_final_backup_that_restores() {
     assert_eq!(
         env.field(&ns, "orders-restored", "{.status.restoredFrom}"),
         record[0]
+    );
+    assert!(
+        env.cluster
+            .event_messages(&ns, "Restored")
+            .starts_with(&format!(
+                "Normal restored ServiceBackup {} from {}",
+                record[0], record[3]
+            )),
+        "{}",
+        env.cluster.event_messages(&ns, "Restored")
     );
     assert_eq!(
         env.postgres.query_in(
@@ -810,4 +834,53 @@ async fn a_failing_final_backup_shows_its_cause_backs_off_and_completes_once_fix
     assert_eq!(finals.len(), 1, "{finals:?}");
     assert_eq!(finals[0][2], "Completed", "{finals:?}");
     assert!(!env.postgres.database_exists(&database));
+}
+
+/// When a Project goes, its records go with it, and nothing would ever
+/// expire its archives: backup-runner marks the Project's folder in the
+/// store and removes it once the grace (here 1 s) has passed.
+// orphaned data: no archive outlives its Project with no trace.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_archives_of_a_deleted_project_go_after_the_grace() {
+    let port = free_port();
+    let env = ServiceEnv::start(&["--backup-runner-url", &format!("https://127.0.0.1:{port}")]);
+    let store = tempfile::tempdir().unwrap();
+    let _runner = env
+        .start_backup_runner_with(
+            port,
+            &format!("file://{}", store.path().display()),
+            &["--expiry-interval", "1s", "--orphaned-backup-grace", "1s"],
+            &[],
+        )
+        .await;
+    env.controller_ready().await;
+    let ns = env.cluster.namespace("gone");
+    let kept = env.cluster.namespace("kept");
+    for project in [&ns, &kept] {
+        service_with_rows(&env, project, "gone_orders", "").await;
+        manual_backup(&env, project, "before-delete", None);
+        eventually(WAIT, "the manual backup to complete", || async {
+            backups(&env, project)
+                .iter()
+                .any(|b| b[0] == "before-delete" && b[2] == "Completed")
+                .then_some(())
+        })
+        .await;
+    }
+    let folder = store.path().join(&ns);
+    let objects = || {
+        let mut all = stored(&folder, "dump");
+        all.extend(stored(&folder, "json"));
+        all
+    };
+    assert_eq!(objects().len(), 2, "{:?}", objects());
+    env.cluster
+        .kubectl_ok(&["delete", "namespace", &ns, "--wait=false"]);
+    eventually(WAIT, "the Project's archives to go", || async {
+        let left = objects();
+        (left.is_empty() && !folder.join(".project-gone").exists()).then_some(())
+    })
+    .await;
+    // Another Project's archive stays.
+    assert_eq!(stored(&store.path().join(&kept), "dump").len(), 1);
 }

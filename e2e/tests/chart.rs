@@ -748,7 +748,9 @@ fn each_component_is_granted_exactly_what_it_uses() {
                 &["get", "list", "watch", "delete"],
             ),
             rule(&[services], &["servicebackups/status"], &[], &["patch"]),
+            rule(&[services], &["serviceclasses"], &[], &["get"]),
             rule(&[""], &["secrets"], &[], &["get"]),
+            rule(&[""], &["namespaces"], &[], &["get"]),
             rule(&["events.k8s.io"], &["events"], &[], &["create", "patch"]),
         ]
     );

@@ -79,7 +79,23 @@ async fn the_seed_service_is_protected_then_deleted_only_once_confirmed() {
         &ns,
         "services.kube-dc.com/confirm-delete-",
     ]);
-    env.start_deleting(&ns, "orders-db");
+    // kubectl says what the delete waits for, not only the status after.
+    let output = env.cluster.kubectl(
+        &[
+            "delete",
+            "managedservice",
+            "orders-db",
+            "-n",
+            &ns,
+            "--wait=false",
+        ],
+        None,
+    );
+    assert!(output.status.success());
+    assert_eq!(
+        String::from_utf8_lossy(&output.stderr),
+        "Warning: deletionPolicy Delete: nothing is removed until you annotate services.kube-dc.com/confirm-delete=orders-db\n"
+    );
     let needed = format!(
         "Deleting DeletionConfirmationNeeded: {}",
         messages::deletion_confirmation_needed("orders-db")
@@ -113,6 +129,15 @@ async fn the_seed_service_is_protected_then_deleted_only_once_confirmed() {
     env.until_gone(&ns, "orders-db").await;
     assert!(!env.postgres.database_exists(&on_server(&ns, db)));
     assert!(!env.postgres.role_exists(&on_server(&ns, db)));
+    assert_eq!(
+        env.cluster.event_messages(&ns, "DatabaseDropped"),
+        format!(
+            "Normal dropped {0}, {0} on PostgreSQL at 127.0.0.1:{1}\n",
+            on_server(&ns, db),
+            env.postgres.port
+        ),
+        "the database, then its owner role"
+    );
     eventually(WAIT, "the credential Secret to be collected", || async {
         env.get(&ns, "secret/orders-db-credentials", "{.metadata.name}")
             .is_empty()
@@ -178,6 +203,89 @@ async fn protection_turned_on_mid_deletion_blocks_it_until_turned_off() {
     patch(false);
     env.until_gone(&ns, "orders-db").await;
     assert!(!env.postgres.database_exists(&on_server(&ns, db)));
+}
+
+/// An InProject service's data claim carries an owner reference a Project
+/// user planted (to their own ConfigMap). `Retain` takes every owner off, so
+/// deleting that ConfigMap afterwards leaves the retained volume.
+// side door, trusted group: the garbage collector acting on a tenant's
+// reference.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retained_volume_loses_every_owner_so_a_planted_one_cannot_collect_it() {
+    let env = env();
+    env.controller_ready().await;
+    let ns = env.cluster.namespace("planted");
+    let manifest = env
+        .orders_db(&ns, "rdb", "Retain", false)
+        .replace("name: orders-db", "name: rdb")
+        .replace("mode: ProviderShared", "mode: InProject");
+    env.apply(&manifest).await;
+    eventually(WAIT, "the StatefulSet", || async {
+        (env.get(&ns, "statefulset/rdb", "{.metadata.name}") == "rdb").then_some(())
+    })
+    .await;
+    let alice = format!("{ALICE}-token");
+    env.cluster
+        .kubectl_ok(&["create", "configmap", "bait", "-n", &ns, "--token", &alice]);
+    let bait = env.get(&ns, "configmap/bait", "{.metadata.uid}");
+    // The claim the StatefulSet controller would make, with the planted owner.
+    let claim = format!(
+        "apiVersion: v1\nkind: PersistentVolumeClaim\nmetadata:\n  name: data-rdb-0\n  namespace: {ns}\n  labels: {{services.kube-dc.com/service: rdb}}\n  ownerReferences:\n  - {{apiVersion: v1, kind: ConfigMap, name: bait, uid: {bait}}}\nspec:\n  accessModes: [ReadWriteOnce]\n  resources: {{requests: {{storage: 1Gi}}}}\n"
+    );
+    env.cluster
+        .kubectl_in(&["apply", "-f", "-", "--token", &alice], Some(&claim));
+    env.start_deleting(&ns, "rdb");
+    env.until_gone(&ns, "rdb").await;
+    assert_eq!(
+        env.get(
+            &ns,
+            "pvc/data-rdb-0",
+            "{.metadata.labels.services\\.kube-dc\\.com/retained} owners={.metadata.ownerReferences}"
+        ),
+        "true owners="
+    );
+    env.cluster
+        .kubectl_ok(&["delete", "configmap", "bait", "-n", &ns, "--token", &alice]);
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(
+        env.get(&ns, "pvc/data-rdb-0", "{.metadata.name}"),
+        "data-rdb-0",
+        "the retained volume survives its planted owner"
+    );
+}
+
+/// A service of a class that never existed provisioned nothing: deleting it
+/// (Delete, confirmed) removes nothing and finishes, with a Warning saying
+/// so; it never waits forever.
+// stuck forever: a finalizer that waits on something that cannot happen.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_service_of_a_class_that_never_existed_is_deleted_without_waiting() {
+    let env = env();
+    env.controller_ready().await;
+    let ns = env.cluster.namespace("no-class");
+    let manifest = env.orders_db(&ns, "mysql_orders", "Delete", false).replace(
+        "classRef:\n    name: postgresql",
+        "classRef:\n    name: mysql",
+    );
+    assert!(manifest.contains("name: mysql"), "{manifest}");
+    env.apply(&manifest).await;
+    assert_eq!(
+        env.until_state(&ns, "orders-db", "Failed").await,
+        "Failed ProvisioningFailed: ServiceClass mysql not found"
+    );
+    env.start_deleting(&ns, "orders-db");
+    env.until_gone(&ns, "orders-db").await;
+    assert_eq!(
+        env.cluster.event_messages(&ns, "DataRetained"),
+        "Warning ServiceClass mysql does not exist, so no server can be reached: nothing was \
+         removed; a database this service held stays on its server until the provider removes it\n"
+    );
+    assert!(
+        env.cluster
+            .event_messages(&ns, "ProvisioningFailed")
+            .starts_with("Warning ServiceClass mysql not found"),
+        "one Warning for the provisioning failure"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

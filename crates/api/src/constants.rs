@@ -160,6 +160,18 @@ pub mod events {
     pub const DATA_RETAINED: &str = "DataRetained";
     /// Warning: provisioning (or its restore) failed; once per cause.
     pub const PROVISIONING_FAILED: &str = "ProvisioningFailed";
+    /// Normal: a final backup was asked of backup-runner.
+    pub const FINAL_BACKUP_STARTED: &str = "FinalBackupStarted";
+    /// Normal: the final backup is stored and verified.
+    pub const FINAL_BACKUP_COMPLETED: &str = "FinalBackupCompleted";
+    /// Normal: the service's database and roles were dropped.
+    pub const DATABASE_DROPPED: &str = "DatabaseDropped";
+    /// Normal: an InProject engine and its data volumes were deleted.
+    pub const ENGINE_REMOVED: &str = "EngineRemoved";
+    /// Normal: the engine and its objects were retained.
+    pub const ENGINE_RETAINED: &str = "EngineRetained";
+    /// Normal: a backup was restored into the service.
+    pub const RESTORED: &str = "Restored";
     /// Warning: a final backup failed; recorded once per cause in a row.
     pub const FINAL_BACKUP_FAILED: &str = "FinalBackupFailed";
     /// Normal: a prune or delete waits for `cd.hanzo.ai/deletion-approved`.

@@ -161,6 +161,64 @@ pub const IN_PLACE_RESTORE_PROTECTED: &str = "spec.restoreFrom: an in-place rest
 pub const DELETION_PROTECTION_ENABLED: &str =
     "deletionProtection is enabled on this ManagedService; set spec.deletionProtection=false first";
 
+/// The admission warning of a ManagedService delete: what it will do and
+/// what it waits for.
+pub fn deletion_warning(policy: DeletionPolicy, name: &str, confirmed: bool) -> String {
+    match policy {
+        DeletionPolicy::Retain => "deletionPolicy Retain: the engine, its data volumes and credential Secrets stay in the Project until your provider removes them".to_owned(),
+        DeletionPolicy::SnapshotAndDelete => "deletionPolicy SnapshotAndDelete: a final backup is taken first; the engine and its data volumes are removed only once it is stored and verified".to_owned(),
+        DeletionPolicy::Delete if confirmed => "deletionPolicy Delete: the engine and its data volumes are removed, and the data is lost, except in earlier backups".to_owned(),
+        DeletionPolicy::Delete => format!("deletionPolicy Delete: nothing is removed until you annotate {}={name}", CONFIRM_DELETE),
+    }
+}
+
+/// `FinalBackupStarted`: the final backup was asked for.
+pub fn final_backup_started(record: &str, attempt: u32) -> String {
+    if attempt <= 1 {
+        format!("taking the final backup, recorded as ServiceBackup {record}")
+    } else {
+        format!(
+            "taking the final backup again (attempt {attempt}), recorded as ServiceBackup {record}"
+        )
+    }
+}
+
+/// `FinalBackupCompleted`: stored and verified.
+pub fn final_backup_completed(record: &str, location: &str) -> String {
+    format!("the final backup ServiceBackup {record} is stored and verified at {location}")
+}
+
+/// `DatabaseDropped`: what a `Delete` dropped on the provider's server.
+pub fn engine_dropped(dropped: &[String], endpoint: &str) -> String {
+    if dropped.is_empty() {
+        format!(
+            "nothing on PostgreSQL at {endpoint} was recorded as this service's own: nothing dropped"
+        )
+    } else {
+        format!("dropped {} on PostgreSQL at {endpoint}", dropped.join(", "))
+    }
+}
+
+/// `EngineRemoved`: an InProject engine deleted.
+pub fn in_project_engine_removed(service: &str) -> String {
+    format!("deleted StatefulSet {service} and its data volumes")
+}
+
+/// `EngineRetained`: what `Retain` keeps.
+pub const ENGINE_RETAINED: &str = "retained the engine, its data volumes, credential Secrets and Services: they stay, owned by nothing, until the provider removes them";
+
+/// `DataRetained` for a service whose class does not exist.
+pub fn nothing_removed_without_class(class: &str) -> String {
+    format!(
+        "ServiceClass {class} does not exist, so no server can be reached: nothing was removed; a database this service held stays on its server until the provider removes it"
+    )
+}
+
+/// `Restored`: a backup restored into the service.
+pub fn restored(backup: &str, location: &str, sha256: &str) -> String {
+    format!("restored ServiceBackup {backup} from {location} (sha256 {sha256})")
+}
+
 /// The `Ready` message while a `Delete` waits for its confirmation (seed).
 pub fn deletion_confirmation_needed(service_name: &str) -> String {
     format!(
@@ -783,6 +841,29 @@ mod tests {
                 &serde_json::json!(1)
             ),
             "metadata.annotations[\"cd.hanzo.ai/sync-wave\"] must be a string, not the number 1: quote it (cd.hanzo.ai/sync-wave: \"1\")"
+        );
+    }
+
+    #[test]
+    fn deletion_events_say_what_happened() {
+        assert_eq!(
+            final_backup_started("db-final-1", 1),
+            "taking the final backup, recorded as ServiceBackup db-final-1"
+        );
+        assert_eq!(
+            final_backup_started("db-final-1", 3),
+            "taking the final backup again (attempt 3), recorded as ServiceBackup db-final-1"
+        );
+        assert_eq!(
+            engine_dropped(
+                &["a__db".to_owned(), "a__db_readonly".to_owned()],
+                "pg:5432"
+            ),
+            "dropped a__db, a__db_readonly on PostgreSQL at pg:5432"
+        );
+        assert_eq!(
+            engine_dropped(&[], "pg:5432"),
+            "nothing on PostgreSQL at pg:5432 was recorded as this service's own: nothing dropped"
         );
     }
 

@@ -59,6 +59,18 @@ pub struct Args {
     )]
     pub expiry_interval: Duration,
 
+    /// How long the archives of a Project that is gone (deleted with its
+    /// records) are kept before the sweep removes them, as a duration such
+    /// as `168h`: time to copy what a Project deleted by mistake held.
+    #[arg(
+        long,
+        env = "NAVIQUE_ORPHANED_BACKUP_GRACE",
+        default_value = "168h",
+        value_name = "DURATION",
+        value_parser = orphaned_backup_grace
+    )]
+    pub orphaned_backup_grace: Duration,
+
     /// The provider's namespace: backup-runner connects to a ProviderShared
     /// service's database only with the admin Secret its ServiceClass names
     /// here, never with anything a Project can write.
@@ -79,4 +91,8 @@ pub struct Args {
 
 fn expiry_interval(text: &str) -> Result<Duration, navique_api::Error> {
     navique_api::duration::parse("--expiry-interval", text)
+}
+
+fn orphaned_backup_grace(text: &str) -> Result<Duration, navique_api::Error> {
+    navique_api::duration::parse("--orphaned-backup-grace", text)
 }

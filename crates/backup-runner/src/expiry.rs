@@ -4,17 +4,26 @@
 //! record goes last, so that a sweep cut short is finished by the next.
 //! A `Final` backup is kept while its service exists (the deletion that
 //! asked for it may still be running).
+//!
+//! Archives whose Project is gone have no record left to expire them: the
+//! sweep marks such a Project's folder in the store (`<namespace>/.project-gone`,
+//! holding when it was first seen gone) and removes the folder, manifests
+//! first, once `--orphaned-backup-grace` has passed since (default 168h: a
+//! Project deleted by mistake leaves a week to copy its archives). A Project
+//! of that name that comes back clears the mark.
 
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures::TryStreamExt;
+use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, DeleteParams, ListParams, Preconditions};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::{Client, Resource, ResourceExt};
 use navique_api::constants::events;
 use navique_api::services::{BackupOrigin, ServiceBackup};
-use object_store::ObjectStoreExt;
+use object_store::{ObjectStoreExt, PutPayload};
 use tokio_util::sync::CancellationToken;
 
 use crate::Error;
@@ -61,14 +70,58 @@ pub fn verdict(record: &ServiceBackup, now: Timestamp, store: &Store) -> Verdict
     }
 }
 
-/// Sweeps every `interval` until `shutdown`.
+/// The name of the mark in a gone Project's folder.
+pub const GONE_MARK: &str = ".project-gone";
+
+/// What a sweep does with the folder of one Project in the store.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Orphans {
+    /// The Project is there (or still terminating): nothing to do.
+    Keep,
+    /// It is back: its mark goes.
+    Unmark,
+    /// First seen gone: mark the folder now.
+    Mark,
+    /// Gone, and the grace is still running.
+    Wait,
+    /// Gone for longer than the grace: remove the folder.
+    Remove,
+}
+
+/// The verdict on a Project's folder: whether its namespace exists, when
+/// its mark says it was first seen gone, now, and the grace.
+pub fn orphans(
+    exists: bool,
+    marked: Option<Timestamp>,
+    now: Timestamp,
+    grace: Duration,
+) -> Orphans {
+    match (exists, marked) {
+        (true, None) => Orphans::Keep,
+        (true, Some(_)) => Orphans::Unmark,
+        (false, None) => Orphans::Mark,
+        (false, Some(at)) => {
+            let grace = k8s_openapi::jiff::SignedDuration::try_from(grace).unwrap_or_default();
+            if now.duration_since(at) >= grace {
+                Orphans::Remove
+            } else {
+                Orphans::Wait
+            }
+        }
+    }
+}
+
+/// Sweeps every `interval` until `shutdown`; archives of a Project gone for
+/// `grace` go too.
 pub async fn run(
     client: Client,
     engine: Arc<Engine>,
     interval: Duration,
+    grace: Duration,
     shutdown: CancellationToken,
 ) {
     let sweeper = Sweeper {
+        grace,
         recorder: Recorder::new(
             client.clone(),
             Reporter {
@@ -83,6 +136,9 @@ pub async fn run(
         if let Err(e) = sweeper.sweep().await {
             tracing::warn!(error = %navique_runtime::one_line(&e), "cannot sweep expired backups");
         }
+        if let Err(e) = sweeper.sweep_orphans().await {
+            tracing::warn!(error = %navique_runtime::one_line(&e), "cannot sweep the archives of gone Projects");
+        }
         tokio::select! {
             () = shutdown.cancelled() => return,
             () = tokio::time::sleep(interval) => {}
@@ -94,9 +150,105 @@ struct Sweeper {
     client: Client,
     engine: Arc<Engine>,
     recorder: Recorder,
+    grace: Duration,
 }
 
 impl Sweeper {
+    /// The folders of Projects that are gone: marked, then removed.
+    async fn sweep_orphans(&self) -> Result<(), Error> {
+        let store = self.engine.store();
+        let root = store
+            .inner()
+            .list_with_delimiter(None)
+            .await
+            .map_err(Error::store("list", store.location("")))?;
+        let now = Timestamp::now();
+        let namespaces = Api::<Namespace>::all(self.client.clone());
+        for folder in root.common_prefixes {
+            let namespace = folder.as_ref().to_owned();
+            let exists = namespaces
+                .get_opt(&namespace)
+                .await
+                .map_err(Error::kube(format!("read Namespace {namespace}")))?
+                .is_some();
+            let mark = format!("{namespace}/{GONE_MARK}");
+            let marked = self.read_mark(&mark).await?;
+            let result = match orphans(exists, marked, now, self.grace) {
+                Orphans::Keep | Orphans::Wait => Ok(()),
+                Orphans::Unmark => self.delete(&mark).await,
+                Orphans::Mark => {
+                    tracing::warn!(%namespace, grace = ?self.grace, "the Project of these archives is gone: they are removed once the grace has passed");
+                    store
+                        .inner()
+                        .put(&store.path(&mark), PutPayload::from(now.to_string()))
+                        .await
+                        .map(drop)
+                        .map_err(Error::store("write", store.location(&mark)))
+                }
+                Orphans::Remove => self.remove_folder(&namespace, &mark).await,
+            };
+            if let Err(e) = result {
+                tracing::warn!(%namespace, error = %navique_runtime::one_line(&e), "cannot sweep the archives of a gone Project; retried at the next sweep");
+            }
+        }
+        Ok(())
+    }
+
+    async fn read_mark(&self, key: &str) -> Result<Option<Timestamp>, Error> {
+        let store = self.engine.store();
+        match store.inner().get(&store.path(key)).await {
+            Ok(found) => {
+                let bytes = found
+                    .bytes()
+                    .await
+                    .map_err(Error::store("read", store.location(key)))?;
+                // An unreadable mark counts from now: never removes early.
+                Ok(Some(
+                    String::from_utf8_lossy(&bytes)
+                        .trim()
+                        .parse()
+                        .unwrap_or_else(|_| Timestamp::now()),
+                ))
+            }
+            Err(object_store::Error::NotFound { .. }) => Ok(None),
+            Err(e) => Err(Error::store("read", store.location(key))(e)),
+        }
+    }
+
+    async fn delete(&self, key: &str) -> Result<(), Error> {
+        let store = self.engine.store();
+        match store.inner().delete(&store.path(key)).await {
+            Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
+            Err(e) => Err(Error::store("delete", store.location(key))(e)),
+        }
+    }
+
+    /// Everything under the folder, manifests first (a restore racing the
+    /// sweep finds no backup rather than half of one), the mark last.
+    async fn remove_folder(&self, namespace: &str, mark: &str) -> Result<(), Error> {
+        let store = self.engine.store();
+        let prefix = object_store::path::Path::from(namespace);
+        let mut keys: Vec<String> = store
+            .inner()
+            .list(Some(&prefix))
+            .map_ok(|meta| meta.location.to_string())
+            .try_collect()
+            .await
+            .map_err(Error::store("list", store.location(namespace)))?;
+        keys.retain(|key| key != mark);
+        keys.sort_by_key(|key| !key.ends_with(".json"));
+        for key in &keys {
+            self.delete(key).await?;
+        }
+        self.delete(mark).await?;
+        self.engine
+            .metrics()
+            .orphans_removed
+            .inc_by(keys.len() as u64);
+        tracing::info!(%namespace, objects = keys.len(), "removed the archives of a gone Project");
+        Ok(())
+    }
+
     async fn sweep(&self) -> Result<(), Error> {
         let records = Api::<ServiceBackup>::all(self.client.clone())
             .list(&ListParams::default())
@@ -242,6 +394,21 @@ mod tests {
     }
 
     const LOCATION: &str = "s3://backups/navique/ns/db-1234abcd-0000/db-final-1234abcd.dump";
+
+    // orphaned data: archives outlive their Project only for the grace.
+    #[test]
+    fn a_gone_projects_archives_are_marked_then_removed_after_the_grace() {
+        let grace = Duration::from_secs(3600);
+        assert_eq!(orphans(true, None, at(0), grace), Orphans::Keep);
+        assert_eq!(orphans(false, None, at(0), grace), Orphans::Mark);
+        assert_eq!(orphans(false, Some(at(0)), at(3599), grace), Orphans::Wait);
+        assert_eq!(
+            orphans(false, Some(at(0)), at(3600), grace),
+            Orphans::Remove
+        );
+        // The Project came back: the mark goes, the archives stay.
+        assert_eq!(orphans(true, Some(at(0)), at(9999), grace), Orphans::Unmark);
+    }
 
     #[test]
     fn an_expired_backup_loses_its_manifest_then_its_archive() {

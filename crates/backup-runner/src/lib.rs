@@ -102,6 +102,7 @@ pub async fn run(args: Args) -> Result<(), Error> {
                 client,
                 snapshots.engine().clone(),
                 args.expiry_interval,
+                args.orphaned_backup_grace,
                 shutdown.clone()
             )
         );

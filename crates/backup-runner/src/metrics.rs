@@ -15,6 +15,7 @@ pub struct Metrics {
     pub restores: Counter,
     pub restore_failures: Counter,
     pub expired: Counter,
+    pub orphans_removed: Counter,
 }
 
 impl Default for Metrics {
@@ -29,6 +30,7 @@ impl Default for Metrics {
             restores: Counter::default(),
             restore_failures: Counter::default(),
             expired: Counter::default(),
+            orphans_removed: Counter::default(),
         }
     }
 }
@@ -72,6 +74,11 @@ impl Metrics {
             "backups_expired",
             "Backups whose retention ended: archive and record removed",
             self.expired.clone(),
+        );
+        registry.register(
+            "orphaned_backup_objects_removed",
+            "Store objects removed because their Project was gone for the grace",
+            self.orphans_removed.clone(),
         );
     }
 }

@@ -809,7 +809,8 @@ impl Engine {
     /// connections), then its roles, each record going with its object.
     /// Idempotent: what is absent counts as dropped. A recorded database
     /// owned by a role that is not the service's is refused
-    /// ([`Error::ForeignDatabase`]) and kept. Returns the names dropped.
+    /// ([`Error::ForeignDatabase`]) and kept. Returns the names of what
+    /// existed and was dropped.
     pub async fn drop_owned(&self, service_uid: &str) -> Result<Vec<String>, Error> {
         self.bounded("dropping the database", async {
             let session = self.connect(MAINTENANCE_DATABASE).await?;
@@ -833,6 +834,9 @@ impl Engine {
                 .collect();
             let mut dropped = Vec::new();
             for record in records.iter().filter(|r| r.kind == NameKind::Database) {
+                let existed = self
+                    .object_exists(&session, NameKind::Database, &record.name)
+                    .await?;
                 if let Some(owner) = self.database_owner(&session, &record.name).await?
                     && !roles.contains(&owner.as_str())
                 {
@@ -853,9 +857,16 @@ impl Engine {
                 )
                 .await?;
                 self.forget(&session, record).await?;
-                dropped.push(record.name.clone());
+                if existed {
+                    dropped.push(record.name.clone());
+                }
             }
             for record in records.iter().filter(|r| r.kind == NameKind::Role) {
+                // Reserved names (a readonly role never asked for) count as
+                // dropped only when they existed.
+                let existed = self
+                    .object_exists(&session, NameKind::Role, &record.name)
+                    .await?;
                 self.execute(
                     &session,
                     &format!("dropping role \"{}\"", record.name),
@@ -863,7 +874,9 @@ impl Engine {
                 )
                 .await?;
                 self.forget(&session, record).await?;
-                dropped.push(record.name.clone());
+                if existed {
+                    dropped.push(record.name.clone());
+                }
             }
             Ok(dropped)
         })

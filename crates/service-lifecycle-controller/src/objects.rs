@@ -8,7 +8,6 @@ use std::fmt::Debug;
 
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Secret, Service};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use k8s_openapi::{NamespaceResourceScope, Resource as OpenApiResource};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, Preconditions};
 use kube::{Client, Resource, ResourceExt};
@@ -169,9 +168,10 @@ impl<'a> Objects<'a> {
         }
     }
 
-    /// `Retain`: every object of the service stays, no longer owned by it
-    /// (so garbage collection keeps it) and labelled retained (so the
-    /// webhook keeps Project identities from changing or deleting it).
+    /// `Retain`: every object of the service stays, owned by nothing (so
+    /// garbage collection keeps it, whatever references were added to it)
+    /// and labelled retained (so the webhook keeps Project identities from
+    /// changing or deleting it).
     pub async fn retain_all(&self) -> Result<(), Error> {
         self.retain::<Secret>(|s, _| self.owned(s)).await?;
         self.retain::<Service>(|s, _| self.owned(s)).await?;
@@ -193,25 +193,17 @@ impl<'a> Objects<'a> {
             if !ours(&object, &name) {
                 continue;
             }
-            let owners = object.owner_references();
-            let kept: Vec<OwnerReference> = owners
-                .iter()
-                .filter(|o| o.uid != self.uid)
-                .cloned()
-                .collect();
             let labelled =
                 object.labels().get(labels::RETAINED).map(String::as_str) == Some("true");
-            if labelled && kept.len() == owners.len() {
+            if labelled && object.owner_references().is_empty() {
                 continue;
             }
-            // null, not [], removes the field (as kube-apiserver stores it).
-            let kept = if kept.is_empty() {
-                Value::Null
-            } else {
-                serde_json::to_value(kept).expect("owner references serialize")
-            };
+            // Every owner goes, not only the service: a reference a tenant
+            // planted (to its own ConfigMap, say) would otherwise let the
+            // garbage collector delete retained data. null, not [], removes
+            // the field (as kube-apiserver stores it).
             let patch = serde_json::json!({"metadata": {
-                "ownerReferences": kept,
+                "ownerReferences": Value::Null,
                 "labels": {labels::RETAINED: "true"},
                 "resourceVersion": object.resource_version(),
             }});

@@ -21,12 +21,12 @@ use kube::runtime::events::{Event, EventType, Recorder};
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
 use kube::{Client, Resource, ResourceExt};
-use navique_api::conditions;
 use navique_api::constants::{annotations, events, finalizers, labels, reasons};
 use navique_api::services::{
     BackupOrigin, BackupPhase, ManagedService, ManagedServiceStatus, PlacementMode, ServiceBackup,
     ServicePhase, ServicePlan,
 };
+use navique_api::{conditions, messages};
 use navique_runtime::{Attempts, Component, Leadership, Retry, intent, one_line};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -221,7 +221,8 @@ struct DeletionFacts {
     /// reached.
     provider: Option<Result<Engine, Error>>,
     engine_exists: bool,
-    final_backup_completed: bool,
+    /// The final backup's record, once Completed.
+    final_backup: Option<ServiceBackup>,
 }
 
 impl DeletionFacts {
@@ -247,7 +248,7 @@ impl DeletionFacts {
                 .as_ref()
                 .is_none_or(|ns| ns.metadata.deletion_timestamp.is_some()),
             engine_exists: self.engine_exists,
-            final_backup_completed: self.final_backup_completed,
+            final_backup_completed: self.final_backup.is_some(),
         })
     }
 }
@@ -527,6 +528,24 @@ impl Context {
         }
         let written = self.report_decision(&service, &facts, &decision).await?;
         let current = written.as_ref().unwrap_or(&service);
+        // Told once: when the status first says the backup is complete.
+        if let (Some(_), Some(record)) = (&written, &facts.final_backup)
+            && decision.step == Step::Remove
+            && !decision.project_deleted
+        {
+            let location = record
+                .status
+                .as_ref()
+                .and_then(|s| s.location.as_deref())
+                .unwrap_or_default();
+            self.tell(
+                current,
+                "Delete",
+                events::FINAL_BACKUP_COMPLETED,
+                &messages::final_backup_completed(&record.name_any(), location),
+            )
+            .await;
+        }
         let carried_out = match decision.step {
             Step::AwaitConfirmation | Step::AwaitProtectionOff => {
                 return Ok(Action::await_change());
@@ -594,6 +613,9 @@ impl Context {
         };
         let engine_exists = match &provider {
             Some(Ok(engine)) => engine.exists(&uid).await?,
+            // A class that does not exist names no server: nothing of the
+            // service can be found, backed up or removed there.
+            Some(Err(Error::Catalogue(catalogue::Error::ClassMissing(_)))) => false,
             // Unknown (no engine to ask): assume it exists, the side that
             // backs up rather than keeps.
             Some(Err(_)) => true,
@@ -603,7 +625,7 @@ impl Context {
                 .is_some(),
         };
         Ok(DeletionFacts {
-            final_backup_completed: self.final_backup_completed(service).await?,
+            final_backup: self.final_backup_completed(service).await?,
             plan,
             project,
             provider,
@@ -656,12 +678,19 @@ impl Context {
     async fn retain(&self, service: &ManagedService, facts: DeletionFacts) -> Result<(), Error> {
         let uid = service.uid().ok_or(Error::Unnamed)?;
         Objects::of(&self.client, service)?.retain_all().await?;
-        match facts.provider {
-            Some(Ok(engine)) => Ok(engine.retain(&uid).await?),
-            // The records stay the deleted service's: no other service can
-            // use them either way.
-            Some(Err(_)) | None => Ok(()),
+        // Without an engine the records stay the deleted service's: no other
+        // service can use them either way.
+        if let Some(Ok(engine)) = facts.provider {
+            engine.retain(&uid).await?;
         }
+        self.tell(
+            service,
+            "Delete",
+            events::ENGINE_RETAINED,
+            messages::ENGINE_RETAINED,
+        )
+        .await;
+        Ok(())
     }
 
     /// Removes the engine and data, once the stored object, read again
@@ -683,12 +712,29 @@ impl Context {
                 self.leadership.confirm().await.map_err(Error::NotLeader)?;
                 let dropped = engine.drop_owned(&uid).await?;
                 tracing::info!(service = %ObjectRef::from_obj(&stored), ?dropped, "dropped the service's database and roles");
+                let note = messages::engine_dropped(&dropped, &engine.admin().endpoint());
+                self.tell(&stored, "Delete", events::DATABASE_DROPPED, &note)
+                    .await;
+            }
+            // stuck forever: a class that does not exist names no server, so
+            // nothing of the service can be reached, and none is removed.
+            Some(Err(Error::Catalogue(catalogue::Error::ClassMissing(class)))) => {
+                let note = messages::nothing_removed_without_class(&class);
+                self.warn(&stored, "Delete", events::DATA_RETAINED, &note)
+                    .await;
             }
             Some(Err(e)) => return Err(e),
             None => {
                 Objects::of(&self.client, &stored)?
                     .remove_engine(&self.leadership)
-                    .await?
+                    .await?;
+                self.tell(
+                    &stored,
+                    "Delete",
+                    events::ENGINE_REMOVED,
+                    &messages::in_project_engine_removed(&stored.name_any()),
+                )
+                .await;
             }
         }
         Ok(true)
@@ -787,6 +833,13 @@ impl Context {
             location = result.location,
             "restored"
         );
+        self.tell(
+            service,
+            "Restore",
+            events::RESTORED,
+            &messages::restored(name, &result.location, &result.sha256),
+        )
+        .await;
         Ok(())
     }
 
@@ -801,16 +854,28 @@ impl Context {
         let record = final_backup::record_name(service);
         final_backup::ensure_record(&self.client, service, &record).await?;
         let request = || async {
-            runner
+            let snapshot = runner
                 .request(final_backup::request_for(service, &record)?)
-                .await
+                .await?;
+            let attempt = self
+                .backup_attempts
+                .last_failure(&uid)
+                .map_or(1, |(failures, _)| failures + 1);
+            self.tell(
+                service,
+                "Delete",
+                events::FINAL_BACKUP_STARTED,
+                &messages::final_backup_started(&record, attempt),
+            )
+            .await;
+            Ok::<_, Error>(snapshot)
         };
         let snapshot = match runner.get(&final_backup::idempotency_key(&uid)).await? {
             Some(snapshot) => snapshot,
             None => request().await?,
         };
         let snapshot = match final_backup::progress(&snapshot) {
-            Progress::Failed(cause) => match self.backup_attempts.failed(uid, &cause) {
+            Progress::Failed(cause) => match self.backup_attempts.failed(uid.clone(), &cause) {
                 Retry::Counted { delay, new_cause } => {
                     return Ok(FinalBackup::Failed {
                         cause,
@@ -839,8 +904,26 @@ impl Context {
 
     /// Records a Warning event about the service.
     async fn warn(&self, service: &ManagedService, action: &str, reason: &str, note: &str) {
+        self.event(service, EventType::Warning, action, reason, note)
+            .await;
+    }
+
+    /// Records a Normal event about the service.
+    async fn tell(&self, service: &ManagedService, action: &str, reason: &str, note: &str) {
+        self.event(service, EventType::Normal, action, reason, note)
+            .await;
+    }
+
+    async fn event(
+        &self,
+        service: &ManagedService,
+        type_: EventType,
+        action: &str,
+        reason: &str,
+        note: &str,
+    ) {
         let event = Event {
-            type_: EventType::Warning,
+            type_,
             reason: reason.to_owned(),
             note: Some(note.to_owned()),
             action: action.to_owned(),
@@ -857,10 +940,14 @@ impl Context {
 
     /// Whether the service's final ServiceBackup is recorded `Completed`
     /// (backup-runner writes that only for a stored and verified backup).
-    async fn final_backup_completed(&self, service: &ManagedService) -> Result<bool, Error> {
+    /// The Completed final backup's record, when there is one.
+    async fn final_backup_completed(
+        &self,
+        service: &ManagedService,
+    ) -> Result<Option<ServiceBackup>, Error> {
         if service.spec.deletion_policy != navique_api::services::DeletionPolicy::SnapshotAndDelete
         {
-            return Ok(false);
+            return Ok(None);
         }
         let namespace = service.namespace().ok_or(Error::Unnamed)?;
         let name = final_backup::record_name(service);
@@ -872,10 +959,10 @@ impl Context {
                 name: format!("{namespace}/{name}"),
                 source,
             })?;
-        Ok(record.is_some_and(|r| {
+        Ok(record.filter(|r| {
             r.spec.origin == BackupOrigin::Final
                 && r.spec.service_ref.uid == service.uid()
-                && r.status.and_then(|s| s.phase) == Some(BackupPhase::Completed)
+                && r.status.as_ref().and_then(|s| s.phase) == Some(BackupPhase::Completed)
         }))
     }
 

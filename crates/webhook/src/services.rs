@@ -36,7 +36,7 @@ use std::sync::Arc;
 
 use kube::core::DynamicObject;
 use kube::core::admission::Operation;
-use navique_api::constants::{SERVICES_GROUP, labels};
+use navique_api::constants::{SERVICES_GROUP, annotations, labels};
 use navique_api::messages;
 use navique_api::services::{
     DeletionPolicy, Placement, PlacementMode, PostgresParameters, ServicePlan,
@@ -282,7 +282,20 @@ impl ServiceGuard {
             .and_then(Value::as_bool)
             .unwrap_or(false);
         if !protected {
-            return Decision::Allow;
+            // What the delete will do, and what it waits for, in kubectl's
+            // output, not only in the status afterwards.
+            let policy = spec
+                .get("deletionPolicy")
+                .and_then(|p| serde_json::from_value::<DeletionPolicy>(p.clone()).ok())
+                .unwrap_or_default();
+            let name = old.metadata.name.as_deref().unwrap_or_default();
+            let confirmed = old
+                .metadata
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(annotations::CONFIRM_DELETE))
+                .is_some_and(|value| value == name);
+            return Decision::Warn(vec![messages::deletion_warning(policy, name, confirmed)]);
         }
         match self.project_terminating(request) {
             // The Project is going: the protection does not cover that.
@@ -714,8 +727,44 @@ mod tests {
                     value => spec.insert("deletionProtection".to_owned(), value),
                 };
             });
-            assert_eq!(decision, Decision::Allow);
+            assert!(decision.is_allowed(), "{decision:?}");
         }
+    }
+
+    #[test]
+    fn a_delete_warns_what_it_will_do_and_what_it_waits_for() {
+        let guard = guard_with(NoCluster);
+        let warning = |policy: &str, confirmation: Option<&str>| {
+            decide_with(&guard, "delete-protected-service", |r| {
+                let old = &mut r["request"]["oldObject"];
+                old["spec"]["deletionProtection"] = json!(false);
+                old["spec"]["deletionPolicy"] = json!(policy);
+                old["metadata"]["annotations"] = match confirmation {
+                    Some(value) => json!({"services.kube-dc.com/confirm-delete": value}),
+                    None => json!({}),
+                };
+            })
+        };
+        let name = "orders-db";
+        assert_eq!(
+            warning("Delete", None),
+            Decision::Warn(vec![format!(
+                "deletionPolicy Delete: nothing is removed until you annotate services.kube-dc.com/confirm-delete={name}"
+            )])
+        );
+        assert_eq!(
+            warning("Delete", Some("orders")),
+            warning("Delete", None),
+            "another value confirms nothing"
+        );
+        assert_eq!(
+            warning("Delete", Some(name)),
+            Decision::Warn(vec!["deletionPolicy Delete: the engine and its data volumes are removed, and the data is lost, except in earlier backups".to_owned()])
+        );
+        assert_eq!(
+            warning("Retain", None),
+            Decision::Warn(vec!["deletionPolicy Retain: the engine, its data volumes and credential Secrets stay in the Project until your provider removes them".to_owned()])
+        );
     }
 
     #[test]
