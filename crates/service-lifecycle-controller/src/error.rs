@@ -97,6 +97,12 @@ pub enum Error {
         kind: String,
         problem: String,
     },
+    #[error("cannot act as {user}")]
+    Impersonation {
+        user: String,
+        #[source]
+        source: kube::Error,
+    },
     #[error("cannot {action} {resource}")]
     StackResource {
         action: &'static str,
@@ -144,6 +150,7 @@ impl Error {
             Error::InvalidDuration(_) => "invalid_duration",
             Error::InvalidManifest { .. } | Error::UnknownKind { .. } => "invalid_manifest",
             Error::StackResource { .. } => "stack_resource",
+            Error::Impersonation { .. } => "impersonation",
             Error::AwaitingApproval { .. } => "awaiting_approval",
             Error::DeletionHeld(_) => "deletion_held",
             Error::InvalidSchedule { .. } => "invalid_schedule",
