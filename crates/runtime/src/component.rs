@@ -136,12 +136,8 @@ impl Component {
     /// Connects to the API server, retrying with backoff while it cannot be
     /// reached; `/readyz` fails until it answers. `None` if shut down first.
     pub async fn connect(&mut self) -> Result<Option<Client>, Error> {
-        let client = cluster::connect(
-            self.config.clone(),
-            &self.connect_failures,
-            &self.shutdown,
-        )
-        .await?;
+        let client =
+            cluster::connect(self.config.clone(), &self.connect_failures, &self.shutdown).await?;
         if client.is_some() {
             self.readiness.set(KUBE_API_CHECK, true);
         }
