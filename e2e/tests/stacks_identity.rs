@@ -42,7 +42,7 @@ async fn until_row(
     done: impl Fn(&Value) -> bool,
 ) -> Value {
     let k = &env().cluster;
-    let found = eventually(WAIT, &format!("the row of {kind}/{name}"), || async {
+    eventually(WAIT, &format!("the row of {kind}/{name}"), || async {
         let text = k
             .kubectl(&["get", "stack", stack, "-n", ns, "-o", "json"], None)
             .stdout;
@@ -54,8 +54,7 @@ async fn until_row(
             .clone();
         done(&row).then_some(row)
     })
-    .await;
-    found
+    .await
 }
 
 /// "Privileged deputy": sam may only write Stacks in the namespace
