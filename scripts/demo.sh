@@ -27,6 +27,7 @@ run kubectl api-resources --categories navique
 
 step "The Locks guide: Stack forge in namespace forge, and the Lock that protects it"
 run kubectl create namespace forge
+run kubectl apply -f deploy/examples/forge-stack-account.yaml
 run kubectl apply -f deploy/examples/forge-stack.yaml
 run kubectl apply -f deploy/examples/lock.yaml
 run kubectl wait --for=jsonpath='{.status.active}'=true lock/protect-forge-stack -n forge --timeout 30s

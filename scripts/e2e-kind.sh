@@ -47,6 +47,7 @@ kubectl -n navique-system wait --for condition=available deployment --all --time
 # The seed flows against the installed operator.
 ns=navique-e2e-$RANDOM
 kubectl create namespace "$ns"
+sed "s/namespace: forge/namespace: $ns/" deploy/examples/forge-stack-account.yaml | kubectl apply -f -
 sed "s/namespace: forge/namespace: $ns/" deploy/examples/forge-stack.yaml | kubectl apply -f -
 sed "s/namespace: forge/namespace: $ns/" deploy/examples/lock.yaml | kubectl apply -f -
 kubectl wait --for=jsonpath='{.status.active}'=true lock/protect-forge-stack -n "$ns" --timeout 60s

@@ -10,11 +10,25 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::locks::{GuardMode, LockEnv};
+use crate::Cluster;
+use crate::locks::{GuardMode, LockEnv, helm_template};
 use crate::services::{CONTROLLER_REPLICA, CONTROLLER_USER};
 use crate::{Process, free_port};
 
 const WAIT: Duration = Duration::from_secs(30);
+
+/// The ServiceAccount a Stack acts as by default (the chart's
+/// `serviceLifecycleController.stackServiceAccount`).
+pub const STACK_ACCOUNT: &str = "navique-stack";
+
+/// Creates ServiceAccount `account` in `ns` (if missing) and binds it to
+/// ClusterRole `role` there: what a Stack acting as it may do.
+pub fn bind_service_account(cluster: &Cluster, ns: &str, account: &str, role: &str) {
+    let objects = format!(
+        "apiVersion: v1\nkind: ServiceAccount\nmetadata: {{name: {account}, namespace: {ns}}}\n---\napiVersion: rbac.authorization.k8s.io/v1\nkind: RoleBinding\nmetadata: {{name: {account}-{role}, namespace: {ns}}}\nroleRef: {{apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: {role}}}\nsubjects:\n- {{kind: ServiceAccount, name: {account}, namespace: {ns}}}\n"
+    );
+    cluster.kubectl_in(&["apply", "-f", "-"], Some(&objects));
+}
 
 /// A cluster whose Stacks are reconciled.
 pub struct StackEnv {
@@ -31,6 +45,12 @@ impl StackEnv {
     pub fn start() -> Self {
         let locks = LockEnv::start(GuardMode::Policy);
         let dir = tempfile::tempdir().expect("temp dir");
+        // The chart's Project roles (edit and admin extended with Navique's
+        // kinds): what the tests bind Stacks' ServiceAccounts to.
+        let roles = helm_template(&["--show-only", "templates/project-roles.yaml"]);
+        locks
+            .cluster
+            .kubectl_in(&["apply", "-f", "-"], Some(&roles));
         locks.cluster.add_user(
             CONTROLLER_USER,
             &[

@@ -597,7 +597,6 @@ fn each_component_is_granted_exactly_what_it_uses() {
         ],
     );
     let services = "services.kube-dc.com";
-    let stack_verbs = ["get", "create", "patch", "delete"];
     assert_eq!(
         rules_of(find(
             &objects,
@@ -675,50 +674,9 @@ fn each_component_is_granted_exactly_what_it_uses() {
                 &[],
                 &["create"]
             ),
-            // serviceLifecycleController.stackResources
-            rule(
-                &[""],
-                &[
-                    "configmaps",
-                    "secrets",
-                    "services",
-                    "serviceaccounts",
-                    "persistentvolumeclaims",
-                ],
-                &[],
-                &stack_verbs,
-            ),
-            rule(
-                &["apps"],
-                &["deployments", "statefulsets", "daemonsets"],
-                &[],
-                &stack_verbs,
-            ),
-            rule(&["batch"], &["jobs", "cronjobs"], &[], &stack_verbs),
-            rule(
-                &["autoscaling"],
-                &["horizontalpodautoscalers"],
-                &[],
-                &stack_verbs,
-            ),
-            rule(&["policy"], &["poddisruptionbudgets"], &[], &stack_verbs),
-            rule(
-                &["networking.k8s.io"],
-                &["ingresses", "networkpolicies"],
-                &[],
-                &stack_verbs,
-            ),
-            rule(
-                &[services],
-                &[
-                    "managedservices",
-                    "servicebindings",
-                    "servicecredentialpolicies"
-                ],
-                &[],
-                &stack_verbs,
-            ),
-            rule(&["core.navique.com"], &["stacks"], &[], &stack_verbs),
+            // Stacks act as a ServiceAccount of their namespace: no rule
+            // on any kind a Stack manages (privileged deputy).
+            rule(&[""], &["serviceaccounts"], &[], &["impersonate"]),
         ]
     );
     assert_eq!(

@@ -730,4 +730,33 @@ async fn each_component_is_refused_what_the_charts_rbac_does_not_grant() {
         as_user(controller, &["get", "locks", "-n", &ns])
             .contains("cannot list resource \"locks\" in API group \"core.navique.com\"")
     );
+    // Stacks act as a ServiceAccount of their namespace, so the controller
+    // itself has no rights on the kinds a Stack manages ("privileged
+    // deputy"), and may impersonate ServiceAccounts only: no user, no group.
+    let refused = as_user(controller, &["get", "deployments", "-n", &ns]);
+    assert!(
+        refused.contains("cannot list resource \"deployments\" in API group \"apps\""),
+        "{refused}"
+    );
+    // (--raw: kubectl's discovery would print only "Forbidden: unknown".)
+    let configmaps = format!("/api/v1/namespaces/{ns}/configmaps");
+    let refused = as_user(controller, &["get", "--raw", &configmaps, "--as", ALICE]);
+    assert!(
+        refused.contains(&format!(
+            "users \"{ALICE}\" is forbidden: User \"{controller}\" cannot impersonate resource \"users\" in API group \"\" at the cluster scope"
+        )),
+        "{refused}"
+    );
+    let account = format!("system:serviceaccount:{ns}:navique-stack");
+    let as_masters = ["--as", &account, "--as-group", "system:masters"];
+    let refused = as_user(
+        controller,
+        &[&["get", "--raw", &configmaps][..], &as_masters].concat(),
+    );
+    assert!(
+        refused.contains(&format!(
+            "groups \"system:masters\" is forbidden: User \"{controller}\" cannot impersonate resource \"groups\" in API group \"\" at the cluster scope"
+        )),
+        "{refused}"
+    );
 }

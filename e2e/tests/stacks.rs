@@ -19,7 +19,7 @@ use navique_api::messages;
 use navique_e2e::locks::lock;
 use navique_e2e::plugin::{Watch, kubectl_navique, kubectl_navique_ok};
 use navique_e2e::services::CONTROLLER_USER;
-use navique_e2e::stacks::StackEnv;
+use navique_e2e::stacks::{STACK_ACCOUNT, StackEnv, bind_service_account};
 use navique_e2e::{Cluster, PROJECT_MEMBERS, eventually};
 use serde_json::{Value, json};
 use tokio_stream::StreamExt;
@@ -50,7 +50,10 @@ fn config_map(name: &str, wave: i32, options: Option<&str>) -> Value {
     })
 }
 
+/// Applies Stack `ns/name`; it acts as the namespace's default Stack
+/// ServiceAccount, which these tests let edit the namespace.
 fn apply_stack(ns: &str, name: &str, resources: &[Value]) {
+    bind_service_account(cluster(), ns, STACK_ACCOUNT, "edit");
     let stack = json!({
         "apiVersion": "core.navique.com/v1alpha1",
         "kind": "Stack",

@@ -96,41 +96,88 @@ impl Users {
     }
 }
 
-/// The identity a request asks to act as, if it impersonates.
-pub fn impersonated(headers: &HeaderMap) -> Option<UserInfo> {
+/// What a requester must be allowed to `impersonate` (kube-apiserver's
+/// impersonation filter): `serviceaccounts` in the account's namespace for
+/// `system:serviceaccount:<ns>:<name>`, `users` for another user name,
+/// `groups` (API group ""), and `uids` and `userextras/<key>` (API group
+/// `authentication.k8s.io`), each named.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ImpersonationCheck {
+    pub api_group: &'static str,
+    pub resource: &'static str,
+    pub subresource: String,
+    pub namespace: String,
+    pub name: String,
+}
+
+/// The identity a request asks to act as, if it impersonates, and what
+/// the requester must be allowed for it, in kube-apiserver's order (user,
+/// groups, extras, uid). A ServiceAccount gets its groups
+/// (`system:serviceaccounts`, `system:serviceaccounts:<ns>`) only when no
+/// `Impersonate-Group` is given, as kube-apiserver does; every user but
+/// `system:anonymous` gets `system:authenticated` without a check.
+pub fn impersonated(headers: &HeaderMap) -> Option<(UserInfo, Vec<ImpersonationCheck>)> {
     let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+    let check = |resource, subresource: &str, namespace: &str, name: &str| ImpersonationCheck {
+        api_group: match resource {
+            "uids" | "userextras" => "authentication.k8s.io",
+            _ => "",
+        },
+        resource,
+        subresource: subresource.to_owned(),
+        namespace: namespace.to_owned(),
+        name: name.to_owned(),
+    };
     let username = header("Impersonate-User")?.to_owned();
     let mut groups: Vec<String> = headers
         .get_all("Impersonate-Group")
         .iter()
         .filter_map(|v| v.to_str().ok().map(str::to_owned))
         .collect();
-    if let Some(rest) = username.strip_prefix("system:serviceaccount:")
-        && let Some((namespace, _)) = rest.split_once(':')
+    let groups_given = !groups.is_empty();
+    let mut checks = Vec::new();
+    match username
+        .strip_prefix("system:serviceaccount:")
+        .and_then(|rest| rest.split_once(':'))
     {
-        groups.push("system:serviceaccounts".to_owned());
-        groups.push(format!("system:serviceaccounts:{namespace}"));
+        Some((namespace, name)) => {
+            checks.push(check("serviceaccounts", "", namespace, name));
+            if !groups_given {
+                groups.push("system:serviceaccounts".to_owned());
+                groups.push(format!("system:serviceaccounts:{namespace}"));
+            }
+        }
+        None => checks.push(check("users", "", "", &username)),
     }
-    if username != "system:anonymous" && !groups.iter().any(|g| g == AUTHENTICATED) {
-        groups.push(AUTHENTICATED.to_owned());
+    if groups_given {
+        checks.extend(groups.iter().map(|g| check("groups", "", "", g)));
     }
     let mut extra: BTreeMap<String, Vec<String>> = BTreeMap::new();
     for (name, value) in headers {
         if let Some(key) = name.as_str().strip_prefix("impersonate-extra-")
             && let Ok(value) = value.to_str()
         {
+            checks.push(check("userextras", key, "", value));
             extra
                 .entry(key.to_owned())
                 .or_default()
                 .push(value.to_owned());
         }
     }
-    Some(UserInfo {
+    let uid = header("Impersonate-Uid").unwrap_or_default().to_owned();
+    if !uid.is_empty() {
+        checks.push(check("uids", "", "", &uid));
+    }
+    if username != "system:anonymous" && !groups.iter().any(|g| g == AUTHENTICATED) {
+        groups.push(AUTHENTICATED.to_owned());
+    }
+    let user = UserInfo {
         username,
-        uid: header("Impersonate-Uid").unwrap_or_default().to_owned(),
+        uid,
         groups,
         extra,
-    })
+    };
+    Some((user, checks))
 }
 
 /// The identities kube-controller-manager's controllers act as.
@@ -181,23 +228,65 @@ mod tests {
     }
 
     #[test]
-    fn impersonating_a_service_account_adds_its_groups() {
+    fn impersonating_a_service_account_is_checked_on_serviceaccounts_and_adds_its_groups() {
+        let mut headers = HeaderMap::new();
+        headers.insert(
+            "Impersonate-User",
+            "system:serviceaccount:ns1:robot".parse().unwrap(),
+        );
+        let (user, checks) = impersonated(&headers).unwrap();
+        assert_eq!(user.username, "system:serviceaccount:ns1:robot");
+        assert_eq!(
+            user.groups,
+            [
+                "system:serviceaccounts",
+                "system:serviceaccounts:ns1",
+                "system:authenticated"
+            ]
+        );
+        assert_eq!(
+            checks,
+            [ImpersonationCheck {
+                api_group: "",
+                resource: "serviceaccounts",
+                subresource: String::new(),
+                namespace: "ns1".into(),
+                name: "robot".into(),
+            }]
+        );
+    }
+
+    #[test]
+    fn groups_given_replace_a_service_accounts_own_and_are_each_checked() {
         let mut headers = HeaderMap::new();
         headers.insert(
             "Impersonate-User",
             "system:serviceaccount:ns1:robot".parse().unwrap(),
         );
         headers.append("Impersonate-Group", "extra-group".parse().unwrap());
-        let user = impersonated(&headers).unwrap();
-        assert_eq!(user.username, "system:serviceaccount:ns1:robot");
+        let (user, checks) = impersonated(&headers).unwrap();
+        assert_eq!(user.groups, ["extra-group", "system:authenticated"]);
+        let checked: Vec<_> = checks
+            .iter()
+            .map(|c| (c.resource, c.name.as_str()))
+            .collect();
         assert_eq!(
-            user.groups,
-            [
-                "extra-group",
-                "system:serviceaccounts",
-                "system:serviceaccounts:ns1",
-                "system:authenticated"
-            ]
+            checked,
+            [("serviceaccounts", "robot"), ("groups", "extra-group")]
         );
+    }
+
+    #[test]
+    fn impersonating_a_user_is_checked_on_users_at_the_cluster_scope() {
+        let mut headers = HeaderMap::new();
+        headers.insert("Impersonate-User", "alice".parse().unwrap());
+        headers.insert("Impersonate-Uid", "u-1".parse().unwrap());
+        let (user, checks) = impersonated(&headers).unwrap();
+        assert_eq!(user.groups, ["system:authenticated"]);
+        let checked: Vec<_> = checks
+            .iter()
+            .map(|c| (c.resource, c.namespace.as_str(), c.name.as_str()))
+            .collect();
+        assert_eq!(checked, [("users", "", "alice"), ("uids", "", "u-1")]);
     }
 }

@@ -268,27 +268,19 @@ fn identify(state: &State, headers: &HeaderMap) -> Result<UserInfo, ApiError> {
         .users
         .authenticate(headers)
         .ok_or_else(ApiError::unauthorized)?;
-    let Some(target) = auth::impersonated(headers) else {
+    let Some((target, checks)) = auth::impersonated(headers) else {
         return Ok(user);
     };
-    let mut checks = vec![("users", target.username.as_str())];
-    checks.extend(
-        target
-            .groups
-            .iter()
-            .filter(|g| *g != "system:authenticated")
-            .map(|g| ("groups", g.as_str())),
-    );
-    for (resource, name) in checks {
+    for check in &checks {
         let request = rbac::Request {
             user: &user,
             verb: "impersonate",
             resource_request: true,
-            api_group: "",
-            resource,
-            subresource: "",
-            namespace: "",
-            name,
+            api_group: check.api_group,
+            resource: check.resource,
+            subresource: &check.subresource,
+            namespace: &check.namespace,
+            name: &check.name,
             path: "",
         };
         state.authorize(&request)?;

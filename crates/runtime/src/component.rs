@@ -23,7 +23,7 @@ const KUBE_API_CHECK: &str = "kube-api";
 /// listening, cluster configuration loaded.
 pub struct Component {
     name: &'static str,
-    config: Option<kube::Config>,
+    config: kube::Config,
     shutdown: CancellationToken,
     readiness: Readiness,
     registry: Arc<RwLock<Registry>>,
@@ -74,7 +74,7 @@ impl Component {
 
         Ok(Self {
             name,
-            config: Some(config),
+            config,
             shutdown,
             readiness,
             registry,
@@ -112,6 +112,12 @@ impl Component {
         self.admin_addr
     }
 
+    /// The cluster configuration the component's client is built from:
+    /// the base of clients that act as another identity (impersonation).
+    pub fn kube_config(&self) -> &kube::Config {
+        &self.config
+    }
+
     /// Cancelled on SIGTERM or SIGINT.
     pub fn shutdown(&self) -> &CancellationToken {
         &self.shutdown
@@ -130,10 +136,8 @@ impl Component {
     /// Connects to the API server, retrying with backoff while it cannot be
     /// reached; `/readyz` fails until it answers. `None` if shut down first.
     pub async fn connect(&mut self) -> Result<Option<Client>, Error> {
-        let Some(config) = self.config.take() else {
-            return Err(Error::InvalidFlag("connect() called twice".to_owned()));
-        };
-        let client = cluster::connect(config, &self.connect_failures, &self.shutdown).await?;
+        let client =
+            cluster::connect(self.config.clone(), &self.connect_failures, &self.shutdown).await?;
         if client.is_some() {
             self.readiness.set(KUBE_API_CHECK, true);
         }

@@ -101,6 +101,12 @@ pub enum Error {
     /// longer serves); `resource` as `Kind ns/name`.
     #[error("{}", navique_api::messages::stack_kind_not_served(resource, problem))]
     KindNotServed { resource: String, problem: String },
+    #[error("cannot act as {user}")]
+    Impersonation {
+        user: String,
+        #[source]
+        source: kube::Error,
+    },
     #[error("cannot {action} {resource}")]
     StackResource {
         action: &'static str,
@@ -148,6 +154,7 @@ impl Error {
             Error::InvalidManifest { .. } | Error::UnknownKind { .. } => "invalid_manifest",
             Error::KindNotServed { .. } => "kind_not_served",
             Error::StackResource { .. } => "stack_resource",
+            Error::Impersonation { .. } => "impersonation",
             Error::AwaitingApproval { .. } => "awaiting_approval",
             Error::DeletionHeld(_) => "deletion_held",
             Error::InvalidSchedule { .. } => "invalid_schedule",

@@ -71,6 +71,19 @@ pub struct Args {
     pub backup_runner: final_backup::BackupRunnerArgs,
     #[command(flatten)]
     pub approvals: ApprovalArgs,
+    /// The ServiceAccount a Stack acts as when its `spec.serviceAccountName`
+    /// is unset: the controller impersonates this account of the Stack's
+    /// namespace to read, apply, prune and delete the Stack's resources.
+    /// The controller creates it nowhere; where it does not exist or is
+    /// bound to nothing, every request is refused and the refusal shows on
+    /// the resource's row.
+    #[arg(
+        long,
+        env = "NAVIQUE_STACK_DEFAULT_SERVICE_ACCOUNT",
+        default_value = stack::identity::DEFAULT_SERVICE_ACCOUNT,
+        value_name = "NAME"
+    )]
+    pub stack_default_service_account: String,
     /// TLS of the ApprovalEvents server and of the calls to backup-runner:
     /// self-managed by default, from the same gRPC CA as backup-runner's.
     #[command(flatten)]
@@ -99,6 +112,11 @@ pub struct ApprovalArgs {
 
 pub async fn run(args: Args) -> anyhow::Result<()> {
     let tls = args.grpc_tls.settings()?;
+    anyhow::ensure!(
+        navique_api::names::is_object_name(&args.stack_default_service_account),
+        "--stack-default-service-account {:?} is not a ServiceAccount name",
+        args.stack_default_service_account
+    );
     let notifier = args
         .approvals
         .approval_notification_url
@@ -145,6 +163,10 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
             .await
         });
         let approvals = approvals.clone();
+        let identities = stack::identity::Identities::new(
+            component.kube_config().clone(),
+            &args.stack_default_service_account,
+        );
         let led = component
             .run_as_leader(
                 client.clone(),
@@ -163,8 +185,14 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
                         leadership.clone(),
                     )
                     .with_provider_namespace(&args.provider_namespace);
-                    let stacks =
-                        stack::Context::new(client, stack_metrics, leadership, approvals, notifier);
+                    let stacks = stack::Context::new(
+                        client,
+                        identities,
+                        stack_metrics,
+                        leadership,
+                        approvals,
+                        notifier,
+                    );
                     // One leadership for all: each ends when it does.
                     let (services, bindings, policies, stacks) = tokio::join!(
                         reconcile::run(services),

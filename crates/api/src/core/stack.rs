@@ -42,6 +42,15 @@ pub struct StackSpec {
     #[serde(default)]
     #[schemars(schema_with = "crate::schema::embedded_manifests")]
     pub resources: Vec<serde_json::Value>,
+    /// The ServiceAccount of the Stack's namespace that the controller acts
+    /// as (by impersonation) to read, apply, prune and delete the Stack's
+    /// resources: its RBAC is all a Stack may do. Unset: the controller's
+    /// default (`--stack-default-service-account`; the chart's
+    /// `navique-stack`). Requests as an account that nothing grants are
+    /// refused, and the refusal shows on the resource's row.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 253), regex(pattern = crate::names::OBJECT_NAME_PATTERN))]
+    pub service_account_name: Option<String>,
 }
 
 /// The Stack's inventory and the state of its current operation.

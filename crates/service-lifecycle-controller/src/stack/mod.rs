@@ -13,6 +13,8 @@
 //! Resources are keyed by group, kind, namespace and name, not version.
 //! A kind that is not served is reported and, at prune and teardown, let
 //! alone.
+//! Everything done to the resources is done as a ServiceAccount of the
+//! Stack's namespace ([`identity`]): RBAC decides what a Stack may do.
 //!
 //! Resources carry the label `core.navique.com/stack` and no owner
 //! reference: garbage collection (a foreground or orphaning delete of the
@@ -20,6 +22,7 @@
 
 pub mod access;
 pub mod approvals;
+pub mod identity;
 pub mod live;
 pub mod plan;
 pub mod sync_options;
@@ -49,7 +52,8 @@ use navique_api::messages;
 use navique_runtime::{Leadership, one_line, set_finalizers};
 
 use self::approvals::{Approvals, Notifier, Waiting};
-use self::live::{Deleted, Live};
+use self::identity::{Acting, Identities};
+use self::live::Deleted;
 use self::plan::{Approval, Desired, Removal, ResourceKey, claim};
 use self::sync_options::{Gate, SyncOptions};
 use crate::Error;
@@ -71,7 +75,7 @@ const EVENT_NOTE_BYTES: usize = 1024;
 
 pub struct Context {
     client: Client,
-    live: Live,
+    identities: Identities,
     approvals: Approvals,
     notifier: Option<Notifier>,
     recorder: Recorder,
@@ -82,6 +86,7 @@ pub struct Context {
 impl Context {
     pub fn new(
         client: Client,
+        identities: Identities,
         metrics: ControllerMetrics,
         leadership: Leadership,
         approvals: Approvals,
@@ -89,8 +94,8 @@ impl Context {
     ) -> Self {
         let recorder = crate::event_recorder(&client);
         Self {
-            live: Live::new(client.clone()),
             client,
+            identities,
             approvals,
             notifier,
             recorder,
@@ -130,10 +135,12 @@ pub async fn run(context: Context) -> Result<(), Infallible> {
 }
 
 pub async fn reconcile(stack: Arc<Stack>, context: Arc<Context>) -> Result<Action, Error> {
-    context
-        .tracker
-        .reconcile(&stack, context.reconcile(&stack))
-        .await
+    let work = async {
+        Acting::new(context.clone(), &stack)?
+            .reconcile(&stack)
+            .await
+    };
+    context.tracker.reconcile(&stack, work).await
 }
 
 pub fn error_policy(stack: Arc<Stack>, error: &Error, context: Arc<Context>) -> Action {
@@ -276,7 +283,7 @@ fn names(items: &[Waiting]) -> String {
         .join(", ")
 }
 
-impl Context {
+impl Acting {
     async fn reconcile(&self, stack: &Stack) -> Result<Action, Error> {
         let namespace = stack.namespace().ok_or(Error::Unidentified("Stack"))?;
         let name = stack.name_any();
@@ -553,7 +560,7 @@ impl Context {
         gone.sort_by_key(|r| std::cmp::Reverse(r.sync_wave.unwrap_or(0)));
         for previous_row in gone {
             let key = ResourceKey::of_status(previous_row, namespace);
-            self.remove(stack, &key, previous_row, Operation::Prune, false, pass)
+            self.remove_or_refused(stack, &key, previous_row, Operation::Prune, false, pass)
                 .await?;
         }
         Ok(())
@@ -673,19 +680,8 @@ impl Context {
                         return Ok(());
                     }
                     Deleted::Denied(message) => {
-                        if previous_row.message.as_deref() != Some(message.as_str()) {
-                            self.publish(
-                                &key.namespace,
-                                stack,
-                                Some(key),
-                                EventType::Warning,
-                                events::DELETION_DENIED,
-                                format!("the delete of {} was denied: {message}", key.display()),
-                            )
+                        self.refused(stack, key, previous_row, &mut row, message, pass)
                             .await;
-                        }
-                        pass.denied.push((key.display(), message.clone()));
-                        row.message = Some(message);
                     }
                 }
             }
@@ -745,11 +741,20 @@ impl Context {
             .filter(|d| d.declares_approval)
             .map(|d| &d.key)
             .collect();
+        // What is still there and the Stack's own by its recorded uid.
+        // Retained objects (a service's Retain) never are: `claim` refuses
+        // them, so they are left alone and hold neither the lower waves nor
+        // the finalizer.
         let mut present = Vec::new();
         for item in inventory {
             let key = ResourceKey::of_status(item, namespace);
-            let object = match self.live.get(&key).await {
-                Ok(object) => object,
+            match self.live.get(&key).await {
+                Ok(Some(object))
+                    if claim(name, &key, &object.metadata, Some(item), false).is_ok() =>
+                {
+                    present.push(item);
+                }
+                Ok(_) => {}
                 // Left alone by `remove`, with its Event.
                 Err(Error::KindNotServed { .. }) => {
                     self.remove(
@@ -761,30 +766,18 @@ impl Context {
                         &mut Pass::default(),
                     )
                     .await?;
-                    None
                 }
-                Err(e) => return Err(e),
-            };
-            if object.is_some_and(|o| claim(name, &key, &o.metadata, Some(item), false).is_ok()) {
-                present.push(item);
+                // Perhaps there (the account may not read it): it holds its
+                // wave, and its removal reports why.
+                Err(_) => present.push(item),
             }
         }
-        let Some(wave) = present.iter().map(|r| r.sync_wave.unwrap_or(0)).max() else {
-            self.approvals.forget(namespace, name);
-            let api = Api::<Stack>::namespaced(self.client.clone(), namespace);
-            let rest = stack
-                .finalizers()
-                .iter()
-                .filter(|f| *f != finalizers::STACK)
-                .cloned()
-                .collect();
-            set_finalizers(&api, name, stack.resource_version(), rest)
-                .await
-                .map_err(Error::Finalizer)?;
-            return Ok(Action::await_change());
+        let last = |items: &[&ResourceStatus]| items.iter().map(|r| r.sync_wave.unwrap_or(0)).max();
+        let Some(wave) = last(&present) else {
+            return self.finish_teardown(stack, namespace, name).await;
         };
         let mut pass = Pass::default();
-        for item in present {
+        for &item in &present {
             let key = ResourceKey::of_status(item, namespace);
             if item.sync_wave.unwrap_or(0) < wave {
                 let mut kept = item.clone();
@@ -794,7 +787,7 @@ impl Context {
                 continue;
             }
             let declares = declared.contains(&key);
-            self.remove(name, &key, item, Operation::Delete, declares, &mut pass)
+            self.remove_or_refused(name, &key, item, Operation::Delete, declares, &mut pass)
                 .await?;
         }
         let (message, reason) = if let Some((resource, denial)) = pass.denied.first() {
@@ -830,6 +823,27 @@ impl Context {
         );
         self.write_status(stack, previous, status).await?;
         Ok(Action::requeue(WAITING_POLL))
+    }
+
+    /// Ends a teardown: the finalizer goes.
+    async fn finish_teardown(
+        &self,
+        stack: &Stack,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Action, Error> {
+        self.approvals.forget(namespace, name);
+        let api = Api::<Stack>::namespaced(self.client.clone(), namespace);
+        let rest = stack
+            .finalizers()
+            .iter()
+            .filter(|f| *f != finalizers::STACK)
+            .cloned()
+            .collect();
+        set_finalizers(&api, name, stack.resource_version(), rest)
+            .await
+            .map_err(Error::Finalizer)?;
+        Ok(Action::await_change())
     }
 
     /// Records what waits; for what starts to wait now, an Event on the
