@@ -19,10 +19,9 @@ use std::collections::HashMap;
 use std::ops::Deref;
 use std::sync::{Arc, Mutex};
 
-use kube::api::DynamicObject;
 use kube::runtime::events::EventType;
 use kube::{Client, Config, ResourceExt};
-use navique_api::constants::{events, labels};
+use navique_api::constants::events;
 use navique_api::core::{ResourceStatus, Stack};
 use navique_api::grpc::approvals::v1::Operation;
 
