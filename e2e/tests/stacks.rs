@@ -1370,6 +1370,9 @@ async fn a_manifest_moved_to_another_served_version_keeps_its_object() {
     env.ready().await;
     install_crd("adv.example.com", "Gadget", &["v1", "v2"]);
     let ns = cluster().namespace("versions");
+    // The Stack's account may manage the test's own kinds (`edit` covers
+    // only the built-in ones).
+    bind_service_account(cluster(), &ns, STACK_ACCOUNT, "cluster-admin");
     apply_stack(&ns, "adv", &[gadget("v1", 1)]);
     let first = until_stack(&ns, "adv", "the sync", |s| state(s).1 == "Synced").await;
     let uid = metadata(&ns, "gadgets.adv.example.com", "g")["uid"].clone();
@@ -1418,6 +1421,9 @@ async fn a_kind_not_served_is_reported_and_never_keeps_a_stack_or_its_namespace(
     let env = env();
     env.ready().await;
     let ns = cluster().namespace("unserved");
+    // The Stack's account may manage the test's own kinds (`edit` covers
+    // only the built-in ones).
+    bind_service_account(cluster(), &ns, STACK_ACCOUNT, "cluster-admin");
     let thing =
         json!({"apiVersion": "nowhere.example.com/v1", "kind": "Thing", "metadata": {"name": "t"}});
     // Synced once, then left the Stack: its prune finds the kind gone.
@@ -1451,6 +1457,9 @@ async fn a_kind_not_served_is_reported_and_never_keeps_a_stack_or_its_namespace(
     // A CRD uninstalled after the sync: the namespace still goes.
     install_crd("fleeting.example.com", "Fleet", &["v1"]);
     let gone = cluster().namespace("uninstalled");
+    // The Stack's account may manage the test's own kinds (`edit` covers
+    // only the built-in ones).
+    bind_service_account(cluster(), &gone, STACK_ACCOUNT, "cluster-admin");
     let fleet = json!({"apiVersion": "fleeting.example.com/v1", "kind": "Fleet", "metadata": {"name": "f"}});
     apply_stack(
         &gone,

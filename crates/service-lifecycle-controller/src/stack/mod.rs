@@ -33,6 +33,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
+use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
@@ -731,6 +732,20 @@ impl Acting {
         if !stack.finalizers().iter().any(|f| f == finalizers::STACK) {
             self.approvals.forget(namespace, name);
             return Ok(Action::await_change());
+        }
+        // stuck forever: the namespace controller deletes everything in a
+        // terminating namespace whatever the Stack waits for (its account's
+        // RoleBindings too, so it could not act anyway): nothing to hold.
+        let project = Api::<Namespace>::all(self.client.clone())
+            .get_opt(namespace)
+            .await
+            .map_err(|source| Error::Read {
+                kind: "Namespace",
+                name: namespace.to_owned(),
+                source,
+            })?;
+        if project.is_none_or(|ns| ns.metadata.deletion_timestamp.is_some()) {
+            return self.finish_teardown(stack, namespace, name).await;
         }
         // The inventory: a Stack records what it creates before creating it.
         let inventory = &previous.resources;
