@@ -228,6 +228,24 @@ pub enum ServicePhase {
     Failed,
 }
 
+impl ServicePhase {
+    pub const ALL: [ServicePhase; 4] = [
+        ServicePhase::Provisioning,
+        ServicePhase::Ready,
+        ServicePhase::Deleting,
+        ServicePhase::Failed,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Provisioning => "Provisioning",
+            Self::Ready => "Ready",
+            Self::Deleting => "Deleting",
+            Self::Failed => "Failed",
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::DeletionPolicy::*;
