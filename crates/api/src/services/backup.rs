@@ -52,7 +52,7 @@ pub struct ServiceBackupSpec {
     #[serde(default)]
     pub origin: BackupOrigin,
     /// How long the record and its archive are kept once the backup has
-    /// ended (`Completed` or `Failed`), as a duration such as `720h`; then
+    /// ended (`Completed` or `Failed`), as a duration such as `30d` or `720h`; then
     /// backup-runner deletes the archive and the record. Unset: kept until
     /// the Project goes. A `Final` backup is never removed while its
     /// service still exists.

@@ -52,7 +52,7 @@ use super::ServiceRef;
 pub struct ServiceCredentialPolicySpec {
     /// The service whose credentials are rotated.
     pub service_ref: ServiceRef,
-    /// Time between rotations, as a duration such as `720h` or `90m`.
+    /// Time between rotations, as a duration such as `30d`, `720h` or `90m`.
     #[schemars(regex(pattern = crate::duration::PATTERN))]
     pub rotation_interval: String,
 }

@@ -106,7 +106,7 @@ pub struct FinalBackup {
     #[schemars(length(min = 1, max = 253), regex(pattern = crate::names::OBJECT_NAME_PATTERN))]
     pub name: Option<String>,
     /// How long the final backup is kept once the service is gone, as a
-    /// duration such as `720h`; recorded as the ServiceBackup's
+    /// duration such as `30d` or `720h`; recorded as the ServiceBackup's
     /// `spec.retention`. Unset: kept until the Project goes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(regex(pattern = crate::duration::PATTERN))]
