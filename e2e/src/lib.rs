@@ -6,6 +6,7 @@ mod cluster;
 pub mod lock_scenarios;
 pub mod locks;
 pub mod plugin;
+pub mod readable;
 pub mod s3;
 pub mod services;
 pub mod stacks;

@@ -2,8 +2,9 @@
 
 use std::time::Duration;
 
-use crate::eventually;
-use crate::locks::{LOCK_CONTROLLER_USER, LockEnv, lock, names, seed_manifest, stack};
+use crate::locks::{GuardMode, LOCK_CONTROLLER_USER, LockEnv, lock, names, seed_manifest, stack};
+use crate::readable::assert_readable;
+use crate::{eventually, http_get};
 
 const WAIT: Duration = Duration::from_secs(20);
 const SEED_DENIAL: &str = "resource is protected by Lock(s) [protect-forge-stack]; delete the Lock(s) before deleting this resource";
@@ -153,6 +154,234 @@ pub async fn missing_and_invalid_targets(env: &LockEnv) {
     }
     assert_eq!(env.marker(&["configmap", "settings", "-n", &ns]), "");
     assert_eq!(env.marker(&["lock", "early", "-n", &ns]), "");
+}
+
+/// What a platform engineer sees of broken Locks: `kubectl apply` warns
+/// (policy mode), `kubectl get lck -o wide` shows why, each Lock records
+/// one Event per change with the status message, and a valid Lock records
+/// Protecting and TargetStamped, then TargetCleared as it goes.
+pub async fn broken_locks_are_visible(env: &LockEnv) {
+    env.ready().await;
+    let k = &env.cluster;
+    let ns = k.namespace("visible");
+    k.kubectl_in(&["apply", "-f", "-"], Some(&stack(&ns, "forge")));
+    let groups = "only objects of core.navique.com, services.kube-dc.com can be locked";
+    let add_group = |group: &str| {
+        format!(
+            "to lock objects of {group}, add it to the lock-controller's --enforceable-groups and the guard's groups (Helm value lockGuard.groups)"
+        )
+    };
+    let broken = [
+        (
+            "typo",
+            "core.navique.com/v1alpha1",
+            "Stak",
+            "kind Stak is not served by core.navique.com/v1alpha1".to_owned(),
+        ),
+        (
+            "lowercase",
+            "core.navique.com/v1alpha1",
+            "stack",
+            "kind stack is not served by core.navique.com/v1alpha1".to_owned(),
+        ),
+        (
+            "on-configmap",
+            "v1",
+            "ConfigMap",
+            format!(
+                "targetRef.apiVersion v1 is not enforceable: {groups}; objects of the core group (v1) cannot be locked"
+            ),
+        ),
+        (
+            "on-deployment",
+            "apps/v1",
+            "Deployment",
+            format!(
+                "targetRef.apiVersion apps/v1 is not enforceable: {groups}; {}",
+                add_group("apps")
+            ),
+        ),
+    ];
+    for (name, api_version, kind, message) in &broken {
+        let out = k.kubectl(
+            &["apply", "-f", "-"],
+            Some(&lock(&ns, name, api_version, kind, "forge", "")),
+        );
+        assert!(out.status.success(), "{out:?}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout),
+            format!("lock.core.navique.com/{name} created\n")
+        );
+        if env.mode == GuardMode::Policy {
+            assert_eq!(
+                stderr,
+                format!(
+                    "Warning: Validation failed for ValidatingAdmissionPolicy 'navique-lock-target' with binding 'navique-lock-target': {message}\n"
+                ),
+                "kubectl apply of Lock {name}"
+            );
+        }
+    }
+    let out = k.kubectl(
+        &["apply", "-f", "-"],
+        Some(&lock(
+            &ns,
+            "keep",
+            "core.navique.com/v1alpha1",
+            "Stack",
+            "forge",
+            "production",
+        )),
+    );
+    assert!(out.status.success() && out.stderr.is_empty(), "{out:?}");
+    for (name, ..) in &broken {
+        env.until_lock(&ns, name, false, "InvalidTarget").await;
+    }
+    env.until_lock(&ns, "keep", true, "Protecting").await;
+
+    // -o wide: STATUS is the Ready reason, REASON the Lock's spec.reason,
+    // MESSAGE the Ready message.
+    let wide = k.kubectl_ok(&["get", "lck", "-n", &ns, "-o", "wide"]);
+    let mut lines = wide.lines();
+    let header: Vec<&str> = lines.next().unwrap().split_whitespace().collect();
+    assert_eq!(
+        header,
+        [
+            "NAME", "KIND", "TARGET", "ACTIVE", "STATUS", "REASON", "AGE", "MESSAGE"
+        ]
+    );
+    for (name, _, kind, message) in &broken {
+        let row = wide
+            .lines()
+            .find(|line| line.starts_with(&format!("{name} ")))
+            .unwrap_or_else(|| panic!("no row for {name}:\n{wide}"));
+        let cells: Vec<&str> = row.split_whitespace().collect();
+        assert_eq!(
+            &cells[..5],
+            [*name, *kind, "forge", "false", "InvalidTarget"],
+            "{wide}"
+        );
+        assert!(row.ends_with(message.as_str()), "{row}");
+    }
+    let keep = wide.lines().find(|l| l.starts_with("keep ")).unwrap();
+    let cells: Vec<&str> = keep.split_whitespace().collect();
+    assert_eq!(
+        &cells[..6],
+        ["keep", "Stack", "forge", "true", "Protecting", "production"]
+    );
+    assert!(keep.ends_with("protecting Stack forge"), "{keep}");
+
+    // Events: one per Lock and change, regarding the Lock by uid.
+    let events = |reason: &str| -> Vec<serde_json::Value> {
+        let list: serde_json::Value = serde_json::from_str(&k.kubectl_ok(&[
+            "get",
+            "events.events.k8s.io",
+            "-n",
+            &ns,
+            "--field-selector",
+            &format!("reason={reason}"),
+            "-o",
+            "json",
+        ]))
+        .unwrap();
+        list["items"].as_array().cloned().unwrap_or_default()
+    };
+    let uid = |name: &str| env.lock_field(&ns, name, "{.metadata.uid}");
+    let invalid = eventually(WAIT, "an InvalidTarget Event per broken Lock", || async {
+        let found = events("InvalidTarget");
+        (found.len() == broken.len()).then_some(found)
+    })
+    .await;
+    for (name, _, _, message) in &broken {
+        let event = invalid
+            .iter()
+            .find(|e| e["regarding"]["name"] == *name)
+            .unwrap_or_else(|| panic!("no InvalidTarget Event on {name}: {invalid:?}"));
+        assert_eq!(event["type"], "Warning");
+        assert_eq!(event["note"], message.as_str());
+        assert_eq!(event["regarding"]["kind"], "Lock");
+        assert_eq!(event["regarding"]["uid"], uid(name).as_str());
+        assert_eq!(event["reportingController"], "lock-controller");
+    }
+    let one = |reason: &str, name: &str| {
+        let found: Vec<_> = events(reason)
+            .into_iter()
+            .filter(|e| e["regarding"]["name"] == name)
+            .collect();
+        assert_eq!(found.len(), 1, "one {reason} Event on {name}: {found:?}");
+        found[0].clone()
+    };
+    let protecting = one("Protecting", "keep");
+    assert_eq!(
+        (protecting["type"].as_str(), protecting["note"].as_str()),
+        (Some("Normal"), Some("protecting Stack forge"))
+    );
+    assert_eq!(protecting["regarding"]["uid"], uid("keep").as_str());
+    let stamped = one("TargetStamped", "keep");
+    assert_eq!(
+        stamped["note"],
+        "stamped Stack forge with core.navique.com/locked: deleting it is denied"
+    );
+
+    // A reconcile that changes nothing records nothing.
+    k.kubectl_ok(&["annotate", "lock", "typo", "-n", &ns, "touched=1"]);
+    k.kubectl_ok(&["annotate", "lock", "keep", "-n", &ns, "touched=1"]);
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let typo = one("InvalidTarget", "typo");
+    assert!(typo.get("series").is_none(), "no repeat: {typo}");
+    one("Protecting", "keep");
+
+    let described = k.kubectl_ok(&["describe", "lock", "keep", "-n", &ns]);
+    let events_part = described
+        .split("Events:")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no Events in describe:\n{described}"));
+    for line in [
+        "Normal  Protecting",
+        "Normal  TargetStamped",
+        "protecting Stack forge",
+        "stamped Stack forge with core.navique.com/locked: deleting it is denied",
+    ] {
+        assert!(events_part.contains(line), "{line:?} in:\n{described}");
+    }
+
+    // Gauges by state.
+    let metrics = http_get(env.controller_admin, "/metrics")
+        .await
+        .unwrap()
+        .body;
+    let gauge = |state: &str| -> i64 {
+        let prefix = format!("navique_lock_controller_locks{{state=\"{state}\"}} ");
+        metrics
+            .lines()
+            .find_map(|line| line.strip_prefix(&prefix))
+            .and_then(|value| value.parse().ok())
+            .unwrap_or_else(|| panic!("no {prefix} in:\n{metrics}"))
+    };
+    assert!(gauge("invalid") >= 4, "{metrics}");
+    assert!(gauge("active") >= 1, "{metrics}");
+    gauge("missing");
+    let active = metrics
+        .lines()
+        .find_map(|line| line.strip_prefix("navique_lock_controller_locks_active "))
+        .unwrap();
+    assert_eq!(
+        active,
+        gauge("active").to_string(),
+        "locks_active = locks{{state=active}}"
+    );
+
+    k.kubectl_ok(&["delete", "lock", "keep", "-n", &ns]);
+    let cleared = eventually(WAIT, "TargetCleared on the deleted Lock", || async {
+        events("TargetCleared").into_iter().next()
+    })
+    .await;
+    assert_eq!(
+        cleared["note"],
+        "cleared core.navique.com/locked from Stack forge: no Lock protects it now"
+    );
+    assert_readable(k, &ns);
 }
 
 /// A marker removed behind the controller's back is restored from the watch
@@ -371,6 +600,11 @@ macro_rules! lock_guard_tests {
         #[tokio::test]
         async fn missing_targets_activate_later_and_invalid_ones_stamp_nothing() {
             $crate::lock_scenarios::missing_and_invalid_targets(env()).await;
+        }
+
+        #[tokio::test]
+        async fn broken_locks_warn_show_why_and_record_events() {
+            $crate::lock_scenarios::broken_locks_are_visible(env()).await;
         }
 
         #[tokio::test]

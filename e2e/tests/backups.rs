@@ -14,6 +14,7 @@ use navique_api::grpc::snapshot::v1::snapshot_service_client::SnapshotServiceCli
 use navique_api::grpc::snapshot::v1::{
     GetSnapshotRequest, RequestSnapshotRequest, RestoreSnapshotRequest, ServiceRef,
 };
+use navique_e2e::readable::assert_readable;
 use navique_e2e::s3::{BUCKET, S3Server};
 use navique_e2e::services::{ALICE, ServiceEnv, grpc_ca, on_server, snapshot_client};
 use navique_e2e::{Process, eventually, free_port};
@@ -100,15 +101,66 @@ async fn snapshot_and_delete_leaves_one_verified_final_backup_that_restores() {
     let db = "final_orders";
     service_with_rows(&env, &ns, db, "").await;
 
-    // A Project user asks for a backup now.
+    // A Project user asks for a backup now, and waits for it as for any
+    // Kubernetes object: its Ready condition turns True once Completed.
     manual_backup(&env, &ns, "before-delete", None);
-    eventually(WAIT, "the manual backup to complete", || async {
+    assert_eq!(
+        env.cluster.kubectl_ok(&[
+            "wait",
+            "--for=condition=Ready",
+            "servicebackup/before-delete",
+            "-n",
+            &ns,
+            "--timeout=30s",
+        ]),
+        "servicebackup.services.kube-dc.com/before-delete condition met\n"
+    );
+    assert!(
         backups(&env, &ns)
             .iter()
             .any(|b| b[0] == "before-delete" && b[1] == "Manual" && b[2] == "Completed")
-            .then_some(())
-    })
-    .await;
+    );
+    // SIZE reads in binary units; the Ready reason is the phase.
+    let table = env
+        .cluster
+        .kubectl_ok(&["get", "sbk", "before-delete", "-n", &ns, "-o", "wide"]);
+    let mut lines = table.lines();
+    let header: Vec<&str> = lines.next().unwrap().split_whitespace().collect();
+    assert_eq!(
+        header,
+        [
+            "NAME",
+            "SERVICE",
+            "ORIGIN",
+            "PHASE",
+            "SIZE",
+            "COMPLETED",
+            "AGE",
+            "MESSAGE"
+        ]
+    );
+    let row: Vec<&str> = lines.next().unwrap().split_whitespace().collect();
+    assert_eq!(
+        &row[..4],
+        ["before-delete", "orders-db", "Manual", "Completed"]
+    );
+    assert!(
+        row[5] == "KiB" || row[5] == "MiB",
+        "a human size such as 24.1 KiB: {table}"
+    );
+    assert!(row[4].parse::<f64>().is_ok(), "{table}");
+    assert_eq!(
+        env.cluster.kubectl_ok(&[
+            "get",
+            "sbk",
+            "before-delete",
+            "-n",
+            &ns,
+            "-o",
+            r#"jsonpath={.status.conditions[?(@.type=="Ready")].reason}"#,
+        ]),
+        "Completed"
+    );
 
     env.start_deleting(&ns, "orders-db");
     env.until_gone(&ns, "orders-db").await;
@@ -138,6 +190,7 @@ async fn snapshot_and_delete_leaves_one_verified_final_backup_that_restores() {
         )
     );
     assert_eq!(record[6], "owners=", "a record has no owner");
+    assert_readable(&env.cluster, &ns);
     // The stored archive is the one recorded: its size and checksum.
     let path = record[3]
         .strip_prefix("file://")

@@ -400,7 +400,18 @@ fn the_lock_guard_renders_as_policies_as_a_webhook_or_not_at_all() {
     };
 
     let objects = render(&[]);
-    assert_eq!(policies(&objects), 8);
+    // Four guards (delete, CRDs, namespaces, marker) and the Lock target
+    // warning, each with its binding.
+    assert_eq!(policies(&objects), 10);
+    let warning = find(
+        &objects,
+        "ValidatingAdmissionPolicyBinding",
+        "navique-lock-target",
+    );
+    assert_eq!(
+        warning["spec"]["validationActions"][0].as_str(),
+        Some("Warn")
+    );
     assert!(!guard_webhook(&objects));
 
     let objects = render(&["--set", "lockGuard.enabled=false"]);
@@ -458,7 +469,7 @@ fn each_component_is_granted_exactly_what_it_uses() {
                 &["coordination.k8s.io"],
                 &["leases"],
                 &[component],
-                &["get", "patch"],
+                &["get", "list", "watch", "patch"],
             ),
         ]
     };
@@ -510,6 +521,7 @@ fn each_component_is_granted_exactly_what_it_uses() {
                 &[],
                 &["list", "watch", "patch"],
             ),
+            rule(&["events.k8s.io"], &["events"], &[], &["create", "patch"]),
         ]
     );
     assert_eq!(

@@ -48,7 +48,9 @@ fn a_crd_is_served_at_once_with_its_printer_columns() {
     let header: Vec<&str> = lines.next().unwrap().split_whitespace().collect();
     assert_eq!(
         header,
-        ["NAME", "KIND", "TARGET", "ACTIVE", "REASON", "AGE"]
+        [
+            "NAME", "KIND", "TARGET", "ACTIVE", "STATUS", "REASON", "AGE"
+        ]
     );
     let row: Vec<&str> = lines.next().unwrap().split_whitespace().collect();
     assert_eq!(&row[..3], ["protect-forge-stack", "Stack", "forge"]);

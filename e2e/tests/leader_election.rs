@@ -1,13 +1,21 @@
 //! Two replicas of a controller never reconcile at once: they elect a leader
 //! through a Lease on the API server, the standby waits (ready, not
-//! leading), and takes over as soon as the leader shuts down.
+//! leading), and takes over as soon as the leader shuts down: the leader
+//! releases the Lease and the standby, watching it, takes it within about a
+//! second instead of waiting for it to expire.
 
 use std::net::SocketAddr;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use navique_e2e::{Process, cluster, eventually, free_port, http_get, wait_for_status};
 
 const WAIT: Duration = Duration::from_secs(30);
+/// Long enough that a takeover by expiry (at least `LEASE_GRACE` seconds
+/// after the last renewal) is told apart from one on release.
+const LEASE_DURATION: &str = "30";
+const LEASE_GRACE: &str = "5";
+/// How soon the standby leads once the leader has exited.
+const TAKEOVER: Duration = Duration::from_secs(3);
 
 fn start(namespace: &str, identity: &str) -> (SocketAddr, Process) {
     let admin = SocketAddr::from(([127, 0, 0, 1], free_port()));
@@ -23,9 +31,9 @@ fn start(namespace: &str, identity: &str) -> (SocketAddr, Process) {
             "--lease-identity",
             identity,
             "--lease-duration",
-            "6",
+            LEASE_DURATION,
             "--lease-grace",
-            "2",
+            LEASE_GRACE,
         ],
     );
     (admin, process)
@@ -88,12 +96,19 @@ async fn one_replica_leads_and_the_standby_takes_over_when_it_stops() {
         "{}",
         leader.stderr()
     );
+    let exited = Instant::now();
     eventually(
         Duration::from_secs(10),
         "the standby to take over",
         || async { leading(standby_admin).await.filter(|l| *l) },
     )
     .await;
+    let took = exited.elapsed();
+    assert!(
+        took < TAKEOVER,
+        "the standby took over {took:?} after the leader exited; the released Lease should be taken within {TAKEOVER:?}:\n{}",
+        standby.stderr()
+    );
     assert_eq!(holder(&ns), standby_id);
     assert!(standby.terminate(Duration::from_secs(10)).success());
 }

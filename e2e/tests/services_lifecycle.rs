@@ -13,6 +13,7 @@ use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions
 use navique_api::messages;
 use navique_api::services::ManagedService;
 use navique_e2e::eventually;
+use navique_e2e::readable::assert_readable;
 use navique_e2e::services::{ALICE, ServiceEnv, WAIT, on_server};
 
 fn env() -> &'static ServiceEnv {
@@ -116,6 +117,8 @@ async fn the_seed_service_is_protected_then_deleted_only_once_confirmed() {
         env.postgres.database_exists(&on_server(&ns, db)),
         "untouched until confirmed"
     );
+    // What the service and its Events say while it waits reads as prose.
+    assert_readable(&env.cluster, &ns);
 
     env.cluster.kubectl_ok(&[
         "annotate",
@@ -434,6 +437,7 @@ async fn a_policy_the_plan_no_longer_allows_is_downgraded_with_a_warning() {
     assert!(events.contains("Retain"), "{events}");
     assert!(events.contains("e2e-downgrade"), "{events}");
     assert!(events.contains("keep consuming capacity"), "{events}");
+    assert_readable(&env.cluster, &ns);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -694,6 +698,7 @@ async fn snapshot_and_delete_without_an_engine_retains_the_secrets_and_says_so()
         env.cluster.event_messages(&ns, "DataRetained").trim(),
         "Warning the engine no longer exists, so no final backup can be taken: the data volumes and credential Secrets are retained"
     );
+    assert_readable(&env.cluster, &ns);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

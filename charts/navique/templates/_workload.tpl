@@ -270,11 +270,12 @@ the component, in the release namespace; dict: root, component, values.
   resources: ["leases"]
   verbs: ["create"]
 # ...then read and renewed, taken over or released (the Lease is named
-# after the component), and read again before a destructive step.
+# after the component), and read again before a destructive step; a
+# standby watches it (by name) to take over as soon as the leader releases it.
 - apiGroups: ["coordination.k8s.io"]
   resources: ["leases"]
   resourceNames: [%q]
-  verbs: ["get", "patch"]` .component -}}
+  verbs: ["get", "list", "watch", "patch"]` .component -}}
 {{- include "navique.role" (merge (dict "suffix" "leader-election" "rules" $rules) .) }}
 {{- end }}
 {{- end -}}

@@ -191,4 +191,15 @@ pub mod events {
     pub const BACKUP_EXPIRED: &str = "BackupExpired";
     /// Normal: a credential policy gave its service a new password.
     pub const CREDENTIALS_ROTATED: &str = "CredentialsRotated";
+    /// Normal, on a Lock: it protects its target (its Ready condition
+    /// turned `Protecting`).
+    pub const LOCK_PROTECTING: &str = super::reasons::PROTECTING;
+    /// Warning, on a Lock: its target does not exist (Ready `MissingReference`).
+    pub const LOCK_MISSING_REFERENCE: &str = super::reasons::MISSING_REFERENCE;
+    /// Warning, on a Lock: its target cannot be locked (Ready `InvalidTarget`).
+    pub const LOCK_INVALID_TARGET: &str = super::reasons::INVALID_TARGET;
+    /// Normal, on a Lock: its name was stamped on its target.
+    pub const TARGET_STAMPED: &str = "TargetStamped";
+    /// Normal, on a Lock: its name was taken off its target.
+    pub const TARGET_CLEARED: &str = "TargetCleared";
 }

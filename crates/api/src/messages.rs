@@ -52,12 +52,40 @@ pub fn lock_target_missing(kind: &str, name: &str, namespace: &str) -> String {
 /// `InvalidTarget`: a Lock on a Lock.
 pub const LOCK_ON_LOCK: &str = "a Lock cannot protect another Lock";
 
-/// `InvalidTarget`: a target outside the enforceable groups.
+/// `InvalidTarget`: a target outside the enforceable groups, with how a
+/// platform team makes its group enforceable.
 pub fn lock_target_not_enforceable(api_version: &str, groups: &[String]) -> String {
+    let group = api_version.rsplit_once('/').map_or("", |(group, _)| group);
+    let how = if group.is_empty() {
+        "objects of the core group (v1) cannot be locked".to_owned()
+    } else {
+        format!(
+            "to lock objects of {group}, add it to the lock-controller's --enforceable-groups and the guard's groups (Helm value lockGuard.groups)"
+        )
+    };
     format!(
-        "targetRef.apiVersion {api_version} is not enforceable: only objects of {} can be locked",
+        "targetRef.apiVersion {api_version} is not enforceable: only objects of {} can be locked; {how}",
         groups.join(", ")
     )
+}
+
+/// The note of the Normal Event on a Lock whose name was stamped on its
+/// target.
+pub fn lock_target_stamped(kind: &str, name: &str) -> String {
+    format!("stamped {kind} {name} with core.navique.com/locked: deleting it is denied")
+}
+
+/// The note of the Normal Event on a Lock whose name was taken off its
+/// target; `remaining` are the Locks that still protect it.
+pub fn lock_target_cleared(kind: &str, name: &str, remaining: &[&str]) -> String {
+    if remaining.is_empty() {
+        format!("cleared core.navique.com/locked from {kind} {name}: no Lock protects it now")
+    } else {
+        format!(
+            "took this Lock off core.navique.com/locked of {kind} {name}: Lock(s) [{}] still protect it",
+            remaining.join(", ")
+        )
+    }
 }
 
 /// `InvalidTarget`: a kind API discovery does not list.

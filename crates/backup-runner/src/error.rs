@@ -220,6 +220,39 @@ impl Error {
         }
     }
 
+    /// The `reason` label of `snapshot_failures_total`: what failed, in
+    /// few enough values to alert on.
+    pub fn failure_reason(&self) -> &'static str {
+        match self {
+            Self::ServiceNotFound { .. } | Self::ServiceUidMismatch { .. } => "service_not_found",
+            Self::SecretMissing { .. } | Self::SecretInvalid { .. } => "credentials",
+            Self::Store { .. } | Self::StoreUrl { .. } => "object_store",
+            Self::PgTools(_) | Self::Spawn { .. } | Self::Io { .. } | Self::ToolFailed { .. } => {
+                "dump"
+            }
+            Self::Verification { .. } | Self::Corrupt { .. } | Self::Manifest { .. } => {
+                "verification"
+            }
+            Self::TooLarge { .. } => "too_large",
+            Self::Engine(_) | Self::Catalogue(_) => "engine",
+            Self::Kube { .. } => "kubernetes",
+            Self::ShuttingDown => "shutting_down",
+            Self::InvalidRequest(_)
+            | Self::KeyReused { .. }
+            | Self::BackupNameTaken { .. }
+            | Self::UnknownKey(_)
+            | Self::RecordMissing { .. }
+            | Self::RecordMismatch { .. }
+            | Self::RestoreNotRequested { .. }
+            | Self::InPlaceRestoreProtected { .. }
+            | Self::BackupNotFound { .. }
+            | Self::CrossNamespace { .. }
+            | Self::GrpcTls(_)
+            | Self::Serve { .. }
+            | Self::Runtime(_) => "other",
+        }
+    }
+
     pub(crate) fn store(
         action: &'static str,
         location: impl Into<String>,

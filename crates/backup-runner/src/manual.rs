@@ -24,7 +24,7 @@ use crate::Error;
 use crate::engine::SnapshotRequest;
 use crate::layout::{BackupKey, manual_key};
 use crate::snapshots::{Snapshots, is_terminal};
-use crate::status::{backup_status, with_expiration};
+use crate::status::{backup_status, for_record};
 
 /// How often an unfinished record is looked at again, so that a status
 /// write lost to an API outage is made good.
@@ -78,6 +78,8 @@ pub async fn run(client: Client, snapshots: Arc<Snapshots>, shutdown: Cancellati
 }
 
 async fn reconcile(backup: Arc<ServiceBackup>, context: Arc<Context>) -> Result<Action, Error> {
+    // Every record passes here, Final ones included.
+    context.snapshots.engine().metrics().observe_record(&backup);
     if !wants_snapshot(&backup) {
         return Ok(Action::await_change());
     }
@@ -92,6 +94,7 @@ async fn reconcile(backup: Arc<ServiceBackup>, context: Arc<Context>) -> Result<
     {
         Ok(service) => service,
         Err(e @ (Error::ServiceNotFound { .. } | Error::ServiceUidMismatch { .. })) => {
+            engine.metrics().snapshot_failed(&e);
             let now = Some(Time(Timestamp::now()));
             let status = ServiceBackupStatus {
                 phase: Some(BackupPhase::Failed),
@@ -101,7 +104,11 @@ async fn reconcile(backup: Arc<ServiceBackup>, context: Arc<Context>) -> Result<
                 ..Default::default()
             };
             writer
-                .apply(&namespace, &name, &with_expiration(&backup, &status))
+                .apply(
+                    &namespace,
+                    &name,
+                    &for_record(&backup, &status, Timestamp::now()),
+                )
                 .await?;
             context.failures.succeeded(&object_key(&backup));
             return Ok(Action::await_change());

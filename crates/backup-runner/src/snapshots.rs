@@ -274,7 +274,7 @@ impl Snapshots {
                 attempt.complete(&manifest);
             }
             Err(Error::ShuttingDown) => {
-                metrics.failed.inc();
+                metrics.snapshot_failed(&Error::ShuttingDown);
                 // The record keeps its phase: whoever asked asks again
                 // after the restart, and the attempt starts over.
                 recording.abort();
@@ -282,7 +282,7 @@ impl Snapshots {
                 return;
             }
             Err(e) => {
-                metrics.failed.inc();
+                metrics.snapshot_failed(&e);
                 let message = navique_runtime::one_line(&e);
                 tracing::warn!(error = %message, "snapshot failed");
                 attempt.fail(message);

@@ -8,6 +8,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use kube::Client;
 use kube::api::{Api, Patch, PatchParams};
+use navique_api::conditions;
 use navique_api::grpc::snapshot::v1::{Phase, Snapshot};
 use navique_api::services::{BackupPhase, ServiceBackup, ServiceBackupStatus};
 use tokio::sync::watch;
@@ -37,6 +38,22 @@ fn time(timestamp: Option<&prost_types::Timestamp>) -> Option<Time> {
         .map(Time)
 }
 
+/// `bytes` for people, in binary units: `12 B`, `1.5 KiB`, `220.5 MiB`.
+pub fn human_size(bytes: u64) -> String {
+    const UNITS: [&str; 6] = ["KiB", "MiB", "GiB", "TiB", "PiB", "EiB"];
+    if bytes < 1024 {
+        return format!("{bytes} B");
+    }
+    // Precision is lost only past 2^53 bytes, far beyond one decimal.
+    let mut value = bytes as f64 / 1024.0;
+    let mut unit = 0;
+    while value >= 1024.0 && unit + 1 < UNITS.len() {
+        value /= 1024.0;
+        unit += 1;
+    }
+    format!("{value:.1} {}", UNITS[unit])
+}
+
 /// The status that describes `snapshot`; location, size and checksum only
 /// once it is Completed.
 pub fn backup_status(snapshot: &Snapshot, message: &str) -> ServiceBackupStatus {
@@ -47,6 +64,7 @@ pub fn backup_status(snapshot: &Snapshot, message: &str) -> ServiceBackupStatus 
         phase: Some(phase),
         location: completed.then(|| snapshot.location.clone()),
         size_bytes: completed.then(|| i64::try_from(snapshot.size_bytes).unwrap_or(i64::MAX)),
+        size: completed.then(|| human_size(snapshot.size_bytes)),
         checksum: completed.then(|| format!("sha256:{}", snapshot.sha256)),
         start_time: time(snapshot.started_at.as_ref()),
         completion_time: if terminal {
@@ -60,17 +78,39 @@ pub fn backup_status(snapshot: &Snapshot, message: &str) -> ServiceBackupStatus 
     }
 }
 
-/// `status` with the `expirationTime` that `record`'s retention gives it.
-pub fn with_expiration(
+/// `status` as written on `record`: with the `expirationTime` that its
+/// retention gives it and its `Ready` condition, which is True once the
+/// backup is Completed and False otherwise, with the phase as its reason
+/// and the status message as its message. The condition keeps the record's
+/// transition time while its status holds.
+pub fn for_record(
     record: &ServiceBackup,
     status: &ServiceBackupStatus,
+    now: Timestamp,
 ) -> ServiceBackupStatus {
     let described = ServiceBackup {
         status: Some(status.clone()),
         ..record.clone()
     };
+    let phase = status.phase.unwrap_or(BackupPhase::Pending);
+    let mut conditions = record
+        .status
+        .as_ref()
+        .map(|s| s.conditions.clone())
+        .unwrap_or_default();
+    conditions::upsert(
+        &mut conditions,
+        conditions::ready(
+            phase == BackupPhase::Completed,
+            phase.as_str(),
+            status.message.clone().unwrap_or_default(),
+            record.metadata.generation,
+            now,
+        ),
+    );
     ServiceBackupStatus {
         expiration_time: described.expiration().ok().flatten().map(Time),
+        conditions,
         ..status.clone()
     }
 }
@@ -115,8 +155,12 @@ impl StatusWriter {
             );
             return Ok(false);
         }
-        self.apply(&backup.namespace, name, &with_expiration(&record, status))
-            .await
+        self.apply(
+            &backup.namespace,
+            name,
+            &for_record(&record, status, Timestamp::now()),
+        )
+        .await
     }
 
     /// Server-side applies `status` to the ServiceBackup `namespace/name`;
@@ -241,6 +285,88 @@ mod tests {
 
         let failed = backup_status(&snapshot(Phase::Failed), "pg_dump failed");
         assert_eq!(failed.size_bytes, None);
+        assert_eq!(failed.size, None);
         assert!(failed.completion_time.is_some());
+    }
+
+    #[test]
+    fn sizes_read_in_binary_units() {
+        assert_eq!(human_size(0), "0 B");
+        assert_eq!(human_size(1023), "1023 B");
+        assert_eq!(human_size(1536), "1.5 KiB");
+        assert_eq!(human_size(231_211_008), "220.5 MiB");
+        assert_eq!(human_size(5 * 1024 * 1024 * 1024), "5.0 GiB");
+        assert_eq!(human_size(u64::MAX), "16.0 EiB");
+        let done = backup_status(&snapshot(Phase::Completed), "");
+        assert_eq!(done.size.as_deref(), Some("12 B"));
+    }
+
+    fn record() -> ServiceBackup {
+        use navique_api::services::{BackupOrigin, ServiceBackupSpec, ServiceRef};
+        let mut record = ServiceBackup::new(
+            "b",
+            ServiceBackupSpec {
+                service_ref: ServiceRef {
+                    name: "db".into(),
+                    uid: None,
+                },
+                origin: BackupOrigin::Manual,
+                retention: None,
+            },
+        );
+        record.metadata.generation = Some(1);
+        record
+    }
+
+    fn ready(status: &ServiceBackupStatus) -> (&str, &str, &str, Timestamp) {
+        let ready = conditions::find(&status.conditions, "Ready").unwrap();
+        (
+            ready.status.as_str(),
+            ready.reason.as_str(),
+            ready.message.as_str(),
+            ready.last_transition_time.0,
+        )
+    }
+
+    #[test]
+    fn ready_is_true_once_completed_and_false_with_the_phase_before() {
+        let at = |s| Timestamp::from_second(s).unwrap();
+        let mut record = record();
+        let running = for_record(
+            &record,
+            &backup_status(&snapshot(Phase::Running), "dumping orders-db"),
+            at(10),
+        );
+        assert_eq!(
+            ready(&running),
+            ("False", "Running", "dumping orders-db", at(10))
+        );
+        record.status = Some(running);
+        let verifying = for_record(
+            &record,
+            &backup_status(&snapshot(Phase::Verifying), "reading back"),
+            at(20),
+        );
+        assert_eq!(
+            ready(&verifying),
+            ("False", "Running", "reading back", at(10)),
+            "still False: the transition time holds"
+        );
+        record.status = Some(verifying);
+        let done = for_record(
+            &record,
+            &backup_status(&snapshot(Phase::Completed), ""),
+            at(30),
+        );
+        assert_eq!(ready(&done), ("True", "Completed", "", at(30)));
+        let failed = for_record(
+            &record,
+            &backup_status(&snapshot(Phase::Failed), "pg_dump failed"),
+            at(40),
+        );
+        assert_eq!(
+            ready(&failed),
+            ("False", "Failed", "pg_dump failed", at(10))
+        );
     }
 }

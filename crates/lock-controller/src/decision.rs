@@ -14,7 +14,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::jiff::Timestamp;
 use kube::core::ApiResource;
 use navique_api::conditions;
-use navique_api::constants::{CORE_GROUP, annotations, condition_types, labels, reasons};
+use navique_api::constants::{CORE_GROUP, annotations, condition_types, events, labels, reasons};
 use navique_api::core::{Lock, LockStatus, TargetRef};
 use navique_api::{messages, names};
 use serde_json::{Map, Value, json};
@@ -418,12 +418,50 @@ pub enum Outcome {
     InvalidTarget(String),
 }
 
-/// The status `lock` should have after `outcome`, or `None` when it has it
-/// already. The Ready condition keeps its transition time while its status
-/// holds.
-pub fn lock_status(lock: &Lock, outcome: &Outcome, now: Timestamp) -> Option<LockStatus> {
+impl Outcome {
+    /// The state a Lock with this outcome is counted in by the `locks` gauge.
+    pub fn state(&self) -> LockState {
+        match self {
+            Outcome::Protecting => LockState::Active,
+            Outcome::MissingReference => LockState::Missing,
+            Outcome::InvalidTarget(_) => LockState::Invalid,
+        }
+    }
+}
+
+/// The `state` label of the `locks` gauge.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum LockState {
+    Active,
+    Invalid,
+    Missing,
+}
+
+impl LockState {
+    pub const ALL: [LockState; 3] = [LockState::Active, LockState::Invalid, LockState::Missing];
+
+    pub fn label(self) -> &'static str {
+        match self {
+            LockState::Active => "active",
+            LockState::Invalid => "invalid",
+            LockState::Missing => "missing",
+        }
+    }
+}
+
+/// How many of `states` are in each state, every state listed.
+pub fn count_states(states: impl IntoIterator<Item = LockState>) -> BTreeMap<LockState, i64> {
+    let mut counts: BTreeMap<LockState, i64> = LockState::ALL.iter().map(|s| (*s, 0)).collect();
+    for state in states {
+        *counts.entry(state).or_default() += 1;
+    }
+    counts
+}
+
+/// The Ready condition `outcome` gives `lock`: (status, reason, message).
+fn ready_of(lock: &Lock, outcome: &Outcome) -> (bool, &'static str, String) {
     let target = &lock.spec.target_ref;
-    let (active, reason, message) = match outcome {
+    match outcome {
         Outcome::Protecting => (
             true,
             reasons::PROTECTING,
@@ -435,7 +473,84 @@ pub fn lock_status(lock: &Lock, outcome: &Outcome, now: Timestamp) -> Option<Loc
             messages::lock_target_missing(&target.kind, &target.name, namespace(lock)),
         ),
         Outcome::InvalidTarget(message) => (false, reasons::INVALID_TARGET, message.clone()),
+    }
+}
+
+/// An Event to record on a Lock.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LockEvent {
+    pub warning: bool,
+    pub reason: &'static str,
+    pub note: String,
+}
+
+/// The Event `outcome` calls for on `lock`: one when its Ready reason or
+/// message changes (not on every reconcile), Warning unless it protects.
+pub fn outcome_event(lock: &Lock, outcome: &Outcome) -> Option<LockEvent> {
+    let (active, reason, message) = ready_of(lock, outcome);
+    let unchanged = lock
+        .status
+        .as_ref()
+        .and_then(|status| conditions::find(&status.conditions, condition_types::READY))
+        .is_some_and(|ready| ready.reason == reason && ready.message == message);
+    if unchanged {
+        return None;
+    }
+    let reason = match outcome {
+        Outcome::Protecting => events::LOCK_PROTECTING,
+        Outcome::MissingReference => events::LOCK_MISSING_REFERENCE,
+        Outcome::InvalidTarget(_) => events::LOCK_INVALID_TARGET,
     };
+    Some(LockEvent {
+        warning: !active,
+        reason,
+        note: message,
+    })
+}
+
+/// The Events a change of a target's `core.navique.com/locked` from
+/// `before` to `after` calls for, by Lock name: `TargetStamped` on each
+/// Lock whose name was added, `TargetCleared` on each whose name left.
+pub fn stamp_events(
+    kind: &str,
+    name: &str,
+    before: Option<&str>,
+    after: Option<&str>,
+) -> Vec<(String, LockEvent)> {
+    let split = |locked: Option<&str>| -> BTreeSet<String> {
+        locked
+            .unwrap_or_default()
+            .split(',')
+            .filter(|n| !n.is_empty())
+            .map(str::to_owned)
+            .collect()
+    };
+    let (before, after) = (split(before), split(after));
+    let remaining: Vec<&str> = after.iter().map(String::as_str).collect();
+    let stamped = after.difference(&before).map(|lock| {
+        let event = LockEvent {
+            warning: false,
+            reason: events::TARGET_STAMPED,
+            note: messages::lock_target_stamped(kind, name),
+        };
+        (lock.clone(), event)
+    });
+    let cleared = before.difference(&after).map(|lock| {
+        let event = LockEvent {
+            warning: false,
+            reason: events::TARGET_CLEARED,
+            note: messages::lock_target_cleared(kind, name, &remaining),
+        };
+        (lock.clone(), event)
+    });
+    stamped.chain(cleared).collect()
+}
+
+/// The status `lock` should have after `outcome`, or `None` when it has it
+/// already. The Ready condition keeps its transition time while its status
+/// holds.
+pub fn lock_status(lock: &Lock, outcome: &Outcome, now: Timestamp) -> Option<LockStatus> {
+    let (active, reason, message) = ready_of(lock, outcome);
     let current = lock.status.clone().unwrap_or_default();
     let generation = lock.metadata.generation;
     let mut next = LockStatus {
@@ -688,13 +803,13 @@ mod tests {
         assert_eq!(
             classify(&target_ref("apps/v1", "Deployment", "web"), &catalog),
             invalid(
-                "targetRef.apiVersion apps/v1 is not enforceable: only objects of core.navique.com, services.kube-dc.com can be locked"
+                "targetRef.apiVersion apps/v1 is not enforceable: only objects of core.navique.com, services.kube-dc.com can be locked; to lock objects of apps, add it to the lock-controller's --enforceable-groups and the guard's groups (Helm value lockGuard.groups)"
             )
         );
         assert_eq!(
             classify(&target_ref("v1", "ConfigMap", "settings"), &catalog),
             invalid(
-                "targetRef.apiVersion v1 is not enforceable: only objects of core.navique.com, services.kube-dc.com can be locked"
+                "targetRef.apiVersion v1 is not enforceable: only objects of core.navique.com, services.kube-dc.com can be locked; objects of the core group (v1) cannot be locked"
             )
         );
     }
@@ -708,7 +823,7 @@ mod tests {
                 &catalog
             ),
             invalid(
-                "targetRef.apiVersion services.kube-dc.com/v1alpha1 is not enforceable: only objects of core.navique.com can be locked"
+                "targetRef.apiVersion services.kube-dc.com/v1alpha1 is not enforceable: only objects of core.navique.com can be locked; to lock objects of services.kube-dc.com, add it to the lock-controller's --enforceable-groups and the guard's groups (Helm value lockGuard.groups)"
             )
         );
     }
@@ -1357,5 +1472,121 @@ mod tests {
         }]);
         let woken = locks_of_kinds(&kinds, &locks);
         assert_eq!(woken.iter().map(|l| name(l)).collect::<Vec<_>>(), ["w"]);
+    }
+
+    #[test]
+    fn a_lock_starting_to_protect_records_protecting_once() {
+        let mut lock = lock_on_stack("forge", "keep", "forge");
+        assert_eq!(
+            outcome_event(&lock, &Outcome::Protecting),
+            Some(LockEvent {
+                warning: false,
+                reason: "Protecting",
+                note: "protecting Stack forge".into(),
+            })
+        );
+        lock.status = lock_status(&lock, &Outcome::Protecting, at(10));
+        assert_eq!(outcome_event(&lock, &Outcome::Protecting), None);
+    }
+
+    #[test]
+    fn missing_and_invalid_targets_are_warnings_with_the_status_message() {
+        let mut lock = lock_on_stack("forge", "early", "later");
+        assert_eq!(
+            outcome_event(&lock, &Outcome::MissingReference),
+            Some(LockEvent {
+                warning: true,
+                reason: "MissingReference",
+                note: "Stack later not found in namespace forge".into(),
+            })
+        );
+        lock.status = lock_status(&lock, &Outcome::MissingReference, at(10));
+        assert_eq!(outcome_event(&lock, &Outcome::MissingReference), None);
+        let invalid = Outcome::InvalidTarget(messages::LOCK_ON_LOCK.into());
+        assert_eq!(
+            outcome_event(&lock, &invalid),
+            Some(LockEvent {
+                warning: true,
+                reason: "InvalidTarget",
+                note: "a Lock cannot protect another Lock".into(),
+            })
+        );
+        lock.status = lock_status(&lock, &invalid, at(20));
+        assert_eq!(outcome_event(&lock, &invalid), None);
+        let other =
+            Outcome::InvalidTarget("kind Widget is not served by core.navique.com/v1alpha1".into());
+        assert_eq!(
+            outcome_event(&lock, &other).map(|e| e.note),
+            Some("kind Widget is not served by core.navique.com/v1alpha1".into()),
+            "a new message is a new event"
+        );
+    }
+
+    #[test]
+    fn a_stamp_records_on_each_lock_whose_name_it_adds_or_removes() {
+        assert_eq!(
+            stamp_events("Stack", "forge", None, Some("a")),
+            vec![(
+                "a".to_owned(),
+                LockEvent {
+                    warning: false,
+                    reason: "TargetStamped",
+                    note: "stamped Stack forge with core.navique.com/locked: deleting it is denied"
+                        .into(),
+                }
+            )]
+        );
+        assert_eq!(
+            stamp_events("Stack", "forge", Some("a"), Some("a,b")),
+            vec![(
+                "b".to_owned(),
+                LockEvent {
+                    warning: false,
+                    reason: "TargetStamped",
+                    note: "stamped Stack forge with core.navique.com/locked: deleting it is denied"
+                        .into(),
+                }
+            )]
+        );
+        assert_eq!(
+            stamp_events("Stack", "forge", Some("a,b"), Some("b")),
+            vec![(
+                "a".to_owned(),
+                LockEvent {
+                    warning: false,
+                    reason: "TargetCleared",
+                    note: "took this Lock off core.navique.com/locked of Stack forge: Lock(s) [b] still protect it"
+                        .into(),
+                }
+            )]
+        );
+        assert_eq!(
+            stamp_events("Stack", "forge", Some("b"), None),
+            vec![(
+                "b".to_owned(),
+                LockEvent {
+                    warning: false,
+                    reason: "TargetCleared",
+                    note:
+                        "cleared core.navique.com/locked from Stack forge: no Lock protects it now"
+                            .into(),
+                }
+            )]
+        );
+        assert_eq!(stamp_events("Stack", "forge", Some("a"), Some("a")), vec![]);
+    }
+
+    #[test]
+    fn every_state_is_counted_even_when_empty() {
+        let counts = count_states([
+            Outcome::InvalidTarget("x".into()).state(),
+            Outcome::InvalidTarget("y".into()).state(),
+            Outcome::Protecting.state(),
+        ]);
+        let labelled: Vec<(&str, i64)> = counts.iter().map(|(s, n)| (s.label(), *n)).collect();
+        assert_eq!(
+            labelled,
+            vec![("active", 1), ("invalid", 2), ("missing", 0)]
+        );
     }
 }

@@ -3,9 +3,10 @@
 //! the outcome in the Lock's status. A finalizer clears a deleted Lock's
 //! name from all three before it goes.
 
+use std::collections::HashMap;
 use std::convert::Infallible;
 use std::fmt::Debug;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures::{FutureExt, StreamExt};
@@ -14,6 +15,7 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use kube::runtime::controller::{self, Action, Controller};
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher;
 use kube::{Client, Resource, ResourceExt};
@@ -31,7 +33,9 @@ use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tokio_util::sync::CancellationToken;
 
-use crate::decision::{self, Catalog, Classification, Markers, Outcome, ServedKind, Target};
+use crate::decision::{
+    self, Catalog, Classification, LockEvent, LockState, Markers, Outcome, ServedKind, Target,
+};
 use crate::watches::{self, Triggers, Views};
 
 /// The field manager of every write, so that server-side apply removes
@@ -100,6 +104,11 @@ struct ErrorLabels {
     error: &'static str,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct StateLabels {
+    state: &'static str,
+}
+
 /// The reconciler's metrics, under the component's prefix.
 #[derive(Clone)]
 pub struct Metrics {
@@ -107,6 +116,7 @@ pub struct Metrics {
     reconcile_errors: Family<ErrorLabels, Counter>,
     reconcile_duration: Histogram,
     locks_active: Gauge,
+    locks: Family<StateLabels, Gauge>,
 }
 
 impl Metrics {
@@ -116,6 +126,7 @@ impl Metrics {
             reconcile_errors: Family::default(),
             reconcile_duration: Histogram::new(exponential_buckets(0.001, 2.0, 15)),
             locks_active: Gauge::default(),
+            locks: Family::default(),
         };
         component.register_metrics(|registry| {
             registry.register(
@@ -139,6 +150,11 @@ impl Metrics {
                 "Locks whose target carries their name",
                 metrics.locks_active.clone(),
             );
+            registry.register(
+                "locks",
+                "Locks by the state their last reconcile reported: active (protecting), invalid (InvalidTarget), missing (MissingReference)",
+                metrics.locks.clone(),
+            );
         });
         metrics
     }
@@ -153,6 +169,9 @@ pub struct Context {
     metrics: Metrics,
     /// Consecutive failures per Lock, for the retry backoff.
     failures: navique_runtime::FailureBackoff<ObjectRef<Lock>>,
+    recorder: Recorder,
+    /// What each Lock's last reconcile reported, for the `locks` gauges.
+    states: Mutex<HashMap<ObjectRef<Lock>, LockState>>,
 }
 
 /// Runs the Lock controller until `token` is cancelled.
@@ -169,12 +188,21 @@ pub async fn run(
     let locks = controller.store();
     let (triggers, views) = Triggers::new(client.clone(), locks.clone(), catalog);
     let (wake, woken) = mpsc::channel(WAKE_QUEUE);
+    let recorder = Recorder::new(
+        client.clone(),
+        Reporter {
+            controller: crate::NAME.to_owned(),
+            instance: None,
+        },
+    );
     let context = Arc::new(Context {
         client,
         locks: locks.clone(),
         views: views.clone(),
         metrics,
         failures: navique_runtime::FailureBackoff::default(),
+        recorder,
+        states: Mutex::default(),
     });
     let controller = controller
         .reconcile_on(ReceiverStream::new(woken))
@@ -229,16 +257,7 @@ async fn reconcile(lock: Arc<Lock>, context: Arc<Context>) -> Result<Action, Err
         .metrics
         .reconcile_duration
         .observe(started.elapsed().as_secs_f64());
-    let active = context
-        .locks
-        .state()
-        .iter()
-        .filter(|l| decision::is_active(l))
-        .count();
-    context
-        .metrics
-        .locks_active
-        .set(i64::try_from(active).unwrap_or(i64::MAX));
+    context.count_states();
     if result.is_ok() {
         context.failures.succeeded(&ObjectRef::from_obj(&*lock));
     }
@@ -266,6 +285,64 @@ fn error_policy(lock: Arc<Lock>, error: &Error, context: Arc<Context>) -> Action
 }
 
 impl Context {
+    /// Sets the `locks` gauges from what the reconciles of the Locks that
+    /// still exist reported. A Lock not reconciled yet is not counted.
+    fn count_states(&self) {
+        let existing: std::collections::HashSet<ObjectRef<Lock>> = self
+            .locks
+            .state()
+            .iter()
+            .map(|lock| ObjectRef::from_obj(&**lock))
+            .collect();
+        let mut states = self.states.lock().unwrap_or_else(|e| e.into_inner());
+        states.retain(|lock, _| existing.contains(lock));
+        let counts = decision::count_states(states.values().copied());
+        drop(states);
+        for (state, count) in counts {
+            self.metrics
+                .locks
+                .get_or_create(&StateLabels {
+                    state: state.label(),
+                })
+                .set(count);
+            if state == LockState::Active {
+                self.metrics.locks_active.set(count);
+            }
+        }
+    }
+
+    fn set_state(&self, lock: &Lock, state: Option<LockState>) {
+        let mut states = self.states.lock().unwrap_or_else(|e| e.into_inner());
+        let key = ObjectRef::from_obj(lock);
+        match state {
+            Some(state) => states.insert(key, state),
+            None => states.remove(&key),
+        };
+    }
+
+    /// Records `event` on `lock`; a failure is logged, never retried.
+    async fn record(&self, lock: &Lock, event: LockEvent) {
+        let event = Event {
+            type_: if event.warning {
+                EventType::Warning
+            } else {
+                EventType::Normal
+            },
+            reason: event.reason.to_owned(),
+            note: Some(event.note),
+            action: "Reconcile".to_owned(),
+            secondary: None,
+        };
+        if let Err(e) = self.recorder.publish(&event, &lock.object_ref(&())).await {
+            tracing::warn!(
+                lock = %ObjectRef::from_obj(lock),
+                reason = event.reason,
+                error = %one_line(&e),
+                "cannot record the event"
+            );
+        }
+    }
+
     /// The finalizer goes on before anything is stamped and comes off once
     /// the deleted Lock's name is off every stamp.
     async fn reconcile(&self, lock: &Lock) -> Result<Action, Error> {
@@ -281,13 +358,17 @@ impl Context {
             (false, true) => self.apply(lock).await,
             // Being deleted, the Lock no longer counts in any stamp.
             (true, true) => {
+                self.set_state(lock, None);
                 self.sync_stamps(lock).await?;
                 let mut finalizers = lock.finalizers().to_vec();
                 finalizers.retain(|f| f != finalizers::LOCK);
                 self.set_finalizers(lock, finalizers).await?;
                 Ok(Action::await_change())
             }
-            (true, false) => Ok(Action::await_change()),
+            (true, false) => {
+                self.set_state(lock, None);
+                Ok(Action::await_change())
+            }
         }
     }
 
@@ -303,6 +384,7 @@ impl Context {
     async fn apply(&self, lock: &Lock) -> Result<Action, Error> {
         let outcome = self.sync_stamps(lock).await?;
         self.write_status(lock, &outcome).await?;
+        self.set_state(lock, Some(outcome.state()));
         Ok(Action::requeue(RESYNC))
     }
 
@@ -356,7 +438,8 @@ impl Context {
             name,
         };
         let stamp = decision::target_stamp(target, locks, catalog);
-        if Markers::of(&current.metadata) != Markers::wanted(stamp.as_ref()) {
+        let markers = Markers::of(&current.metadata);
+        if markers != Markers::wanted(stamp.as_ref()) {
             let patch = decision::target_patch(kind, namespace, name, stamp.as_ref());
             apply_markers(&api, name, patch, stamp.is_none())
                 .await
@@ -370,6 +453,18 @@ impl Context {
                 locked = stamp.as_ref().map_or("", |s| s.locked.as_str()),
                 "stamped target"
             );
+            let after = stamp.as_ref().map(|s| s.locked.as_str());
+            for (lock_name, event) in
+                decision::stamp_events(&kind.kind, name, markers.locked.as_deref(), after)
+            {
+                let named = locks.iter().find(|l| {
+                    l.metadata.namespace.as_deref() == Some(namespace)
+                        && l.metadata.name.as_deref() == Some(lock_name.as_str())
+                });
+                if let Some(named) = named {
+                    self.record(named, event).await;
+                }
+            }
         }
         Ok(Outcome::Protecting)
     }
@@ -428,6 +523,7 @@ impl Context {
         let Some(status) = decision::lock_status(lock, outcome, Timestamp::now()) else {
             return Ok(());
         };
+        let event = decision::outcome_event(lock, outcome);
         let (namespace, name) = (lock.namespace().ok_or(Error::Unnamed)?, lock.name_any());
         let patch = serde_json::json!({
             "apiVersion": Lock::api_version(&()),
@@ -443,6 +539,9 @@ impl Context {
             .await
             .map_err(Error::WriteStatus)?;
         tracing::info!(lock = %format!("{namespace}/{name}"), ?outcome, "status changed");
+        if let Some(event) = event {
+            self.record(lock, event).await;
+        }
         Ok(())
     }
 }

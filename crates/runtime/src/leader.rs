@@ -5,8 +5,10 @@
 use std::future::Future;
 use std::sync::Arc;
 
+use futures::{Stream, StreamExt};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
+use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client};
 use kube_lease_manager::{LeaseCreateMode, LeaseManager, LeaseParams};
 use prometheus_client::metrics::gauge::Gauge;
@@ -78,6 +80,30 @@ impl Leadership {
             Err(lost(lease))
         }
     }
+}
+
+/// Whether nobody holds the Lease: its holder released it (or never took it).
+fn is_released(lease: &Lease) -> bool {
+    lease
+        .spec
+        .as_ref()
+        .and_then(|spec| spec.holder_identity.as_deref())
+        .is_none_or(str::is_empty)
+}
+
+/// Resolves when a watch of the Lease shows it released. kube-lease-manager
+/// makes a standby sleep until the holder's Lease would expire; a leader
+/// that shuts down releases it at once, and this lets the standby see that.
+async fn until_released(events: &mut (impl Stream<Item = Result<Lease, watcher::Error>> + Unpin)) {
+    while let Some(event) = events.next().await {
+        match event {
+            Ok(lease) if is_released(&lease) => return,
+            Ok(_) => {}
+            Err(e) => tracing::debug!(error = %e, "Lease watch failed; retrying"),
+        }
+    }
+    // The stream never ends; should it, expiry still hands the Lease over.
+    std::future::pending::<()>().await;
 }
 
 /// Whether `identity` holds the Lease at `now`: it is the holder and the
@@ -176,6 +202,15 @@ impl Election<'_> {
     async fn acquire(&self, namespace: &str, params: LeaseParams) -> Option<LeaseManager> {
         let mut backoff = Backoff::new();
         let mut manager = None;
+        let config =
+            watcher::Config::default().fields(&format!("metadata.name={}", self.component));
+        let mut events = watcher(
+            Api::<Lease>::namespaced(self.client.clone(), namespace),
+            config,
+        )
+        .default_backoff()
+        .applied_objects()
+        .boxed();
         tracing::info!("waiting for leadership");
         loop {
             let attempt = match &manager {
@@ -195,6 +230,13 @@ impl Election<'_> {
                         Ok(false) => Ok(()),
                         Err(e) => Err(e),
                     },
+                    // The manager trusts its copy until the holder's expiry;
+                    // a new one reads the released Lease and takes it.
+                    () = until_released(&mut events) => {
+                        tracing::debug!("the Lease was released");
+                        manager = None;
+                        Ok(())
+                    }
                 },
             };
             if let Err(e) = attempt {
@@ -224,6 +266,18 @@ mod tests {
             }),
             ..Default::default()
         }
+    }
+
+    #[test]
+    fn a_lease_without_a_holder_is_released() {
+        let now: Timestamp = "2026-11-30T12:00:00Z".parse().unwrap();
+        assert!(!is_released(&lease("pod-a", now, 15)));
+        assert!(is_released(&Lease::default()));
+        assert!(is_released(&Lease {
+            spec: Some(LeaseSpec::default()),
+            ..Default::default()
+        }));
+        assert!(is_released(&lease("", now, 15)));
     }
 
     #[test]

@@ -446,9 +446,10 @@ mod tests {
     #[test]
     fn intervals_are_durations_of_the_rotation_interval_field() {
         assert_eq!(parse_interval("1h30m").unwrap().as_secs(), 5400);
+        assert_eq!(parse_interval("1d").unwrap().as_secs(), 24 * 3600);
         assert_eq!(
-            parse_interval("1d").unwrap_err().to_string(),
-            "spec.rotationInterval: \"1d\" is not a duration such as 720h, 1h30m or 90s"
+            parse_interval("1w").unwrap_err().to_string(),
+            "spec.rotationInterval: \"1w\" is not a duration such as 30d, 720h, 1h30m or 90s"
         );
     }
 

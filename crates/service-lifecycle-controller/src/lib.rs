@@ -24,6 +24,7 @@ pub mod engine;
 mod error;
 pub mod final_backup;
 pub mod instance;
+mod metrics_phase;
 pub mod objects;
 pub mod reconcile;
 pub mod schedule;
@@ -147,6 +148,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         let binding_metrics = binding::Metrics::register(component);
         let policy_metrics = credential_policy::Metrics::register(component);
         let stack_metrics = stack::register_metrics(component, &approvals);
+        let phase_metrics = metrics_phase::PhaseMetrics::register(component);
         // Each call is authenticated and authorised as its caller's own
         // Kubernetes identity (stack::access).
         let router = Server::builder()
@@ -172,6 +174,11 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
                 client.clone(),
                 &args.leader_election,
                 async move |leadership| {
+                    let phases = metrics_phase::run(
+                        client.clone(),
+                        phase_metrics,
+                        leadership.token().clone(),
+                    );
                     let services =
                         reconcile::Context::new(client.clone(), metrics, leadership.clone())
                             .with_postgres_image(&args.postgres_image)
@@ -194,11 +201,12 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
                         notifier,
                     );
                     // One leadership for all: each ends when it does.
-                    let (services, bindings, policies, stacks) = tokio::join!(
+                    let (services, bindings, policies, stacks, ()) = tokio::join!(
                         reconcile::run(services),
                         binding::run(bindings),
                         credential_policy::run(policies),
                         stack::run(stacks),
+                        phases,
                     );
                     services.and(bindings).and(policies).and(stacks)
                 },

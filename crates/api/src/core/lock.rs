@@ -19,14 +19,21 @@ use crate::constants::DEFAULT_LOCK_TARGET_API_VERSION;
     printcolumn(name = "Target", type_ = "string", json_path = ".spec.targetRef.name"),
     printcolumn(name = "Active", type_ = "boolean", json_path = ".status.active"),
     printcolumn(
-        name = "Reason",
+        name = "Status",
         type_ = "string",
         json_path = ".status.conditions[?(@.type==\"Ready\")].reason"
     ),
+    printcolumn(name = "Reason", type_ = "string", json_path = ".spec.reason"),
     printcolumn(
         name = "Age",
         type_ = "date",
         json_path = ".metadata.creationTimestamp"
+    ),
+    printcolumn(
+        name = "Message",
+        type_ = "string",
+        priority = 1,
+        json_path = ".status.conditions[?(@.type==\"Ready\")].message"
     )
 )]
 #[serde(rename_all = "camelCase")]

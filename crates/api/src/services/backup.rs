@@ -24,7 +24,7 @@ use super::ServiceRef;
     ),
     printcolumn(name = "Origin", type_ = "string", json_path = ".spec.origin"),
     printcolumn(name = "Phase", type_ = "string", json_path = ".status.phase"),
-    printcolumn(name = "Size", type_ = "integer", json_path = ".status.sizeBytes"),
+    printcolumn(name = "Size", type_ = "string", json_path = ".status.size"),
     printcolumn(
         name = "Completed",
         type_ = "date",
@@ -34,6 +34,12 @@ use super::ServiceRef;
         name = "Age",
         type_ = "date",
         json_path = ".metadata.creationTimestamp"
+    ),
+    printcolumn(
+        name = "Message",
+        type_ = "string",
+        priority = 1,
+        json_path = ".status.conditions[?(@.type==\"Ready\")].message"
     )
 )]
 #[x_kube(validation = Rule::new("self == oldSelf").message("a ServiceBackup's spec is immutable"))]
@@ -46,7 +52,7 @@ pub struct ServiceBackupSpec {
     #[serde(default)]
     pub origin: BackupOrigin,
     /// How long the record and its archive are kept once the backup has
-    /// ended (`Completed` or `Failed`), as a duration such as `720h`; then
+    /// ended (`Completed` or `Failed`), as a duration such as `30d` or `720h`; then
     /// backup-runner deletes the archive and the record. Unset: kept until
     /// the Project goes. A `Final` backup is never removed while its
     /// service still exists.
@@ -86,6 +92,10 @@ pub struct ServiceBackupStatus {
     /// Size of the stored archive in bytes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub size_bytes: Option<i64>,
+    /// [`Self::size_bytes`] for people, in binary units such as `220.5 MiB`
+    /// (the SIZE column: printer columns cannot compute it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub size: Option<String>,
     /// `sha256:<hex>` of the stored archive, verified by reading it back.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub checksum: Option<String>,
@@ -111,6 +121,17 @@ pub enum BackupPhase {
     Running,
     Completed,
     Failed,
+}
+
+impl BackupPhase {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Pending => "Pending",
+            Self::Running => "Running",
+            Self::Completed => "Completed",
+            Self::Failed => "Failed",
+        }
+    }
 }
 
 impl ServiceBackup {
@@ -185,10 +206,10 @@ mod tests {
 
     #[test]
     fn a_malformed_retention_names_the_field() {
-        let bad = record(Some("30d"), BackupPhase::Completed, Some(1_000));
+        let bad = record(Some("30days"), BackupPhase::Completed, Some(1_000));
         assert_eq!(
             bad.expiration().unwrap_err().to_string(),
-            "spec.retention: \"30d\" is not a duration such as 720h, 1h30m or 90s"
+            "spec.retention: \"30days\" is not a duration such as 30d, 720h, 1h30m or 90s"
         );
     }
 }

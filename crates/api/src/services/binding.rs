@@ -36,6 +36,12 @@ use super::ServiceRef;
         name = "Age",
         type_ = "date",
         json_path = ".metadata.creationTimestamp"
+    ),
+    printcolumn(
+        name = "Message",
+        type_ = "string",
+        priority = 1,
+        json_path = ".status.conditions[?(@.type==\"Ready\")].message"
     )
 )]
 #[serde(rename_all = "camelCase")]

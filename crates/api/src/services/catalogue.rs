@@ -120,7 +120,7 @@ pub struct PlanBackup {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub schedule: Option<String>,
     /// How long each `Scheduled` backup is kept once it has ended, as a
-    /// duration such as `720h` (its ServiceBackup's `spec.retention`);
+    /// duration such as `30d` or `720h` (its ServiceBackup's `spec.retention`);
     /// unset, until the Project goes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(regex(pattern = crate::duration::PATTERN))]

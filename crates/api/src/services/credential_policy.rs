@@ -40,13 +40,19 @@ use super::ServiceRef;
         name = "Age",
         type_ = "date",
         json_path = ".metadata.creationTimestamp"
+    ),
+    printcolumn(
+        name = "Message",
+        type_ = "string",
+        priority = 1,
+        json_path = ".status.conditions[?(@.type==\"Ready\")].message"
     )
 )]
 #[serde(rename_all = "camelCase")]
 pub struct ServiceCredentialPolicySpec {
     /// The service whose credentials are rotated.
     pub service_ref: ServiceRef,
-    /// Time between rotations, as a duration such as `720h` or `90m`.
+    /// Time between rotations, as a duration such as `30d`, `720h` or `90m`.
     #[schemars(regex(pattern = crate::duration::PATTERN))]
     pub rotation_interval: String,
 }

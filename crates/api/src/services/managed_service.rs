@@ -36,6 +36,12 @@ use super::{NameRef, PostgresParameters};
         name = "Age",
         type_ = "date",
         json_path = ".metadata.creationTimestamp"
+    ),
+    printcolumn(
+        name = "Message",
+        type_ = "string",
+        priority = 1,
+        json_path = ".status.conditions[?(@.type==\"Ready\")].message"
     )
 )]
 #[serde(rename_all = "camelCase")]
@@ -100,7 +106,7 @@ pub struct FinalBackup {
     #[schemars(length(min = 1, max = 253), regex(pattern = crate::names::OBJECT_NAME_PATTERN))]
     pub name: Option<String>,
     /// How long the final backup is kept once the service is gone, as a
-    /// duration such as `720h`; recorded as the ServiceBackup's
+    /// duration such as `30d` or `720h`; recorded as the ServiceBackup's
     /// `spec.retention`. Unset: kept until the Project goes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(regex(pattern = crate::duration::PATTERN))]
@@ -220,6 +226,24 @@ pub enum ServicePhase {
     Ready,
     Deleting,
     Failed,
+}
+
+impl ServicePhase {
+    pub const ALL: [ServicePhase; 4] = [
+        ServicePhase::Provisioning,
+        ServicePhase::Ready,
+        ServicePhase::Deleting,
+        ServicePhase::Failed,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Provisioning => "Provisioning",
+            Self::Ready => "Ready",
+            Self::Deleting => "Deleting",
+            Self::Failed => "Failed",
+        }
+    }
 }
 
 #[cfg(test)]
