@@ -725,18 +725,15 @@ impl Engine {
         self.check_database(db)?;
         self.bounded("checking the database's owner", async {
             let session = self.connect(MAINTENANCE_DATABASE).await?;
-            for (kind, name) in [
-                (NameKind::Database, db.name.as_str()),
-                (NameKind::Role, db.owner.as_str()),
-            ] {
-                let record = self.record(&session, kind, name).await?;
-                let conflict = match ownership::judge(record.as_ref(), true, &owner.uid) {
-                    Claim::Ours => continue,
-                    Claim::Refused(conflict) => conflict,
-                    Claim::Free => Conflict::Unrecorded,
-                };
-                return Err(self.not_owned(kind, name, conflict));
-            }
+            self.verify(
+                &session,
+                owner,
+                &[
+                    (NameKind::Database, db.name.as_str()),
+                    (NameKind::Role, db.owner.as_str()),
+                ],
+            )
+            .await?;
             if self.check_owner(&session, db).await?.is_none() {
                 return Err(Error::DatabaseMissing {
                     endpoint: self.admin.endpoint(),
@@ -759,7 +756,8 @@ impl Engine {
         self.check_database(db)?;
         self.bounded("reading the database's last restore", async {
             let session = self.connect(MAINTENANCE_DATABASE).await?;
-            self.claim(&session, owner, &Self::names_of(db)).await?;
+            self.verify(&session, owner, &[(NameKind::Database, db.name.as_str())])
+                .await?;
             let rows = self
                 .query(
                     &session,
@@ -908,8 +906,9 @@ impl Engine {
         .await
     }
 
-    /// Sets a new password on the service's role (credential rotation). A
-    /// role not recorded for the service is [`Error::NotOwned`]; a missing
+    /// Sets a new password on the service's role (credential rotation),
+    /// recording nothing. A role recorded for another service, retained,
+    /// or on the server without a record is [`Error::NotOwned`]; a missing
     /// one [`Error::RoleMissing`].
     pub async fn set_password(
         &self,
@@ -921,8 +920,18 @@ impl Engine {
         check_password(password)?;
         self.bounded("setting the password", async {
             let session = self.connect(MAINTENANCE_DATABASE).await?;
-            self.claim(&session, owner, &[(NameKind::Role, role.to_owned())])
-                .await?;
+            // A rotation records nothing: a role that is neither recorded
+            // nor on the server fails below as missing.
+            match self
+                .verify(&session, owner, &[(NameKind::Role, role)])
+                .await
+            {
+                Err(Error::NotOwned {
+                    conflict: Conflict::Unrecorded,
+                    ..
+                }) if !self.object_exists(&session, NameKind::Role, role).await? => {}
+                other => other?,
+            }
             let result = self
                 .execute(
                     &session,
@@ -1111,6 +1120,27 @@ impl Engine {
                 ],
             )
             .await?;
+        }
+        Ok(())
+    }
+
+    /// Checks, without recording anything, that every name is recorded
+    /// for `owner` and not retained ([`Error::NotOwned`] otherwise; a name
+    /// with no record is `Unrecorded`).
+    async fn verify(
+        &self,
+        session: &Client,
+        owner: &Owner,
+        names: &[(NameKind, &str)],
+    ) -> Result<(), Error> {
+        for &(kind, name) in names {
+            let record = self.record(session, kind, name).await?;
+            let conflict = match ownership::judge(record.as_ref(), true, &owner.uid) {
+                Claim::Ours => continue,
+                Claim::Refused(conflict) => conflict,
+                Claim::Free => Conflict::Unrecorded,
+            };
+            return Err(self.not_owned(kind, name, conflict));
         }
         Ok(())
     }

@@ -270,6 +270,20 @@ async fn set_password_rotates_the_password() {
         )
     );
     assert!(!pg.role_exists("ghost").await);
+    // A rotation records nothing: the missing name stays free.
+    let recorded = count_where(&pg.admin().await, "ghost").await;
+    assert_eq!(recorded, 0);
+}
+
+async fn count_where(admin: &Client, name: &str) -> i64 {
+    admin
+        .query_one(
+            "SELECT count(*) FROM navique.engine_objects WHERE name = $1",
+            &[&name],
+        )
+        .await
+        .unwrap()
+        .get(0)
 }
 
 #[test]
