@@ -1480,7 +1480,8 @@ async fn a_kind_not_served_is_reported_and_never_keeps_a_stack_or_its_namespace(
 }
 
 /// A nested Stack's pending approval shows on the Stack that lists it (its
-/// row counts it) and, as a tree, in `kubectl navique approvals`.
+/// row counts it), as a tree in `kubectl navique approvals`, and
+/// `approve --all --stack <parent>` approves it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_nested_stacks_pending_approval_shows_on_its_parent_and_in_the_plugin() {
     let env = env();
@@ -1527,7 +1528,15 @@ async fn a_nested_stacks_pending_approval_shows_on_its_parent_and_in_the_plugin(
     let json: Value = serde_json::from_str(&json).unwrap();
     assert_eq!(json["approvals"][0]["parents"], json!(["outer"]));
 
-    approve(&ns, "configmap", "old");
+    // Approving all of the parent reaches what its row counts.
+    let approved = kubectl_navique_ok(
+        cluster(),
+        &["approve", "--all", "--stack", "outer", "-n", &ns],
+    );
+    assert_eq!(
+        approved.trim(),
+        "approved configmap/old (Prune in Stack inner)"
+    );
     until_stack(&ns, "outer", "the parent to show nothing pending", |s| {
         row(s, "inner").is_some_and(|r| r["pendingApprovals"].is_null())
     })

@@ -317,10 +317,13 @@ pub fn resolve_target<'a>(
         .ok_or_else(|| Error::NotPending(target.to_string()))
 }
 
-/// A Stack's pending approvals, each resource once.
+/// A Stack's pending approvals and those of the Stacks nested under it
+/// (what its status counts), each resource once.
 pub fn of_stack(pending: &[PendingApproval], stack: &str) -> Vec<PendingApproval> {
     let mut out: Vec<PendingApproval> = Vec::new();
-    for p in pending.iter().filter(|p| p.stack.name == stack) {
+    let under =
+        |p: &&PendingApproval| p.stack.name == stack || p.parents.iter().any(|s| s == stack);
+    for p in pending.iter().filter(under) {
         if !out.iter().any(|o| o.same_resource(p)) {
             out.push(p.clone());
         }
@@ -438,6 +441,17 @@ pub(crate) mod tests {
         assert!(pending[0].parents.is_empty());
         assert_eq!(pending[1].parents, ["z-outer"]);
         assert_eq!(pending[2].parents, ["z-outer", "m-middle"]);
+        assert_eq!(
+            summary(&of_stack(&pending, "z-outer")),
+            [
+                "ns/m-middle Prune ConfigMap/mid",
+                "ns/b-inner Prune ConfigMap/deep",
+            ]
+        );
+        assert_eq!(
+            summary(&of_stack(&pending, "b-inner")),
+            ["ns/b-inner Prune ConfigMap/deep"]
+        );
         assert_eq!(
             serde_json::to_value(&pending[2]).unwrap()["parents"],
             serde_json::json!(["z-outer", "m-middle"])

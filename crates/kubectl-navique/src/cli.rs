@@ -95,7 +95,8 @@ pub struct ApproveArgs {
         conflicts_with = "all"
     )]
     pub targets: Vec<String>,
-    /// Approve every pending resource of the Stack named by --stack.
+    /// Approve every pending resource of the Stack named by --stack and of
+    /// the Stacks nested under it.
     #[arg(long, requires = "stack")]
     pub all: bool,
     /// The Stack whose pending resources --all approves.

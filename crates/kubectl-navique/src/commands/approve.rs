@@ -31,7 +31,10 @@ pub async fn run(session: &Session, args: &ApproveArgs) -> Result<ExitCode> {
     let index = discover(&session.client).await?;
     let plans = match (&args.stack, args.all) {
         (Some(stack), true) => {
-            let pending = of_stack(&pending_approvals(&[stacks.get(stack).await?]), stack);
+            // The Stack must exist; the namespace's Stacks tell which are nested under it.
+            stacks.get(stack).await?;
+            let all = stacks.list(&ListParams::default()).await?.items;
+            let pending = of_stack(&pending_approvals(&all), stack);
             if pending.is_empty() && session.output == Output::Table {
                 stdout(&format!("No approvals pending in Stack {stack}.\n"))?;
                 return Ok(ExitCode::SUCCESS);
