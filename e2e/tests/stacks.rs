@@ -1426,8 +1426,14 @@ async fn a_kind_not_served_is_reported_and_never_keeps_a_stack_or_its_namespace(
     bind_service_account(cluster(), &ns, STACK_ACCOUNT, "cluster-admin");
     let thing =
         json!({"apiVersion": "nowhere.example.com/v1", "kind": "Thing", "metadata": {"name": "t"}});
+    // A typo of a core kind: its group is served, the kind is not.
+    let typo = json!({"apiVersion": "v1", "kind": "Stak", "metadata": {"name": "s"}});
     // Synced once, then left the Stack: its prune finds the kind gone.
-    apply_stack(&ns, "odd", &[thing.clone(), config_map("kept", 1, None)]);
+    apply_stack(
+        &ns,
+        "odd",
+        &[thing.clone(), typo, config_map("kept", 1, None)],
+    );
     let synced = until_stack(&ns, "odd", "the rest to sync", |s| {
         row(s, "kept").is_some_and(|r| r["status"] == "Synced")
     })
@@ -1436,6 +1442,10 @@ async fn a_kind_not_served_is_reported_and_never_keeps_a_stack_or_its_namespace(
     assert!(
         message.starts_with(&format!("Thing {ns}/t is not served by the API server: ")),
         "{message}"
+    );
+    assert_eq!(
+        row_message(&synced, "s"),
+        format!("Stak {ns}/s is not served by the API server: v1 has no kind Stak")
     );
     assert_eq!(state(&synced), ("Failed".into(), "SyncFailed".into()));
     assert!(

@@ -81,7 +81,7 @@ impl Live {
                             },
                             kube::Error::Discovery(ref d) => Error::KindNotServed {
                                 resource: key.qualified(),
-                                problem: navique_runtime::one_line(d),
+                                problem: discovery_problem(key, d),
                             },
                             source => Self::failed("discover the kind of", key)(source),
                         })?;
@@ -240,5 +240,52 @@ impl Live {
             Err(kube::Error::Api(e)) if e.code == 404 || e.code == 409 => Ok(false),
             Err(e) => Err(Self::failed("patch", key)(e)),
         }
+    }
+}
+
+/// Why discovery found no `key`'s kind, in words: kube's `MissingKind`
+/// carries a Rust debug string of the kind.
+fn discovery_problem(key: &ResourceKey, error: &kube::error::DiscoveryError) -> String {
+    match error {
+        kube::error::DiscoveryError::MissingKind(_) => {
+            format!("{} has no kind {}", key.api_version(), key.kind)
+        }
+        other => navique_runtime::one_line(other),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kube::error::DiscoveryError;
+
+    fn key(group: &str, kind: &str) -> ResourceKey {
+        ResourceKey {
+            group: group.into(),
+            version: "v1".into(),
+            kind: kind.into(),
+            namespace: "ns".into(),
+            name: "x".into(),
+        }
+    }
+
+    #[test]
+    fn a_missing_kind_is_said_in_words() {
+        let gvk = GroupVersionKind::gvk("", "v1", "Stak");
+        let error = DiscoveryError::MissingKind(format!("{gvk:?}"));
+        assert_eq!(
+            discovery_problem(&key("", "Stak"), &error),
+            "v1 has no kind Stak"
+        );
+        let error = DiscoveryError::MissingKind(String::new());
+        assert_eq!(
+            discovery_problem(&key("adv.example.com", "Gizmo"), &error),
+            "adv.example.com/v1 has no kind Gizmo"
+        );
+        let error = DiscoveryError::MissingApiGroup("adv.example.com".into());
+        assert_eq!(
+            discovery_problem(&key("adv.example.com", "Gizmo"), &error),
+            "Missing Api Group: adv.example.com"
+        );
     }
 }
