@@ -150,8 +150,9 @@ async fn the_seed_service_is_protected_then_deleted_only_once_confirmed() {
 }
 
 /// Protection turned on while a `Delete` waits for its confirmation holds
-/// the deletion once confirmed: `DeletionBlocked` with the seed's message,
-/// the database untouched; turned off, the deletion finishes.
+/// the deletion once confirmed: `DeletionBlocked` with the seed's message
+/// (and in `deletions_blocked`), the database untouched; turned off, the
+/// deletion finishes.
 // stale authorisation: protection is read from the stored object at every
 // step, not only when the delete request came in (Argo CD #27570).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -198,6 +199,11 @@ async fn protection_turned_on_mid_deletion_blocks_it_until_turned_off() {
             messages::DELETION_PROTECTION_ENABLED
         )
     );
+    let blocked = "navique_service_lifecycle_controller_deletions_blocked{kind=\"ManagedService\",reason=\"DeletionBlocked\"} ";
+    eventually(WAIT, "the blocked deletion to be counted", || async {
+        (env.controller_metric(blocked).await >= 1.0).then_some(())
+    })
+    .await;
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert!(
         env.postgres.database_exists(&on_server(&ns, db)),

@@ -315,6 +315,16 @@ async fn waves_apply_in_order_and_a_confirmed_prune_waits_for_approval() {
         .parse()
         .unwrap();
     assert!(pending >= 1.0, "{pending}");
+    // It has waited at least the 3 s slept above.
+    let oldest: f64 = metrics
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("navique_service_lifecycle_controller_oldest_pending_approval_seconds ")
+        })
+        .unwrap_or_else(|| panic!("no oldest_pending_approval_seconds gauge in\n{metrics}"))
+        .parse()
+        .unwrap();
+    assert!(oldest >= 3.0, "{oldest}");
 
     assert_eq!(
         kubectl_navique_ok(cluster(), &["approve", "configmap/settings", "-n", &ns]).trim(),

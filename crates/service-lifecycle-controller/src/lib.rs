@@ -23,8 +23,8 @@ pub mod dependents;
 pub mod engine;
 mod error;
 pub mod final_backup;
+mod gauges;
 pub mod instance;
-mod metrics_phase;
 pub mod objects;
 pub mod reconcile;
 pub mod schedule;
@@ -148,7 +148,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         let binding_metrics = binding::Metrics::register(component);
         let policy_metrics = credential_policy::Metrics::register(component);
         let stack_metrics = stack::register_metrics(component, &approvals);
-        let phase_metrics = metrics_phase::PhaseMetrics::register(component);
+        let state_gauges = gauges::StateGauges::register(component);
         // Each call is authenticated and authorised as its caller's own
         // Kubernetes identity (stack::access).
         let router = Server::builder()
@@ -174,11 +174,8 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
                 client.clone(),
                 &args.leader_election,
                 async move |leadership| {
-                    let phases = metrics_phase::run(
-                        client.clone(),
-                        phase_metrics,
-                        leadership.token().clone(),
-                    );
+                    let state =
+                        gauges::run(client.clone(), state_gauges, leadership.token().clone());
                     let services =
                         reconcile::Context::new(client.clone(), metrics, leadership.clone())
                             .with_postgres_image(&args.postgres_image)
@@ -206,7 +203,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
                         binding::run(bindings),
                         credential_policy::run(policies),
                         stack::run(stacks),
-                        phases,
+                        state,
                     );
                     services.and(bindings).and(policies).and(stacks)
                 },

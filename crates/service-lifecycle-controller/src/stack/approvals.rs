@@ -16,7 +16,9 @@ use navique_api::grpc::approvals::v1::{
     ApprovalEvent, EventType, ListPendingApprovalsRequest, ListPendingApprovalsResponse, Operation,
     PendingApproval, ResourceRef, StackRef, StreamApprovalEventsRequest,
 };
-use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
+use prometheus_client::metrics::gauge::{ConstGauge, Gauge};
 use serde_json::json;
 use tokio::sync::broadcast;
 use tokio_stream::wrappers::BroadcastStream;
@@ -87,6 +89,11 @@ impl Approvals {
     /// The gauge of pending approvals, for the metrics registry.
     pub fn gauge(&self) -> Gauge {
         self.gauge.clone()
+    }
+
+    /// `oldest_pending_approval_seconds`, measured at each scrape.
+    pub fn oldest_age(&self) -> OldestPendingAge {
+        OldestPendingAge(self.pending.clone())
     }
 
     /// Records what waits in Stack `namespace/name` now. Approvals new to
@@ -174,6 +181,39 @@ impl Approvals {
             approvals: self,
             access,
         })
+    }
+}
+
+/// How long the oldest pending approval has waited, in seconds (0 when none
+/// waits): since this process saw it start to wait, so a restart or a new
+/// leader counts again from then.
+#[derive(Debug)]
+pub struct OldestPendingAge(Arc<Mutex<BTreeMap<StackKey, BTreeMap<ResourceKey, PendingApproval>>>>);
+
+impl OldestPendingAge {
+    fn seconds(&self, now: Timestamp) -> f64 {
+        let all = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        all.values()
+            .flat_map(BTreeMap::values)
+            .filter_map(|p| p.since.as_ref())
+            .map(|since| since.seconds as f64 + f64::from(since.nanos) / 1e9)
+            .reduce(f64::min)
+            .map_or(0.0, |oldest| {
+                (now.as_duration().as_secs_f64() - oldest).max(0.0)
+            })
+    }
+}
+
+impl Collector for OldestPendingAge {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let gauge = ConstGauge::new(self.seconds(Timestamp::now()));
+        let metric = encoder.encode_descriptor(
+            "oldest_pending_approval_seconds",
+            "How long the oldest prune or delete of a Stack resource has waited for approval",
+            None,
+            gauge.metric_type(),
+        )?;
+        gauge.encode(metric)
     }
 }
 
@@ -450,6 +490,21 @@ mod tests {
                 (EventType::Deleted, "a".to_owned())
             ]
         );
+    }
+
+    #[test]
+    fn the_oldest_wait_is_measured_at_each_scrape() {
+        let approvals = Approvals::default();
+        let oldest = approvals.oldest_age();
+        assert_eq!(oldest.seconds(Timestamp::now()), 0.0, "nothing waits");
+        approvals.update("team", "web", &[waiting("a", Operation::Prune)], |_| false);
+        let later = Timestamp::now() + std::time::Duration::from_secs(90);
+        approvals.update("team", "api", &[waiting("b", Operation::Delete)], |_| false);
+        let age = oldest.seconds(later);
+        assert!((90.0..91.0).contains(&age), "{age}");
+        approvals.forget("team", "web");
+        approvals.forget("team", "api");
+        assert_eq!(oldest.seconds(later), 0.0);
     }
 
     #[test]

@@ -1045,12 +1045,14 @@ pub fn register_metrics(
     approvals: &Approvals,
 ) -> ControllerMetrics {
     let gauge = approvals.gauge();
+    let oldest = approvals.oldest_age();
     component.register_metrics(|registry| {
         registry.register(
             "pending_approvals",
             "Prunes and deletes of Stack resources waiting for approval",
             gauge,
         );
+        registry.register_collector(Box::new(oldest));
     });
     ControllerMetrics::register(component, "stack", "Stack")
 }
