@@ -1458,6 +1458,17 @@ async fn a_kind_not_served_is_reported_and_never_keeps_a_stack_or_its_namespace(
         format!("Stak {ns}/s is not served by the API server: v1 has no kind Stak")
     );
     assert_eq!(state(&synced), ("Failed".into(), "SyncFailed".into()));
+    let metrics = navique_e2e::http_get(env.controller_admin, "/metrics")
+        .await
+        .unwrap()
+        .body;
+    assert!(
+        metrics.lines().any(|l| l
+            .strip_prefix("navique_service_lifecycle_controller_stack_reconcile_errors_total{error=\"kind_not_served\"} ")
+            .and_then(|v| v.parse::<f64>().ok())
+            .is_some_and(|v| v >= 1.0)),
+        "the failure is counted:\n{metrics}"
+    );
     assert!(
         exists(&ns, "configmap", "kept"),
         "the later wave is applied"

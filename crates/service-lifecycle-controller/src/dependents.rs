@@ -224,14 +224,20 @@ impl<K: Resource<DynamicType = ()>> Tracker<K> {
         result
     }
 
-    /// The error policy: counts the failure and retries with backoff.
-    pub fn failed(&self, object: &K, error: &Error) -> Action {
+    /// Counts a failure that a reconcile reports in the object's status
+    /// and retries on its own schedule, rather than returning it.
+    pub fn count_failure(&self, error: &Error) {
         self.metrics
             .reconcile_errors
             .get_or_create(&ErrorLabels {
                 error: error.metric_label(),
             })
             .inc();
+    }
+
+    /// The error policy: counts the failure and retries with backoff.
+    pub fn failed(&self, object: &K, error: &Error) -> Action {
+        self.count_failure(error);
         let reference = ObjectRef::from_obj(object);
         let delay = self.failures.failed_with(reference.clone(), intent(object));
         tracing::warn!(object = %reference, error = %one_line(error), retry_in = ?delay, "reconcile failed");

@@ -303,6 +303,7 @@ impl Acting {
         let desired = match plan::desired(&namespace, &stack.spec.resources) {
             Ok(desired) => desired,
             Err(e) => {
+                self.tracker.count_failure(&e);
                 let status = self.status(
                     stack,
                     &previous,
@@ -456,6 +457,7 @@ impl Acting {
                     Err(e) => {
                         let message = one_line(&e);
                         row.message = Some(message.clone());
+                        self.tracker.count_failure(&e);
                         if pass.failed.is_none() {
                             pass.failed = Some(message);
                         }
