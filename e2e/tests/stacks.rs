@@ -11,6 +11,7 @@
 use std::sync::OnceLock;
 use std::time::Duration;
 
+use navique_api::constants::finalizers;
 use navique_api::grpc::approvals::v1::approval_events_client::ApprovalEventsClient;
 use navique_api::grpc::approvals::v1::{
     ApprovalEvent, EventType, ListPendingApprovalsRequest, StreamApprovalEventsRequest,
@@ -1573,4 +1574,96 @@ async fn a_nested_stacks_pending_approval_shows_on_its_parent_and_in_the_plugin(
     })
     .await;
     assert!(!exists(&ns, "configmap", "old"));
+}
+
+/// Stuck forever, all at once: a namespace holding every kind of broken
+/// object (a service of a class that never existed, Stacks listing an
+/// unknown kind, a ClusterRole or a delete waiting for approval, Locks on
+/// a misspelt kind and on a kind that is not enforced, a binding, a policy
+/// and a backup of services that do not exist) is deleted, and it goes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_namespace_of_broken_objects_is_deleted_and_goes() {
+    let env = env();
+    env.ready().await;
+    let ns = cluster().namespace("broken");
+    let service = json!({"apiVersion": "services.kube-dc.com/v1alpha1", "kind": "ManagedService",
+        "metadata": {"name": "my", "namespace": ns,
+            "annotations": {"services.kube-dc.com/confirm-delete": "my"}},
+        "spec": {"classRef": {"name": "mysql"}, "planRef": {"name": "mysql-small"},
+            "deletionPolicy": "Delete"}});
+    let lock_on = |name: &str, api_version: &str, kind: &str| {
+        json!({"apiVersion": "core.navique.com/v1alpha1", "kind": "Lock",
+            "metadata": {"name": name, "namespace": ns},
+            "spec": {"targetRef": {"apiVersion": api_version, "kind": kind, "name": "nothing"}}})
+    };
+    let of_missing = |kind: &str, extra: Value| {
+        let mut spec = json!({"serviceRef": {"name": "missing"}});
+        spec.as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        json!({"apiVersion": "services.kube-dc.com/v1alpha1", "kind": kind,
+            "metadata": {"name": "of-missing", "namespace": ns}, "spec": spec})
+    };
+    for object in [
+        service,
+        lock_on("typo", "core.navique.com/v1alpha1", "Stak"),
+        lock_on("config", "v1", "ConfigMap"),
+        of_missing("ServiceBinding", json!({})),
+        of_missing(
+            "ServiceCredentialPolicy",
+            json!({"rotationInterval": "30d"}),
+        ),
+        of_missing("ServiceBackup", json!({})),
+    ] {
+        cluster().kubectl_in(&["apply", "-f", "-"], Some(&object.to_string()));
+    }
+    let typo = json!({"apiVersion": "v1", "kind": "Stak", "metadata": {"name": "s"}});
+    let role = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+        "metadata": {"name": format!("{ns}-role")}});
+    apply_stack(&ns, "unknown", &[typo, config_map("a", 0, None)]);
+    apply_stack(&ns, "cluster-wide", &[role]);
+    apply_stack(
+        &ns,
+        "confirm",
+        &[config_map("c", 0, Some("Delete=confirm"))],
+    );
+    for name in ["unknown", "cluster-wide"] {
+        until_stack(&ns, name, "the Stack to fail", |s| {
+            state(s).1 == "SyncFailed"
+        })
+        .await;
+    }
+    until_stack(&ns, "confirm", "the sync", |s| state(s).1 == "Synced").await;
+    // Not vacuous: the service and each Stack hold a finalizer.
+    eventually(WAIT, "the finalizers", || async {
+        let held = |kind: &str, name: &str, finalizer: &str| {
+            cluster()
+                .kubectl_ok(&[
+                    "get",
+                    kind,
+                    name,
+                    "-n",
+                    &ns,
+                    "-o",
+                    "jsonpath={.metadata.finalizers}",
+                ])
+                .contains(finalizer)
+        };
+        (held("managedservice", "my", finalizers::MANAGED_SERVICE)
+            && ["unknown", "cluster-wide", "confirm"]
+                .iter()
+                .all(|s| held("stack", s, finalizers::STACK)))
+        .then_some(())
+    })
+    .await;
+
+    cluster().kubectl_ok(&["delete", "namespace", &ns, "--wait=false"]);
+    eventually(WAIT, "the namespace to go", || async {
+        (!cluster()
+            .kubectl(&["get", "namespace", &ns], None)
+            .status
+            .success())
+        .then_some(())
+    })
+    .await;
 }
