@@ -292,6 +292,27 @@ async fn waves_apply_in_order_and_a_confirmed_prune_waits_for_approval() {
     assert!(cluster().event_messages(&ns, "DeletionApprovalRequired").contains(
         "Normal waiting for approval to prune ConfigMap/settings: annotate cd.hanzo.ai/deletion-approved=true, or run kubectl navique approve --all --stack web"
     ));
+    // The Event names this Stack by uid and resourceVersion, so that
+    // `kubectl describe` (which selects by uid) shows it.
+    let regarding = cluster().kubectl_ok(&[
+        "get",
+        "events",
+        "-n",
+        &ns,
+        "--field-selector",
+        "reason=DeletionApprovalRequired",
+        "-o",
+        "jsonpath={.items[0].involvedObject.uid} {.items[0].involvedObject.resourceVersion}",
+    ]);
+    let (uid, resource_version) = regarding.split_once(' ').unwrap();
+    assert_eq!(uid, pending["metadata"]["uid"].as_str().unwrap());
+    assert!(!resource_version.is_empty(), "{regarding}");
+    let described = cluster().kubectl_ok(&["describe", "stack", "web", "-n", &ns]);
+    assert!(
+        described.contains("DeletionApprovalRequired")
+            && described.contains("waiting for approval to prune ConfigMap/settings"),
+        "{described}"
+    );
     eventually(WAIT, "one notification", || async {
         (env.notifications.about(&ns).len() == 1).then_some(())
     })

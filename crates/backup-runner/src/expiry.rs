@@ -19,10 +19,11 @@ use futures::TryStreamExt;
 use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, DeleteParams, ListParams, Preconditions};
-use kube::runtime::events::{Event, EventType, Recorder, Reporter};
-use kube::{Client, Resource, ResourceExt};
+use kube::runtime::events::{Event, EventType};
+use kube::{Client, ResourceExt};
 use navique_api::constants::events;
 use navique_api::services::{BackupOrigin, ServiceBackup};
+use navique_runtime::events::Recorder;
 use object_store::{ObjectStoreExt, PutPayload};
 use tokio_util::sync::CancellationToken;
 
@@ -122,13 +123,7 @@ pub async fn run(
 ) {
     let sweeper = Sweeper {
         grace,
-        recorder: Recorder::new(
-            client.clone(),
-            Reporter {
-                controller: crate::NAME.to_owned(),
-                instance: None,
-            },
-        ),
+        recorder: Recorder::new(client.clone(), crate::NAME),
         client,
         engine,
     };
@@ -300,7 +295,11 @@ impl Sweeper {
             action: "Expire".to_owned(),
             secondary: None,
         };
-        if let Err(e) = self.recorder.publish(&event, &record.object_ref(&())).await {
+        if let Err(e) = self
+            .recorder
+            .publish(&event, &navique_runtime::events::regarding(record))
+            .await
+        {
             tracing::warn!(error = %navique_runtime::one_line(&e), "cannot record the event");
         }
         let api = Api::<ServiceBackup>::namespaced(self.client.clone(), &namespace);

@@ -15,12 +15,13 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use kube::runtime::controller::{self, Action, Controller};
-use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::runtime::events::{Event, EventType};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher;
 use kube::{Client, Resource, ResourceExt};
 use navique_api::constants::finalizers;
 use navique_api::core::Lock;
+use navique_runtime::events::Recorder;
 use navique_runtime::{Component, one_line};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -188,13 +189,7 @@ pub async fn run(
     let locks = controller.store();
     let (triggers, views) = Triggers::new(client.clone(), locks.clone(), catalog);
     let (wake, woken) = mpsc::channel(WAKE_QUEUE);
-    let recorder = Recorder::new(
-        client.clone(),
-        Reporter {
-            controller: crate::NAME.to_owned(),
-            instance: None,
-        },
-    );
+    let recorder = Recorder::new(client.clone(), crate::NAME);
     let context = Arc::new(Context {
         client,
         locks: locks.clone(),
@@ -333,7 +328,11 @@ impl Context {
             action: "Reconcile".to_owned(),
             secondary: None,
         };
-        if let Err(e) = self.recorder.publish(&event, &lock.object_ref(&())).await {
+        if let Err(e) = self
+            .recorder
+            .publish(&event, &navique_runtime::events::regarding(lock))
+            .await
+        {
             tracing::warn!(
                 lock = %ObjectRef::from_obj(lock),
                 reason = event.reason,

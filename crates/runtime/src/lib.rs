@@ -12,6 +12,7 @@ mod args;
 mod cluster;
 mod component;
 mod error;
+pub mod events;
 mod failures;
 mod finalizers;
 pub mod grpc_tls;

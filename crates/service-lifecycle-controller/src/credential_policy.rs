@@ -22,7 +22,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::{Action, Controller};
-use kube::runtime::events::{Event, EventType, Recorder};
+use kube::runtime::events::{Event, EventType};
 use kube::runtime::watcher;
 use kube::{Client, Resource, ResourceExt};
 use navique_api::constants::{events, reasons};
@@ -30,6 +30,7 @@ use navique_api::messages;
 use navique_api::services::{
     ManagedService, PlacementMode, ServiceCredentialPolicy, ServiceCredentialPolicyStatus,
 };
+use navique_runtime::events::Recorder;
 use navique_runtime::{Component, Leadership, one_line};
 use prometheus_client::metrics::counter::Counter;
 
@@ -390,7 +391,11 @@ impl Context {
             action: "Rotate".to_owned(),
             secondary: Some(service.object_ref(&())),
         };
-        if let Err(e) = self.recorder.publish(&event, &policy.object_ref(&())).await {
+        if let Err(e) = self
+            .recorder
+            .publish(&event, &navique_runtime::events::regarding(policy))
+            .await
+        {
             tracing::warn!(error = %one_line(&e), "cannot record the event");
         }
         Ok(())

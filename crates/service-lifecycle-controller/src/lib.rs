@@ -37,14 +37,8 @@ pub use navique_provider_postgres as postgres;
 pub const NAME: &str = "service-lifecycle-controller";
 
 /// The Event recorder every controller of this component reports with.
-pub fn event_recorder(client: &kube::Client) -> kube::runtime::events::Recorder {
-    kube::runtime::events::Recorder::new(
-        client.clone(),
-        kube::runtime::events::Reporter {
-            controller: NAME.to_owned(),
-            instance: None,
-        },
-    )
+pub fn event_recorder(client: &kube::Client) -> navique_runtime::events::Recorder {
+    navique_runtime::events::Recorder::new(client.clone(), NAME)
 }
 
 /// Reconciles ManagedServices, bindings, credential policies and Stacks, and

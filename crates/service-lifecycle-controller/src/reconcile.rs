@@ -17,7 +17,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::{self, Action, Controller};
-use kube::runtime::events::{Event, EventType, Recorder};
+use kube::runtime::events::{Event, EventType};
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
 use kube::{Client, Resource, ResourceExt};
@@ -27,6 +27,7 @@ use navique_api::services::{
     ServicePhase, ServicePlan,
 };
 use navique_api::{conditions, messages};
+use navique_runtime::events::Recorder;
 use navique_runtime::{Attempts, Component, Leadership, Retry, intent, one_line};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -931,7 +932,7 @@ impl Context {
         };
         if let Err(e) = self
             .recorder
-            .publish(&event, &service.object_ref(&()))
+            .publish(&event, &navique_runtime::events::regarding(service))
             .await
         {
             tracing::warn!(error = %one_line(&e), reason, "cannot record the event");
@@ -976,7 +977,7 @@ impl Context {
         project: Option<&Namespace>,
         decision: &deletion::Decision,
     ) {
-        let reference = service.object_ref(&());
+        let reference = navique_runtime::events::regarding(service);
         let mut events = Vec::new();
         if let Some(downgraded) = &decision.downgraded {
             events.push((
@@ -1016,7 +1017,7 @@ impl Context {
                     action: "Delete".to_owned(),
                     secondary: Some(reference.clone()),
                 },
-                project.object_ref(&()),
+                navique_runtime::events::regarding(project),
             ));
         }
         for (event, regarding) in events {

@@ -19,6 +19,7 @@ use std::collections::HashMap;
 use std::ops::Deref;
 use std::sync::{Arc, Mutex};
 
+use k8s_openapi::api::core::v1::ObjectReference;
 use kube::runtime::events::EventType;
 use kube::{Client, Config, ResourceExt};
 use navique_api::constants::events;
@@ -109,6 +110,9 @@ fn impersonating(mut config: Config, user: &str) -> Config {
 pub struct Acting {
     context: Arc<Context>,
     pub(super) live: Arc<Live>,
+    /// The Stack reconciled (with its uid and resourceVersion), as its
+    /// Events name it.
+    pub(super) stack: ObjectReference,
 }
 
 impl Acting {
@@ -117,7 +121,11 @@ impl Acting {
         let namespace = stack.namespace().ok_or(Error::Unidentified("Stack"))?;
         let identities = &context.identities;
         let live = identities.live(&namespace, identities.account(stack))?;
-        Ok(Self { context, live })
+        Ok(Self {
+            context,
+            live,
+            stack: navique_runtime::events::regarding(stack),
+        })
     }
 }
 
@@ -152,7 +160,7 @@ impl Acting {
         };
         let mut row = super::row(key, previous_row.sync_wave, previous_row.status);
         row.requires_pruning = operation == Operation::Prune;
-        self.refused(stack, key, previous_row, &mut row, message, pass)
+        self.refused(key, previous_row, &mut row, message, pass)
             .await;
         pass.rows.push(row);
         Ok(())
@@ -162,7 +170,6 @@ impl Acting {
     /// in the pass, and, when new, as a Warning Event `DeletionDenied`.
     pub(super) async fn refused(
         &self,
-        stack: &str,
         key: &ResourceKey,
         previous_row: &ResourceStatus,
         row: &mut ResourceStatus,
@@ -171,8 +178,6 @@ impl Acting {
     ) {
         if previous_row.message.as_deref() != Some(message.as_str()) {
             self.publish(
-                &key.namespace,
-                stack,
                 Some(key),
                 EventType::Warning,
                 events::DELETION_DENIED,

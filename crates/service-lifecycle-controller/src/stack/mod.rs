@@ -38,7 +38,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use kube::runtime::controller::{Action, Controller};
-use kube::runtime::events::{Event, EventType, Recorder};
+use kube::runtime::events::{Event, EventType};
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
 use kube::{Client, Resource, ResourceExt};
@@ -50,6 +50,7 @@ use navique_api::core::{
 };
 use navique_api::grpc::approvals::v1::Operation;
 use navique_api::messages;
+use navique_runtime::events::Recorder;
 use navique_runtime::{Leadership, one_line, set_finalizers};
 
 use self::approvals::{Approvals, Notifier, Waiting};
@@ -591,8 +592,6 @@ impl Acting {
             Err(Error::KindNotServed { resource, problem }) => {
                 let verb = if pruning { "pruned" } else { "deleted" };
                 self.publish(
-                    &key.namespace,
-                    stack,
                     Some(key),
                     EventType::Warning,
                     events::KIND_NOT_SERVED,
@@ -683,7 +682,7 @@ impl Acting {
                         return Ok(());
                     }
                     Deleted::Denied(message) => {
-                        self.refused(stack, key, previous_row, &mut row, message, pass)
+                        self.refused(key, previous_row, &mut row, message, pass)
                             .await;
                     }
                 }
@@ -706,15 +705,8 @@ impl Acting {
                 )
             };
             if previous_row.message != row.message {
-                self.publish(
-                    &key.namespace,
-                    stack,
-                    Some(key),
-                    EventType::Warning,
-                    reason,
-                    note,
-                )
-                .await;
+                self.publish(Some(key), EventType::Warning, reason, note)
+                    .await;
             }
         }
         pass.rows.push(row);
@@ -895,8 +887,6 @@ impl Acting {
             "delete"
         };
         self.publish(
-            namespace,
-            name,
             None,
             EventType::Normal,
             events::DELETION_APPROVAL_REQUIRED,
@@ -910,26 +900,16 @@ impl Acting {
         }
     }
 
-    /// Records an Event on Stack `namespace/stack`, related to `resource`
-    /// when about one: Events of one reason about different resources are
-    /// then separate series (the recorder folds an Event into an earlier
-    /// one of the same reason and objects, keeping the earlier note).
+    /// Records an Event on the Stack, related to `resource` when about
+    /// one: Events of one reason about different resources are separate
+    /// series.
     async fn publish(
         &self,
-        namespace: &str,
-        stack: &str,
         resource: Option<&ResourceKey>,
         type_: EventType,
         reason: &str,
         note: String,
     ) {
-        let reference = k8s_openapi::api::core::v1::ObjectReference {
-            api_version: Some(Stack::api_version(&()).into_owned()),
-            kind: Some(Stack::kind(&()).into_owned()),
-            namespace: Some(namespace.to_owned()),
-            name: Some(stack.to_owned()),
-            ..Default::default()
-        };
         let mut note = note;
         if note.len() > EVENT_NOTE_BYTES {
             let mut end = EVENT_NOTE_BYTES - '…'.len_utf8();
@@ -952,7 +932,7 @@ impl Acting {
                 ..Default::default()
             }),
         };
-        if let Err(e) = self.recorder.publish(&event, &reference).await {
+        if let Err(e) = self.recorder.publish(&event, &self.stack).await {
             tracing::warn!(error = %one_line(&e), "cannot record the event");
         }
     }

@@ -1,0 +1,232 @@
+//! Records `events.k8s.io/v1` Events, folding repeats into a series.
+//!
+//! kube's `Recorder` compares whole object references, resourceVersion
+//! included, and leaves the note out of its series key: an Event that names
+//! the object's resourceVersion then never joins a series, and a new note of
+//! the same reason is folded into the earlier Event, whose note stays. This
+//! one keys a series the way client-go's correlator does: the object's
+//! identity (uid, never resourceVersion), the related object, type, reason,
+//! action and note. Every Event carries the full reference it was given, so
+//! `kubectl describe` (which matches the uid) shows it, and an earlier
+//! object of the same name is never counted.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::ObjectReference;
+use k8s_openapi::api::events::v1::{Event as KubeEvent, EventSeries};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
+use k8s_openapi::jiff::Timestamp;
+use kube::Resource;
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::runtime::events::{Event, EventType};
+use tokio::sync::Mutex;
+
+/// How long a recorded Event can still take repeats; kube-apiserver keeps
+/// Events for an hour, and a repeat after this starts a new Event.
+const SERIES_TTL: Duration = Duration::from_secs(6 * 60);
+
+/// An object's identity in a series key: resourceVersion left out.
+type Identity = (
+    Option<String>,
+    Option<String>,
+    Option<String>,
+    Option<String>,
+    Option<String>,
+);
+
+fn identity(reference: &ObjectReference) -> Identity {
+    (
+        reference.api_version.clone(),
+        reference.kind.clone(),
+        reference.namespace.clone(),
+        reference.name.clone(),
+        reference.uid.clone(),
+    )
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct SeriesKey {
+    regarding: Identity,
+    related: Option<Identity>,
+    warning: bool,
+    reason: String,
+    action: String,
+    note: Option<String>,
+}
+
+fn series_key(event: &Event, regarding: &ObjectReference) -> SeriesKey {
+    SeriesKey {
+        regarding: identity(regarding),
+        related: event.secondary.as_ref().map(identity),
+        warning: event.type_ == EventType::Warning,
+        reason: event.reason.clone(),
+        action: event.action.clone(),
+        note: event.note.clone(),
+    }
+}
+
+/// `object` as an Event names it: with its uid and resourceVersion (kube's
+/// `object_ref` leaves the resourceVersion out).
+pub fn regarding<K: Resource<DynamicType = ()>>(object: &K) -> ObjectReference {
+    ObjectReference {
+        resource_version: object.meta().resource_version.clone(),
+        ..object.object_ref(&())
+    }
+}
+
+/// Publishes the Events of one controller.
+#[derive(Clone)]
+pub struct Recorder {
+    client: kube::Client,
+    controller: String,
+    instance: String,
+    recorded: Arc<Mutex<HashMap<SeriesKey, KubeEvent>>>,
+}
+
+impl Recorder {
+    /// Events reported by `controller` (`reportingController`), from this
+    /// process (`reportingInstance`: the pod's name, or the host's).
+    pub fn new(client: kube::Client, controller: &str) -> Self {
+        let instance = std::env::var("POD_NAME")
+            .or_else(|_| std::env::var("HOSTNAME"))
+            .unwrap_or_else(|_| controller.to_owned());
+        Self {
+            client,
+            controller: controller.to_owned(),
+            instance,
+            recorded: Arc::default(),
+        }
+    }
+
+    /// Records `event` about `regarding`: a new Event, or the next of the
+    /// series of an identical one recorded recently.
+    pub async fn publish(
+        &self,
+        event: &Event,
+        regarding: &ObjectReference,
+    ) -> Result<(), kube::Error> {
+        let now = Timestamp::now();
+        let key = series_key(event, regarding);
+        let mut recorded = self.recorded.lock().await;
+        recorded.retain(|_, e| last_seen(e).is_some_and(|seen| seen + SERIES_TTL > now));
+        let namespace = regarding.namespace.as_deref().unwrap_or("default");
+        let api: Api<KubeEvent> = Api::namespaced(self.client.clone(), namespace);
+        if let Some(earlier) = recorded.get_mut(&key) {
+            let series = EventSeries {
+                count: earlier.series.as_ref().map_or(2, |s| s.count + 1),
+                last_observed_time: MicroTime(now),
+            };
+            let patch = serde_json::json!({"series": series});
+            let name = earlier.metadata.name.clone().unwrap_or_default();
+            match api
+                .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+            {
+                Ok(_) => {
+                    earlier.series = Some(series);
+                    return Ok(());
+                }
+                // Expired or deleted: start again.
+                Err(kube::Error::Api(e)) if e.code == 404 => {}
+                Err(e) => return Err(e),
+            }
+        }
+        let new = self.event(event, regarding, namespace, now);
+        let created = api.create(&PostParams::default(), &new).await?;
+        recorded.insert(key, created);
+        Ok(())
+    }
+
+    fn event(
+        &self,
+        event: &Event,
+        regarding: &ObjectReference,
+        namespace: &str,
+        now: Timestamp,
+    ) -> KubeEvent {
+        let name = regarding.name.as_deref().unwrap_or("event");
+        KubeEvent {
+            metadata: ObjectMeta {
+                // kube-apiserver's own form: the object's name and a
+                // unique suffix.
+                name: Some(format!("{name}.{:x}", now.as_nanosecond())),
+                namespace: Some(namespace.to_owned()),
+                ..Default::default()
+            },
+            event_time: Some(MicroTime(now)),
+            type_: Some(
+                match event.type_ {
+                    EventType::Normal => "Normal",
+                    EventType::Warning => "Warning",
+                }
+                .to_owned(),
+            ),
+            reason: Some(event.reason.clone()),
+            action: Some(event.action.clone()),
+            note: event.note.clone(),
+            regarding: Some(regarding.clone()),
+            related: event.secondary.clone(),
+            reporting_controller: Some(self.controller.clone()),
+            reporting_instance: Some(self.instance.clone()),
+            ..Default::default()
+        }
+    }
+}
+
+fn last_seen(event: &KubeEvent) -> Option<Timestamp> {
+    event
+        .series
+        .as_ref()
+        .map(|s| s.last_observed_time.0)
+        .or(event.event_time.as_ref().map(|t| t.0))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn reference(uid: &str, resource_version: &str) -> ObjectReference {
+        ObjectReference {
+            api_version: Some("core.navique.com/v1alpha1".into()),
+            kind: Some("Stack".into()),
+            namespace: Some("team".into()),
+            name: Some("web".into()),
+            uid: Some(uid.into()),
+            resource_version: Some(resource_version.into()),
+            ..Default::default()
+        }
+    }
+
+    fn event(reason: &str, note: &str) -> Event {
+        Event {
+            type_: EventType::Normal,
+            reason: reason.into(),
+            note: Some(note.into()),
+            action: "Reconcile".into(),
+            secondary: None,
+        }
+    }
+
+    #[test]
+    fn a_series_is_one_object_one_reason_and_one_note_at_any_resource_version() {
+        let prune = event("WaitingForApproval", "waiting for approval to prune x");
+        assert_eq!(
+            series_key(&prune, &reference("u1", "10")),
+            series_key(&prune, &reference("u1", "11")),
+            "a new resourceVersion continues the series"
+        );
+        assert_ne!(
+            series_key(&prune, &reference("u1", "10")),
+            series_key(&prune, &reference("u2", "10")),
+            "an earlier object of the same name is another series"
+        );
+        let delete = event("WaitingForApproval", "waiting for approval to delete x");
+        assert_ne!(
+            series_key(&prune, &reference("u1", "10")),
+            series_key(&delete, &reference("u1", "10")),
+            "another note is another Event"
+        );
+    }
+}
