@@ -5,8 +5,8 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
+use crate::gofmt::now;
 use crate::resources::{self, ResourceType};
-use crate::rest::now;
 use crate::server::State;
 use crate::store::Txn;
 

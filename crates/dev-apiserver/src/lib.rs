@@ -16,6 +16,7 @@ mod discovery;
 mod events;
 mod faults;
 mod gc;
+mod gofmt;
 mod names;
 mod namespaces;
 mod openapi;

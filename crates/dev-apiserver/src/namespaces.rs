@@ -12,8 +12,8 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use crate::auth;
+use crate::gofmt::now;
 use crate::resources::ResourceType;
-use crate::rest::now;
 use crate::server::State;
 use crate::status::ApiError;
 use crate::store::Txn;

@@ -57,15 +57,13 @@ use k8s_pb::apimachinery::pkg::util::intstr::IntOrString;
 use prost::Message;
 use serde_json::{Map, Value};
 
+use crate::gofmt;
+
 /// The media type of Kubernetes protobuf bodies, as used in `Content-Type` and `Accept`.
 pub const CONTENT_TYPE: &str = "application/vnd.kubernetes.protobuf";
 
 /// The prefix of every protobuf body: `k8s` and the encoding style 0 (a `runtime.Unknown`).
 const MAGIC: [u8; 4] = *b"k8s\0";
-
-/// Unix seconds of Go's zero `time.Time` (0001-01-01T00:00:00Z), which Kubernetes treats as
-/// unset.
-const GO_ZERO_TIME_UNIX: i64 = -62_135_596_800;
 
 /// `IntOrString.type` of a port number.
 const INT_OR_STRING_INT: i64 = 0;
@@ -547,11 +545,11 @@ fn time_to_json(field: &str, time: Option<meta::Time>) -> Result<Option<String>>
         return Ok(None);
     }
     let seconds = seconds.unwrap_or_default();
-    if seconds == GO_ZERO_TIME_UNIX {
+    if seconds == gofmt::ZERO_TIME_UNIX {
         return Ok(None);
     }
     let timestamp = jiff::Timestamp::from_second(seconds).map_err(|e| out_of_range(field, e))?;
-    Ok(Some(timestamp.strftime("%Y-%m-%dT%H:%M:%SZ").to_string()))
+    Ok(Some(gofmt::time(timestamp)))
 }
 
 /// A `metav1.MicroTime` as RFC 3339 with six fractional digits in UTC, or `None` for Go's zero
@@ -566,13 +564,11 @@ fn micro_time_to_json(field: &str, time: Option<meta::MicroTime>) -> Result<Opti
     let seconds = seconds.unwrap_or_default();
     let nanos = nanos.unwrap_or_default();
     let nanos = nanos - nanos % 1_000;
-    if seconds == GO_ZERO_TIME_UNIX && nanos == 0 {
+    if seconds == gofmt::ZERO_TIME_UNIX && nanos == 0 {
         return Ok(None);
     }
     let timestamp = jiff::Timestamp::new(seconds, nanos).map_err(|e| out_of_range(field, e))?;
-    Ok(Some(
-        timestamp.strftime("%Y-%m-%dT%H:%M:%S%.6fZ").to_string(),
-    ))
+    Ok(Some(gofmt::micro_time(timestamp)))
 }
 
 fn out_of_range(field: &str, error: jiff::Error) -> ProtobufError {
@@ -1401,7 +1397,7 @@ impl<'a> Reader<'a> {
             seconds -= 1;
             nanos += 1_000_000_000;
         }
-        if seconds == GO_ZERO_TIME_UNIX && nanos == 0 {
+        if seconds == gofmt::ZERO_TIME_UNIX && nanos == 0 {
             return Ok(None);
         }
         Ok(Some((seconds, nanos)))

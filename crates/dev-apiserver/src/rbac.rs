@@ -35,6 +35,7 @@ use std::sync::OnceLock;
 use serde_json::{Map, Value, json};
 
 use crate::attributes::UserInfo;
+use crate::gofmt;
 
 /// kube-apiserver's privileged group: its members are always allowed.
 pub const PRIVILEGED_GROUP: &str = "system:masters";
@@ -317,17 +318,19 @@ impl Rbac<'_> {
                         && str_at(r, "/metadata/name") == name
                 })
                 .map(|r| list(r, "rules").to_vec())
-                .ok_or_else(|| format!("role.{RBAC_GROUP} {} not found", go_quote(name))),
+                .ok_or_else(|| format!("role.{RBAC_GROUP} {} not found", gofmt::quote(name))),
             "ClusterRole" => {
                 let universe = ClusterRoles::new(self.cluster_roles);
                 universe
                     .get(name)
                     .map(|role| universe.effective_rules(role))
-                    .ok_or_else(|| format!("clusterrole.{RBAC_GROUP} {} not found", go_quote(name)))
+                    .ok_or_else(|| {
+                        format!("clusterrole.{RBAC_GROUP} {} not found", gofmt::quote(name))
+                    })
             }
             kind => Err(format!(
                 "unsupported role reference kind: {}",
-                go_quote(kind)
+                gofmt::quote(kind)
             )),
         }
     }
@@ -394,7 +397,10 @@ pub fn forbidden_message_with_reason(request: &Request, reason: &str) -> String 
     if name.is_empty() {
         format!("{group_resource} is forbidden: {error}")
     } else {
-        format!("{group_resource} {} is forbidden: {error}", go_quote(name))
+        format!(
+            "{group_resource} {} is forbidden: {error}",
+            gofmt::quote(name)
+        )
     }
 }
 
@@ -425,10 +431,13 @@ fn qualified<'a>(request: &Request<'a>) -> (&'a str, &'a str, &'a str) {
 
 /// `responsewriters.forbiddenMessage`.
 fn authorizer_message(request: &Request) -> String {
-    let user = go_quote(&request.user.username);
+    let user = gofmt::quote(&request.user.username);
     let verb = request.verb;
     if !request.resource_request {
-        return format!("User {user} cannot {verb} path {}", go_quote(request.path));
+        return format!(
+            "User {user} cannot {verb} path {}",
+            gofmt::quote(request.path)
+        );
     }
     let resource = if request.subresource.is_empty() {
         request.resource.to_owned()
@@ -438,12 +447,12 @@ fn authorizer_message(request: &Request) -> String {
     let scope = if request.namespace.is_empty() {
         "at the cluster scope".to_owned()
     } else {
-        format!("in the namespace {}", go_quote(request.namespace))
+        format!("in the namespace {}", gofmt::quote(request.namespace))
     };
     format!(
         "User {user} cannot {verb} resource {} in API group {} {scope}",
-        go_quote(&resource),
-        go_quote(request.api_group)
+        gofmt::quote(&resource),
+        gofmt::quote(request.api_group)
     )
 }
 
@@ -453,32 +462,6 @@ fn sanitize(message: &str) -> String {
         .replace('&', "&amp;")
         .replace('<', "&lt;")
         .replace('>', "&gt;")
-}
-
-/// Go's `%q` of a string.
-fn go_quote(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 2);
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            '\u{7}' => out.push_str("\\a"),
-            '\u{8}' => out.push_str("\\b"),
-            '\u{b}' => out.push_str("\\v"),
-            '\u{c}' => out.push_str("\\f"),
-            c if (c as u32) < 0x20 || c == '\u{7f}' => {
-                out.push_str(&format!("\\x{:02x}", c as u32));
-            }
-            c if c.is_control() => out.push_str(&format!("\\u{:04x}", c as u32)),
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
 }
 
 /// Joins resolution errors as `utilerrors.NewAggregate(...).Error()` does:
@@ -522,11 +505,11 @@ impl Source<'_> {
     fn describe(&self) -> String {
         let name = str_at(self.binding, "/metadata/name");
         let binding = if self.namespace.is_empty() {
-            format!("ClusterRoleBinding {}", go_quote(name))
+            format!("ClusterRoleBinding {}", gofmt::quote(name))
         } else {
             format!(
                 "RoleBinding {}",
-                go_quote(&format!("{name}/{}", self.namespace))
+                gofmt::quote(&format!("{name}/{}", self.namespace))
             )
         };
         let kind = str_at(self.subject, "/kind");
@@ -536,14 +519,14 @@ impl Source<'_> {
                 "" => self.namespace,
                 own => own,
             };
-            go_quote(&format!("{subject_name}/{namespace}"))
+            gofmt::quote(&format!("{subject_name}/{namespace}"))
         } else {
-            go_quote(subject_name)
+            gofmt::quote(subject_name)
         };
         format!(
             "{binding} of {} {} to {kind} {subject}",
             str_at(self.binding, "/roleRef/kind"),
-            go_quote(str_at(self.binding, "/roleRef/name")),
+            gofmt::quote(str_at(self.binding, "/roleRef/name")),
         )
     }
 }

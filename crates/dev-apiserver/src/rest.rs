@@ -9,6 +9,7 @@ use base64::Engine;
 use http::{Method, Response, StatusCode, header};
 use serde_json::{Value, json};
 
+use crate::gofmt::now;
 use crate::resources::ResourceType;
 use crate::selectors::{FieldSelector, LabelSelector, builtin_selectable};
 use crate::server::{Body, Req, State, full, json};
@@ -505,12 +506,6 @@ fn write_options(req: &Req) -> WriteOptions {
         manager,
         field_validation: req.param("fieldValidation").map(str::to_owned),
     }
-}
-
-pub fn now() -> String {
-    jiff::Timestamp::now()
-        .strftime("%Y-%m-%dT%H:%M:%SZ")
-        .to_string()
 }
 
 fn place(target: &Target) -> Place {

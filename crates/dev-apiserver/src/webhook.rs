@@ -51,6 +51,7 @@ use tokio::time::{Instant, timeout_at};
 
 use crate::attributes::Attributes;
 use crate::cel::{Activation, Program};
+use crate::gofmt;
 use crate::policy::{
     admission_request, group_resource, namespace_selector_matches, object_selector_matches,
     rule_matches,
@@ -747,13 +748,13 @@ fn tls_error(e: &std::io::Error) -> String {
             C::NotValidForName => "certificate is not valid for the requested name".to_string(),
             C::ExpiredContext { time, not_after } => format!(
                 "certificate has expired or is not yet valid: current time {} is after {}",
-                rfc3339(time.as_secs()),
-                rfc3339(not_after.as_secs())
+                gofmt::unix_time(time.as_secs()),
+                gofmt::unix_time(not_after.as_secs())
             ),
             C::NotValidYetContext { time, not_before } => format!(
                 "certificate has expired or is not yet valid: current time {} is before {}",
-                rfc3339(time.as_secs()),
-                rfc3339(not_before.as_secs())
+                gofmt::unix_time(time.as_secs()),
+                gofmt::unix_time(not_before.as_secs())
             ),
             C::Expired | C::NotValidYet => {
                 "certificate has expired or is not yet valid".to_string()
@@ -804,28 +805,6 @@ fn alert_text(name: &str) -> String {
         out.push(c.to_ascii_lowercase());
     }
     out
-}
-
-/// Unix seconds as RFC 3339 UTC (`2006-01-02T15:04:05Z`).
-fn rfc3339(secs: u64) -> String {
-    let days = (secs / 86_400) as i64;
-    let rem = secs % 86_400;
-    // Howard Hinnant's civil-from-days.
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60
-    )
 }
 
 /// A TLS client configuration trusting the caBundle (base64 of PEM).

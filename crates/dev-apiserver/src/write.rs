@@ -11,8 +11,9 @@ use std::sync::Arc;
 use serde_json::{Map, Value, json};
 
 use crate::attributes::{Attributes, GroupVersion, Operation, UserInfo};
+use crate::gofmt::now;
 use crate::resources::ResourceType;
-use crate::rest::{kind_group, now, served, to_stored};
+use crate::rest::{kind_group, served, to_stored};
 use crate::server::State;
 use crate::status::{self, ApiError};
 use crate::store::{ObjectKey, Txn};
