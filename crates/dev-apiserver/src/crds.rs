@@ -7,7 +7,7 @@ use serde_json::{Value, json};
 
 use crate::gofmt::now;
 use crate::resources::{self, ResourceType};
-use crate::server::State;
+use crate::state::State;
 use crate::store::Txn;
 
 pub fn is_crd(rt: &ResourceType) -> bool {
