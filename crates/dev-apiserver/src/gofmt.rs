@@ -1,5 +1,5 @@
 //! Go's formatting, wherever this server's output must read as
-//! kube-apiserver's: `metav1.Time`s, apimachinery's human durations, cel-go's
+//! kube-apiserver's: `metav1.Time`s, apimachinery's human durations, CEL's
 //! duration strings, `fmt` and `encoding/json` floats, `json.Marshal` of
 //! decoded JSON, and `%q`. One copy of each, so that every caller prints the
 //! same text.
@@ -18,13 +18,14 @@ pub fn is_zero_time(ts: Timestamp) -> bool {
     ts.as_second() == ZERO_TIME_UNIX && ts.subsec_nanosecond() == 0
 }
 
-/// A `metav1.Time` as Kubernetes serializes it: RFC 3339 in UTC, whole
+/// How Kubernetes serializes a `metav1.Time`: RFC 3339 in UTC, whole
 /// seconds (`2006-01-02T15:04:05Z`).
+const TIME_FORMAT: &str = "%Y-%m-%dT%H:%M:%SZ";
+
+/// A `metav1.Time`.
 pub fn time(ts: Timestamp) -> String {
     ts.strftime(TIME_FORMAT).to_string()
 }
-
-const TIME_FORMAT: &str = "%Y-%m-%dT%H:%M:%SZ";
 
 /// A `metav1.MicroTime`: RFC 3339 in UTC with six fractional digits.
 pub fn micro_time(ts: Timestamp) -> String {
@@ -36,10 +37,10 @@ pub fn now() -> String {
     time(Timestamp::now())
 }
 
-/// Unix seconds as a `metav1.Time`, for X.509 validity times. Civil time,
-/// since a `Timestamp` ends before `9999-12-31T23:59:59Z`, the "no
-/// expiration" of RFC 5280; X.509 years have four digits, so the
-/// saturation at the end of year 9999 never shows.
+/// Unix seconds as a `metav1.Time`, for X.509 validity times. Computed as
+/// a civil time: a `Timestamp` cannot hold RFC 5280's "no expiration",
+/// `9999-12-31T23:59:59Z`. X.509 years have four digits, so the saturation
+/// past year 9999 never shows.
 pub fn unix_time(secs: u64) -> String {
     let epoch = jiff::civil::DateTime::constant(1970, 1, 1, 0, 0, 0, 0);
     let time = i64::try_from(secs)

@@ -20,8 +20,8 @@ use crate::write::{self, DeleteOptions, Place, WriteOptions};
 
 const IDENTITY: &str = "namespace-controller";
 
-/// Terminates each namespace writes queue (`State::terminations`), each in
-/// its own task, until the process ends.
+/// Runs until the process ends, terminating each namespace that writes
+/// queue (`State::terminations`) in a task of its own.
 pub async fn run(state: Arc<State>, mut queue: mpsc::UnboundedReceiver<String>) {
     while let Some(name) = queue.recv().await {
         let state = state.clone();
