@@ -10,7 +10,7 @@ use serde_json::Value;
 
 use crate::attributes::Attributes;
 use crate::policy::{self, PolicyContext};
-use crate::server::State;
+use crate::state::State;
 use crate::status::ApiError;
 use crate::store::Txn;
 use crate::webhook::{self, Mutation, Rejection, WebhookContext};
@@ -147,6 +147,6 @@ fn find_params(
     txn.list(&rt.storage_key(), namespace, None)
         .filter(|((_, n), _)| name.is_none_or(|name| name == n))
         .filter(|(_, o)| labels.matches(&o["metadata"]["labels"]))
-        .map(|(_, o)| crate::rest::served(&rt, o.clone()))
+        .map(|(_, o)| crate::resources::served(&rt, o.clone()))
         .collect()
 }

@@ -6,7 +6,7 @@
 use serde_json::{Value, json};
 
 use crate::resources::ResourceType;
-use crate::server::State;
+use crate::state::State;
 
 const GROUP: &str = "rbac.authorization.k8s.io";
 

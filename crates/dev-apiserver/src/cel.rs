@@ -36,6 +36,8 @@ use kube_cel::cel::parser::Parser;
 use kube_cel::cel::{Context, ExecutionError, Value as Cel};
 use serde_json::{Number, Value};
 
+use crate::gofmt;
+
 /// A parsed CEL expression, compiled once and evaluated many times.
 #[derive(Debug, Clone)]
 pub struct Program {
@@ -232,15 +234,7 @@ pub fn to_json(value: &Cel) -> Result<Value, String> {
                 None => text,
             })
         }
-        Cel::Duration(d) => {
-            let nanos = d.subsec_nanos();
-            Value::String(if nanos == 0 {
-                format!("{}s", d.num_seconds())
-            } else {
-                let frac = format!("{:09}", nanos.unsigned_abs());
-                format!("{}.{}s", d.num_seconds(), frac.trim_end_matches('0'))
-            })
-        }
+        Cel::Duration(d) => Value::String(gofmt::cel_duration(d.num_seconds(), d.subsec_nanos())),
         other => return Err(format!("unsupported result type {}", other.type_of())),
     })
 }

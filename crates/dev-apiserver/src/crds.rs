@@ -5,9 +5,9 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
+use crate::gofmt::now;
 use crate::resources::{self, ResourceType};
-use crate::rest::now;
-use crate::server::State;
+use crate::state::State;
 use crate::store::Txn;
 
 pub fn is_crd(rt: &ResourceType) -> bool {

@@ -7,8 +7,10 @@ use std::sync::Arc;
 use http::{Response, StatusCode, header};
 use serde_json::{Value, json};
 
+use crate::request::Req;
 use crate::resources::ResourceType;
-use crate::server::{Body, Req, State, json, json_as};
+use crate::respond::{Body, json, json_as};
+use crate::state::State;
 use crate::status::ApiError;
 
 const AGGREGATED: &str = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList";

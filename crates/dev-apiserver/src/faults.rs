@@ -2,12 +2,12 @@
 //! responses for chosen verbs and resources. `DELETE /debug/faults` clears
 //! them; `POST /debug/drop-watches` ends every open watch.
 
+use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
 use serde::Deserialize;
 use serde_json::json;
 
-use crate::server::State;
 use crate::status::ApiError;
 
 /// One fault rule; unset fields match anything.
@@ -49,8 +49,26 @@ pub struct Target<'a> {
     pub user: &'a str,
 }
 
+/// The fault rules in force; the first that matches a request applies.
+#[derive(Default)]
+pub struct Faults(Mutex<Vec<Fault>>);
+
+impl Faults {
+    pub fn add(&self, faults: Vec<Fault>) {
+        self.rules().extend(faults);
+    }
+
+    pub fn clear(&self) {
+        self.rules().clear();
+    }
+
+    fn rules(&self) -> MutexGuard<'_, Vec<Fault>> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
 /// What the request meets: a delay, then maybe an error.
-pub async fn inject(state: &State, target: Target<'_>) -> Result<(), ApiError> {
+pub async fn inject(faults: &Faults, target: Target<'_>) -> Result<(), ApiError> {
     let Target {
         verb,
         group,
@@ -60,7 +78,7 @@ pub async fn inject(state: &State, target: Target<'_>) -> Result<(), ApiError> {
         user,
     } = target;
     let fault = {
-        let mut faults = state.faults.lock().unwrap_or_else(|p| p.into_inner());
+        let mut faults = faults.rules();
         let matches = |f: &Fault| {
             f.verb.as_deref().is_none_or(|v| v == verb)
                 && f.group.as_deref().is_none_or(|g| g == group)

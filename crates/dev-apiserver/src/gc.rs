@@ -11,25 +11,15 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-use tokio::sync::Notify;
 
 use crate::auth;
 use crate::resources::ResourceType;
-use crate::server::State;
-use crate::write::{self, Change, DeleteOptions, Place, WriteOptions};
+use crate::state::State;
+use crate::write::{self, Change, DeleteOptions, FOREGROUND, ORPHAN, Place, WriteOptions};
 
-pub const FOREGROUND: &str = "foregroundDeletion";
-pub const ORPHAN: &str = "orphan";
 const IDENTITY: &str = "generic-garbage-collector";
 const FIRST_RETRY: Duration = Duration::from_millis(200);
 const MAX_RETRY: Duration = Duration::from_secs(10);
-
-/// Wakes the collector after a write.
-pub fn wake(state: &State) {
-    state.gc.notify_one();
-}
-
-pub type Wakeup = Notify;
 
 /// One object, as the collector sees it.
 struct Object {
@@ -42,7 +32,8 @@ struct Object {
     deleting: bool,
 }
 
-/// Runs the collector until the process ends.
+/// Runs the collector until the process ends; writes wake it through
+/// `State::gc`.
 pub async fn run(state: Arc<State>) {
     let mut retries: HashMap<String, (Instant, Duration)> = HashMap::new();
     loop {

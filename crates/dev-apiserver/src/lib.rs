@@ -16,6 +16,7 @@ mod discovery;
 mod events;
 mod faults;
 mod gc;
+mod gofmt;
 mod names;
 mod namespaces;
 mod openapi;
@@ -23,20 +24,24 @@ mod patch;
 mod policy;
 mod protobuf;
 mod rbac;
+mod request;
 mod resources;
+mod respond;
 mod rest;
 mod selectors;
 mod server;
+mod state;
 mod status;
 mod store;
 mod table;
+mod termination;
 mod tls;
 mod validation;
 mod watch;
 mod webhook;
 mod write;
 
-pub use server::Authorization;
+pub use state::Authorization;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -155,13 +160,17 @@ pub async fn start(args: &Args) -> Result<(SocketAddr, tokio::task::JoinHandle<(
     )?;
 
     let users = auth::Users::load(&token, args.users.as_deref()).map_err(Error::Config)?;
-    let state = server::State::new(
+    let (terminations, queue) = tokio::sync::mpsc::unbounded_channel();
+    let state = state::State::new(
         users,
         args.authorization,
         args.webhook_services.iter().cloned().collect(),
         Duration::from_secs(args.bookmark_interval),
+        terminations,
     );
+    namespaces::create_defaults(&state);
     tokio::spawn(gc::run(state.clone()));
+    tokio::spawn(termination::run(state.clone(), queue));
     let acceptor = tokio_rustls::TlsAcceptor::from(config);
     let task = tokio::spawn(server::serve(listener, acceptor, state));
     Ok((addr, task))

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use serde_json::{Map, Value, json};
 
 use crate::resources::ResourceType;
-use crate::server::State;
+use crate::state::State;
 use crate::status::ApiError;
 
 /// `api/v1` or `apis/<group>/<version>`.

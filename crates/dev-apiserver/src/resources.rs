@@ -4,8 +4,9 @@
 use std::sync::Arc;
 
 use navique_crd_validation::Schema;
-use serde_json::Value;
+use serde_json::{Value, json};
 
+use crate::events;
 use crate::table::TableKind;
 
 /// One served resource: a group/version/plural with its kind and behaviour.
@@ -85,6 +86,26 @@ impl ResourceType {
             "update",
             "watch",
         ]
+    }
+}
+
+/// What a reader sees of a stored object: the served apiVersion, or the
+/// events.k8s.io form of an event.
+pub fn served(rt: &ResourceType, mut object: Value) -> Value {
+    if rt.group == "events.k8s.io" {
+        return events::to_events_v1(&object);
+    }
+    object["apiVersion"] = json!(rt.api_version());
+    object["kind"] = json!(rt.kind);
+    object
+}
+
+/// `Lock.core.navique.com` or `ConfigMap`, as 422 messages name a kind.
+pub fn kind_group(rt: &ResourceType) -> String {
+    if rt.group.is_empty() {
+        rt.kind.clone()
+    } else {
+        format!("{}.{}", rt.kind, rt.group)
     }
 }
 

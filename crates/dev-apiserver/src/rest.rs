@@ -9,30 +9,16 @@ use base64::Engine;
 use http::{Method, Response, StatusCode, header};
 use serde_json::{Value, json};
 
-use crate::resources::ResourceType;
-use crate::selectors::{FieldSelector, LabelSelector, builtin_selectable};
-use crate::server::{Body, Req, State, full, json};
+use crate::gofmt::now;
+use crate::request::{Req, Target};
+use crate::resources::{ResourceType, served};
+use crate::respond::{Body, include_object, json, respond, table_response};
+use crate::selectors::Filter;
+use crate::state::{Authorization, State};
 use crate::status::ApiError;
 use crate::store::ObjectKey;
-use crate::write::{self, Change, DeleteOptions, Outcome, Place, WriteOptions};
-use crate::{apply, events, faults, patch, protobuf, rbac, table, watch};
-
-/// A request on one resource type, parsed from its path.
-pub struct Target {
-    pub rt: Arc<ResourceType>,
-    pub namespace: Option<String>,
-    pub name: Option<String>,
-    pub subresource: Option<String>,
-}
-
-impl Target {
-    fn key(&self) -> ObjectKey {
-        (
-            self.namespace.clone().unwrap_or_default(),
-            self.name.clone().unwrap_or_default(),
-        )
-    }
-}
+use crate::write::{self, Change, DeleteOptions, Outcome, Place, WriteOptions, to_stored};
+use crate::{apply, faults, patch, protobuf, rbac, table, watch};
 
 /// Routes `/api/v1/...` and `/apis/<group>/<version>/...` below the version.
 pub async fn handle(
@@ -60,7 +46,7 @@ pub async fn handle(
     };
     state.authorize(&request)?;
     faults::inject(
-        state,
+        &state.faults,
         faults::Target {
             verb,
             group: &target.rt.group,
@@ -131,7 +117,7 @@ fn access_review(state: &State, req: &Req, target: &Target) -> Result<Response<B
             extra: serde_json::from_value(spec["extra"].clone()).unwrap_or_default(),
         }
     };
-    let status = if state.authorization == crate::server::Authorization::AlwaysAllow {
+    let status = if state.authorization == Authorization::AlwaysAllow {
         json!({"allowed": true, "reason": "authorization is off on this server"})
     } else {
         state.with_rbac(|rbac| rbac.access_review_status(&spec, &user))
@@ -261,40 +247,6 @@ fn get(state: &State, req: &Req, target: &Target) -> Result<Response<Body>, ApiE
     Ok(respond(req, StatusCode::OK, &object))
 }
 
-/// What a reader sees of a stored object: the served apiVersion, or the
-/// events.k8s.io form of an event.
-pub fn served(rt: &ResourceType, mut object: Value) -> Value {
-    if rt.group == "events.k8s.io" {
-        return events::to_events_v1(&object);
-    }
-    object["apiVersion"] = json!(rt.api_version());
-    object["kind"] = json!(rt.kind);
-    object
-}
-
-/// Selectors of a list or watch request.
-pub struct Filter {
-    labels: LabelSelector,
-    fields: FieldSelector,
-}
-
-impl Filter {
-    pub fn from(req: &Req, rt: &ResourceType) -> Result<Self, ApiError> {
-        let labels = LabelSelector::parse(req.param("labelSelector").unwrap_or_default())?;
-        let fields =
-            FieldSelector::parse(req.param("fieldSelector").unwrap_or_default(), |field| {
-                matches!(field, "metadata.name" | "metadata.namespace")
-                    || builtin_selectable(&rt.storage_key().0, &rt.storage_key().1, field)
-            })?;
-        Ok(Self { labels, fields })
-    }
-
-    /// Matches a stored object.
-    pub fn matches(&self, object: &Value) -> bool {
-        self.labels.matches(&object["metadata"]["labels"]) && self.fields.matches(object)
-    }
-}
-
 fn list(state: &State, req: &Req, target: &Target) -> Result<Response<Body>, ApiError> {
     let rt = &target.rt;
     let filter = Filter::from(req, rt)?;
@@ -359,32 +311,6 @@ fn decode_continue(token: &str) -> Result<ObjectKey, ApiError> {
     ))
 }
 
-pub fn table_response(
-    rt: &ResourceType,
-    objects: &[Value],
-    req: &Req,
-    list_meta: Value,
-) -> Response<Body> {
-    let include = include_object(req);
-    let table = table::table(
-        &printer(rt),
-        objects,
-        include,
-        list_meta,
-        jiff::Timestamp::now(),
-    );
-    crate::server::json_as(
-        StatusCode::OK,
-        &table,
-        "application/json;as=Table;v=v1;g=meta.k8s.io",
-    )
-}
-
-/// `includeObject` of a Table request (Metadata by default).
-pub fn include_object(req: &Req) -> &str {
-    req.param("includeObject").unwrap_or("Metadata")
-}
-
 fn check_include_object(req: &Req) -> Result<(), ApiError> {
     let include = include_object(req);
     if table::is_valid_include_object(include) {
@@ -394,38 +320,6 @@ fn check_include_object(req: &Req) -> Result<(), ApiError> {
             "includeObject: Unsupported value: \"{include}\": supported values: \"Metadata\", \"None\", \"Object\""
         )))
     }
-}
-
-/// How rows of this type are printed.
-pub fn printer(rt: &ResourceType) -> table::TableKind {
-    rt.table
-        .clone()
-        .unwrap_or_else(|| table::TableKind::builtin(&rt.group, &rt.plural))
-}
-
-/// Answers JSON, or protobuf when the client prefers it and the kind has a
-/// protobuf form.
-pub fn respond(req: &Req, status: StatusCode, object: &Value) -> Response<Body> {
-    let accept = req.header(header::ACCEPT);
-    let prefers_protobuf = accept
-        .split(',')
-        .next()
-        .is_some_and(|first| first.trim().starts_with(protobuf::CONTENT_TYPE));
-    let supported = protobuf::supports(
-        object["apiVersion"].as_str().unwrap_or_default(),
-        object["kind"].as_str().unwrap_or_default(),
-    );
-    if prefers_protobuf
-        && supported
-        && let Ok(bytes) = protobuf::encode(object)
-    {
-        return Response::builder()
-            .status(status)
-            .header(header::CONTENT_TYPE, protobuf::CONTENT_TYPE)
-            .body(full(bytes))
-            .unwrap_or_else(|_| Response::new(full("")));
-    }
-    json(status, object)
 }
 
 // === writing ===
@@ -450,39 +344,6 @@ fn decode_body(req: &Req) -> Result<Value, ApiError> {
     Ok(value)
 }
 
-/// Checks (and fills) apiVersion/kind against the endpoint, and converts
-/// an events.k8s.io event to the stored core form.
-pub fn to_stored(rt: &ResourceType, mut object: Value) -> Result<Value, ApiError> {
-    let expected = rt.api_version();
-    match object["apiVersion"].as_str() {
-        None | Some("") => object["apiVersion"] = json!(expected),
-        Some(v) if v == expected => {}
-        Some(v) => {
-            return Err(ApiError::bad_request(format!(
-                "the API version in the data ({v}) does not match the expected API version ({expected})"
-            )));
-        }
-    }
-    match object["kind"].as_str() {
-        None | Some("") => object["kind"] = json!(rt.kind),
-        Some(k) if k == rt.kind => {}
-        Some(k) => {
-            return Err(ApiError::bad_request(format!(
-                "the kind in the data ({k}) does not match the expected kind ({})",
-                rt.kind
-            )));
-        }
-    }
-    if !object["metadata"].is_object() {
-        object["metadata"] = json!({});
-    }
-    Ok(if rt.group == "events.k8s.io" {
-        events::from_events_v1(&object)
-    } else {
-        object
-    })
-}
-
 /// The options of a write request. The field manager is the
 /// `fieldManager` parameter, else the client's user agent up to the first
 /// `/`, as kube-apiserver does.
@@ -505,12 +366,6 @@ fn write_options(req: &Req) -> WriteOptions {
         manager,
         field_validation: req.param("fieldValidation").map(str::to_owned),
     }
-}
-
-pub fn now() -> String {
-    jiff::Timestamp::now()
-        .strftime("%Y-%m-%dT%H:%M:%SZ")
-        .to_string()
 }
 
 fn place(target: &Target) -> Place {
@@ -554,15 +409,6 @@ async fn create(
     )
     .await?;
     Ok(written(req, StatusCode::CREATED, &target.rt, outcome))
-}
-
-/// `Lock.core.navique.com` or `ConfigMap`, as 422 messages name a kind.
-pub fn kind_group(rt: &ResourceType) -> String {
-    if rt.group.is_empty() {
-        rt.kind.clone()
-    } else {
-        format!("{}.{}", rt.kind, rt.group)
-    }
 }
 
 async fn update(

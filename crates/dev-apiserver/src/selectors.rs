@@ -1,7 +1,10 @@
-//! Label and field selectors, parsed and matched as kube-apiserver does.
+//! Label and field selectors, parsed and matched as kube-apiserver does,
+//! and the pair a list or watch request filters with.
 
 use serde_json::Value;
 
+use crate::request::Req;
+use crate::resources::ResourceType;
 use crate::status::ApiError;
 
 #[derive(Debug, Clone, PartialEq)]
@@ -211,6 +214,29 @@ pub fn builtin_selectable(group: &str, plural: &str, field: &str) -> bool {
         ("", "secrets") => field == "type",
         ("", "namespaces") => field == "status.phase",
         _ => false,
+    }
+}
+
+/// Selectors of a list or watch request.
+pub struct Filter {
+    labels: LabelSelector,
+    fields: FieldSelector,
+}
+
+impl Filter {
+    pub fn from(req: &Req, rt: &ResourceType) -> Result<Self, ApiError> {
+        let labels = LabelSelector::parse(req.param("labelSelector").unwrap_or_default())?;
+        let fields =
+            FieldSelector::parse(req.param("fieldSelector").unwrap_or_default(), |field| {
+                matches!(field, "metadata.name" | "metadata.namespace")
+                    || builtin_selectable(&rt.storage_key().0, &rt.storage_key().1, field)
+            })?;
+        Ok(Self { labels, fields })
+    }
+
+    /// Matches a stored object.
+    pub fn matches(&self, object: &Value) -> bool {
+        self.labels.matches(&object["metadata"]["labels"]) && self.fields.matches(object)
     }
 }
 

@@ -6,8 +6,7 @@
 
 use serde_json::{Value, json};
 
-use crate::resources::ResourceType;
-use crate::rest::kind_group;
+use crate::resources::{ResourceType, kind_group};
 use crate::status::ApiError;
 use crate::{crds, defaults};
 

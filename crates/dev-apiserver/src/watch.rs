@@ -14,8 +14,11 @@ use hyper::body::{Bytes, Frame};
 use serde_json::{Value, json};
 use tokio::sync::{broadcast, mpsc};
 
-use crate::rest::{Filter, Target, include_object, printer, served};
-use crate::server::{Body, Req, State};
+use crate::request::{Req, Target};
+use crate::resources::served;
+use crate::respond::{Body, full, include_object, printer};
+use crate::selectors::Filter;
+use crate::state::State;
 use crate::status::ApiError;
 use crate::store::{Change, EventType, StorageKey};
 use crate::table;
@@ -177,7 +180,7 @@ pub fn watch(state: &Arc<State>, req: &Req, target: &Target) -> Result<Response<
         .header(header::CONTENT_TYPE, "application/json")
         .header(header::TRANSFER_ENCODING, "chunked")
         .body(BodyExt::boxed(StreamBody::new(stream)))
-        .unwrap_or_else(|_| Response::new(crate::server::full(""))))
+        .unwrap_or_else(|_| Response::new(full(""))))
 }
 
 async fn follow(

@@ -11,12 +11,17 @@ use std::sync::Arc;
 use serde_json::{Map, Value, json};
 
 use crate::attributes::{Attributes, GroupVersion, Operation, UserInfo};
-use crate::resources::ResourceType;
-use crate::rest::{kind_group, now, served, to_stored};
-use crate::server::State;
+use crate::gofmt::now;
+use crate::resources::{ResourceType, kind_group, served};
+use crate::state::State;
 use crate::status::{self, ApiError};
 use crate::store::{ObjectKey, Txn};
-use crate::{admission, aggregation, apply, crds, gc, names, namespaces, validation};
+use crate::{admission, aggregation, apply, crds, events, names, namespaces, validation};
+
+/// The finalizers of a delete with `propagationPolicy: Foreground` or
+/// `Orphan`, which the garbage collector acts on.
+pub const FOREGROUND: &str = "foregroundDeletion";
+pub const ORPHAN: &str = "orphan";
 
 /// How many times a write whose object changed during admission is redone.
 const ATTEMPTS: usize = 5;
@@ -142,7 +147,7 @@ async fn execute(
             drop(txn);
             aggregation::after_write(state, rt);
             namespaces::after_write(state, rt, &object);
-            gc::wake(state);
+            state.gc.notify_one();
         }
         return Ok(Outcome {
             object,
@@ -264,6 +269,39 @@ fn attributes(
             "fieldManager": opts.manager,
         })),
     }
+}
+
+/// Checks (and fills) apiVersion/kind against the endpoint, and converts
+/// an events.k8s.io event to the stored core form.
+pub fn to_stored(rt: &ResourceType, mut object: Value) -> Result<Value, ApiError> {
+    let expected = rt.api_version();
+    match object["apiVersion"].as_str() {
+        None | Some("") => object["apiVersion"] = json!(expected),
+        Some(v) if v == expected => {}
+        Some(v) => {
+            return Err(ApiError::bad_request(format!(
+                "the API version in the data ({v}) does not match the expected API version ({expected})"
+            )));
+        }
+    }
+    match object["kind"].as_str() {
+        None | Some("") => object["kind"] = json!(rt.kind),
+        Some(k) if k == rt.kind => {}
+        Some(k) => {
+            return Err(ApiError::bad_request(format!(
+                "the kind in the data ({k}) does not match the expected kind ({})",
+                rt.kind
+            )));
+        }
+    }
+    if !object["metadata"].is_object() {
+        object["metadata"] = json!({});
+    }
+    Ok(if rt.group == "events.k8s.io" {
+        events::from_events_v1(&object)
+    } else {
+        object
+    })
 }
 
 pub fn invalid_field(
@@ -714,8 +752,8 @@ fn plan_delete(
     let mut object = old.clone();
     let mut marks = finalizers(&old);
     match options.propagation.as_deref() {
-        Some("Orphan") => marks.push(gc::ORPHAN.to_owned()),
-        Some("Foreground") => marks.push(gc::FOREGROUND.to_owned()),
+        Some("Orphan") => marks.push(ORPHAN.to_owned()),
+        Some("Foreground") => marks.push(FOREGROUND.to_owned()),
         _ => {}
     }
     marks.dedup();

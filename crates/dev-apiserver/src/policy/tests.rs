@@ -1,0 +1,436 @@
+use super::*;
+
+fn configmap(annotations: Value, labels: Value) -> Value {
+    json!({
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "db", "namespace": "team-a", "annotations": annotations, "labels": labels},
+        "data": {"size": "3"},
+    })
+}
+
+fn delete(old: Value) -> Attributes {
+    crate::attributes::testing::configmap_delete(old, false)
+}
+
+fn locked() -> Attributes {
+    delete(configmap(
+        json!({"core.navique.com/locked": "by alice"}),
+        json!({"app": "db"}),
+    ))
+}
+
+fn unlocked() -> Attributes {
+    delete(configmap(json!({"note": "x"}), json!({"app": "db"})))
+}
+
+fn policy(name: &str, spec: Value) -> Value {
+    let mut spec = spec;
+    if spec.get("matchConstraints").is_none() {
+        spec["matchConstraints"] = json!({"resourceRules": [{
+            "apiGroups": [""],
+            "apiVersions": ["v1"],
+            "operations": ["DELETE"],
+            "resources": ["configmaps"],
+        }]});
+    }
+    json!({
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicy",
+        "metadata": {"name": name},
+        "spec": spec,
+    })
+}
+
+fn lock_policy() -> Value {
+    policy(
+        "navique-locks",
+        json!({
+            "failurePolicy": "Fail",
+            "validations": [{
+                "expression": "!has(oldObject.metadata.annotations) || !('core.navique.com/locked' in oldObject.metadata.annotations)",
+                "reason": "Forbidden",
+                "messageExpression": "'locked: ' + oldObject.metadata.annotations['core.navique.com/locked']",
+            }],
+        }),
+    )
+}
+
+fn binding(name: &str, policy: &str, extra: Value) -> Value {
+    let mut spec = json!({"policyName": policy, "validationActions": ["Deny"]});
+    if let (Some(spec), Some(extra)) = (spec.as_object_mut(), extra.as_object()) {
+        spec.extend(extra.clone());
+    }
+    json!({
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicyBinding",
+        "metadata": {"name": name},
+        "spec": spec,
+    })
+}
+
+fn no_params(_: &str, _: &str, _: Option<&str>, _: Option<&str>, _: Option<&Value>) -> Vec<Value> {
+    Vec::new()
+}
+
+fn run(policies: &[Value], bindings: &[Value], attributes: &Attributes) -> Verdict {
+    let namespace = json!({"metadata": {"name": "team-a", "labels": {"env": "prod"}}});
+    let ctx = PolicyContext {
+        policies,
+        bindings,
+        namespace_object: Some(&namespace),
+        params: &no_params,
+    };
+    evaluate(&ctx, attributes)
+}
+
+fn denial(code: u16, reason: &str, message: &str) -> Option<Denial> {
+    Some(Denial {
+        code,
+        reason: reason.into(),
+        message: message.into(),
+    })
+}
+
+#[test]
+fn a_locked_object_cannot_be_deleted() {
+    let verdict = run(
+        &[lock_policy()],
+        &[binding("navique-locks-binding", "navique-locks", json!({}))],
+        &locked(),
+    );
+    let expected = "ValidatingAdmissionPolicy 'navique-locks' with binding 'navique-locks-binding' denied request: locked: by alice";
+    assert_eq!(verdict.denial, denial(403, "Forbidden", expected));
+    assert!(verdict.warnings.is_empty());
+    assert_eq!(
+        verdict.denial.unwrap().status(&locked()),
+        json!({
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Failure",
+            "message": format!("configmaps \"db\" is forbidden: {expected}"),
+            "reason": "Forbidden",
+            "details": {"name": "db", "kind": "configmaps", "causes": [{"message": expected}]},
+            "code": 403,
+        })
+    );
+}
+
+#[test]
+fn an_object_without_the_lock_annotation_can_be_deleted() {
+    let verdict = run(
+        &[lock_policy()],
+        &[binding("navique-locks-binding", "navique-locks", json!({}))],
+        &unlocked(),
+    );
+    assert_eq!(verdict, Verdict::default());
+}
+
+#[test]
+fn a_policy_without_a_binding_does_nothing() {
+    let verdict = run(
+        &[lock_policy()],
+        &[binding("other", "another-policy", json!({}))],
+        &locked(),
+    );
+    assert_eq!(verdict, Verdict::default());
+}
+
+#[test]
+fn a_binding_whose_namespace_selector_does_not_match_lets_the_request_through() {
+    let select = |env: &str| {
+        binding(
+            "b",
+            "navique-locks",
+            json!({"matchResources": {"namespaceSelector": {"matchLabels": {"env": env}}}}),
+        )
+    };
+    let verdict = run(&[lock_policy()], &[select("dev")], &locked());
+    assert_eq!(verdict.denial, None);
+    let verdict = run(&[lock_policy()], &[select("prod")], &locked());
+    assert_eq!(verdict.denial.map(|d| d.code), Some(403));
+}
+
+#[test]
+fn the_warn_action_warns_without_denying() {
+    let verdict = run(
+        &[lock_policy()],
+        &[binding(
+            "warn-binding",
+            "navique-locks",
+            json!({"validationActions": ["Warn"]}),
+        )],
+        &locked(),
+    );
+    assert_eq!(verdict.denial, None);
+    assert_eq!(
+        verdict.warnings,
+        vec![
+            "Validation failed for ValidatingAdmissionPolicy 'navique-locks' with binding 'warn-binding': locked: by alice"
+                .to_string()
+        ]
+    );
+}
+
+#[test]
+fn the_audit_action_records_an_annotation() {
+    let verdict = run(
+        &[lock_policy()],
+        &[binding(
+            "audit-binding",
+            "navique-locks",
+            json!({"validationActions": ["Audit"]}),
+        )],
+        &locked(),
+    );
+    assert_eq!(verdict.denial, None);
+    assert_eq!(
+        verdict.audit_annotations[VALIDATION_FAILURE_KEY],
+        r#"[{"message":"locked: by alice","policy":"navique-locks","binding":"audit-binding","expressionIndex":0,"validationActions":["Audit"]}]"#
+    );
+}
+
+#[test]
+fn a_missing_param_with_the_deny_action_denies_with_kubes_message() {
+    let p = policy(
+        "limits",
+        json!({
+            "paramKind": {"apiVersion": "v1", "kind": "ConfigMap"},
+            "validations": [{"expression": "oldObject.data.size <= params.data.max"}],
+        }),
+    );
+    let with_action = |action: Value| {
+        binding(
+            "limits-binding",
+            "limits",
+            json!({"paramRef": {"name": "limits", "parameterNotFoundAction": action}}),
+        )
+    };
+    let verdict = run(
+        std::slice::from_ref(&p),
+        &[with_action(json!("Deny"))],
+        &locked(),
+    );
+    assert_eq!(
+        verdict.denial,
+        denial(
+            422,
+            "Invalid",
+            "ValidatingAdmissionPolicy 'limits' with binding 'limits-binding' denied request: failed to configure binding: no params found for policy binding with `Deny` parameterNotFoundAction"
+        )
+    );
+    // Deny is the default.
+    let verdict = run(
+        std::slice::from_ref(&p),
+        &[with_action(Value::Null)],
+        &locked(),
+    );
+    assert_eq!(verdict.denial.map(|d| d.code), Some(422));
+    let verdict = run(&[p], &[with_action(json!("Allow"))], &locked());
+    assert_eq!(verdict, Verdict::default());
+}
+
+#[test]
+fn params_are_looked_up_and_visible_to_validations() {
+    let p = policy(
+        "limits",
+        json!({
+            "paramKind": {"apiVersion": "v1", "kind": "ConfigMap"},
+            "validations": [{"expression": "int(oldObject.data.size) <= int(params.data.max)", "message": "too big"}],
+        }),
+    );
+    let b = binding(
+        "limits-binding",
+        "limits",
+        json!({"paramRef": {"name": "limits"}}),
+    );
+    let lookup = |api_version: &str,
+                  kind: &str,
+                  namespace: Option<&str>,
+                  name: Option<&str>,
+                  selector: Option<&Value>| {
+        assert_eq!(
+            (api_version, kind, namespace, name, selector),
+            ("v1", "ConfigMap", Some("team-a"), Some("limits"), None)
+        );
+        vec![json!({"apiVersion": "v1", "kind": "ConfigMap", "data": {"max": "2"}})]
+    };
+    let ctx = PolicyContext {
+        policies: &[p],
+        bindings: &[b],
+        namespace_object: None,
+        params: &lookup,
+    };
+    assert_eq!(
+        evaluate(&ctx, &locked()).denial,
+        denial(
+            422,
+            "Invalid",
+            "ValidatingAdmissionPolicy 'limits' with binding 'limits-binding' denied request: too big"
+        )
+    );
+}
+
+#[test]
+fn false_match_conditions_skip_the_policy() {
+    let mut p = lock_policy();
+    p["spec"]["matchConditions"] =
+        json!([{"name": "not-alice", "expression": "request.userInfo.username != 'alice'"}]);
+    let b = binding("b", "navique-locks", json!({}));
+    assert_eq!(
+        run(
+            std::slice::from_ref(&p),
+            std::slice::from_ref(&b),
+            &locked()
+        ),
+        Verdict::default()
+    );
+    p["spec"]["matchConditions"] =
+        json!([{"name": "alice", "expression": "request.userInfo.username == 'alice'"}]);
+    assert_eq!(run(&[p], &[b], &locked()).denial.map(|d| d.code), Some(403));
+}
+
+#[test]
+fn a_runtime_error_denies_with_fail_and_is_ignored_with_ignore() {
+    let failing = |failure_policy: &str| {
+        policy(
+            "sizes",
+            json!({
+                "failurePolicy": failure_policy,
+                "validations": [{"expression": "oldObject.spec.size > 1"}],
+            }),
+        )
+    };
+    let b = binding("sizes-binding", "sizes", json!({}));
+    assert_eq!(
+        run(&[failing("Fail")], std::slice::from_ref(&b), &locked()).denial,
+        denial(
+            422,
+            "Invalid",
+            "ValidatingAdmissionPolicy 'sizes' with binding 'sizes-binding' denied request: expression 'oldObject.spec.size > 1' resulted in error: no such key: spec"
+        )
+    );
+    assert_eq!(
+        run(&[failing("Ignore")], &[b], &locked()),
+        Verdict::default()
+    );
+}
+
+#[test]
+fn the_message_defaults_to_the_failed_expression() {
+    let p = policy(
+        "names",
+        json!({"validations": [{"expression": " oldObject.metadata.name != 'db' "}]}),
+    );
+    assert_eq!(
+        run(
+            &[p],
+            &[binding("names-binding", "names", json!({}))],
+            &locked()
+        )
+        .denial,
+        denial(
+            422,
+            "Invalid",
+            "ValidatingAdmissionPolicy 'names' with binding 'names-binding' denied request: failed expression: oldObject.metadata.name != 'db'"
+        )
+    );
+}
+
+#[test]
+fn validations_can_use_variables() {
+    let p = policy(
+        "owners",
+        json!({
+            "variables": [
+                {"name": "owner", "expression": "oldObject.metadata.annotations['core.navique.com/locked']"},
+                {"name": "isAlice", "expression": "variables.owner == 'by alice'"},
+            ],
+            "validations": [{
+                "expression": "!variables.isAlice",
+                "messageExpression": "'owned ' + variables.owner",
+            }],
+        }),
+    );
+    assert_eq!(
+        run(&[p], &[binding("owners-binding", "owners", json!({}))], &locked())
+            .denial
+            .map(|d| d.message),
+        Some(
+            "ValidatingAdmissionPolicy 'owners' with binding 'owners-binding' denied request: owned by alice"
+                .to_string()
+        )
+    );
+}
+
+#[test]
+fn the_request_variable_carries_user_info_and_dry_run() {
+    let p = policy(
+        "who",
+        json!({"validations": [{
+            "expression": "false",
+            "messageExpression": "request.userInfo.username + ' ' + string(request.dryRun) + ' ' + request.operation + ' ' + request.namespace + '/' + request.name + ' ' + request.resource.resource + ' ' + request.options.kind",
+        }]}),
+    );
+    let mut attributes = locked();
+    attributes.dry_run = true;
+    assert_eq!(
+        run(&[p], &[binding("who-binding", "who", json!({}))], &attributes)
+            .denial
+            .map(|d| d.message),
+        Some(
+            "ValidatingAdmissionPolicy 'who' with binding 'who-binding' denied request: alice true DELETE team-a/db configmaps DeleteOptions"
+                .to_string()
+        )
+    );
+}
+
+#[test]
+fn resource_rules_match_subresources_exclusions_and_old_labels() {
+    let mut attributes = locked();
+    let constraints = |c: Value| {
+        let mut p = lock_policy();
+        p["spec"]["matchConstraints"] = c;
+        p
+    };
+    let b = binding("b", "navique-locks", json!({}));
+    let rule = |resources: Value| json!({"apiGroups": ["*"], "apiVersions": ["*"], "operations": ["*"], "resources": resources});
+    let denied = |p: Value, a: &Attributes| run(&[p], std::slice::from_ref(&b), a).denial.is_some();
+
+    assert!(denied(
+        constraints(json!({"resourceRules": [rule(json!(["*"]))]})),
+        &attributes
+    ));
+    assert!(!denied(
+        constraints(
+            json!({"resourceRules": [rule(json!(["*"]))], "excludeResourceRules": [rule(json!(["configmaps"]))]})
+        ),
+        &attributes
+    ));
+    assert!(denied(
+        constraints(
+            json!({"resourceRules": [rule(json!(["*"]))], "objectSelector": {"matchLabels": {"app": "db"}}})
+        ),
+        &attributes
+    ));
+    assert!(!denied(
+        constraints(
+            json!({"resourceRules": [rule(json!(["*"]))], "objectSelector": {"matchExpressions": [{"key": "app", "operator": "NotIn", "values": ["db"]}]}})
+        ),
+        &attributes
+    ));
+    attributes.sub_resource = "status".into();
+    assert!(!denied(
+        constraints(json!({"resourceRules": [rule(json!(["configmaps"]))]})),
+        &attributes
+    ));
+    assert!(denied(
+        constraints(json!({"resourceRules": [rule(json!(["configmaps/status"]))]})),
+        &attributes
+    ));
+    assert!(denied(
+        constraints(json!({"resourceRules": [rule(json!(["*/*"]))]})),
+        &attributes
+    ));
+}
