@@ -634,12 +634,14 @@ fn each_component_is_granted_exactly_what_it_uses() {
                 &["patch"],
             ),
             rule(&[services], &["servicebackups"], &[], &["get", "create"]),
+            rule(&[services], &["serviceclasses"], &[], &["get"]),
             rule(
                 &[services],
-                &["serviceclasses", "serviceplans"],
+                &["serviceplans"],
                 &[],
-                &["get"]
+                &["get", "list", "watch"]
             ),
+            rule(&[services], &["serviceplans/status"], &[], &["patch"]),
             rule(
                 &[""],
                 &["secrets"],

@@ -771,3 +771,32 @@ async fn each_component_is_refused_what_the_charts_rbac_does_not_grant() {
         "{refused}"
     );
 }
+
+/// `kubectl get serviceplans` reads as words: the controller writes each
+/// plan's allowed deletion policies into its status for the POLICIES
+/// column (a column of the list itself would print JSON).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_policies_column_lists_a_plans_policies_in_words() {
+    let env = env();
+    env.controller_ready().await;
+    let table = eventually(WAIT, "the plan's status", || async {
+        let table = env
+            .cluster
+            .kubectl_ok(&["get", "serviceplan", "postgresql-platform-ha"]);
+        table
+            .contains("Retain, SnapshotAndDelete, Delete")
+            .then_some(table)
+    })
+    .await;
+    let mut lines = table.lines();
+    assert_eq!(
+        lines.next().unwrap().split_whitespace().collect::<Vec<_>>(),
+        ["NAME", "CLASS", "POLICIES", "BACKUP", "AGE"]
+    );
+    assert!(
+        lines.next().unwrap().starts_with(
+            "postgresql-platform-ha   postgresql   Retain, SnapshotAndDelete, Delete   true"
+        ),
+        "{table}"
+    );
+}

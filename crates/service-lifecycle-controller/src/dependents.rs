@@ -247,7 +247,7 @@ impl<K: Resource<DynamicType = ()>> Tracker<K> {
 
 /// Logs a controller's outcomes that are not reconcile failures (those are
 /// logged by [`Tracker::failed`]).
-pub async fn log_outcome<K: Dependent>(
+pub async fn log_outcome<K: Resource<DynamicType = ()>>(
     result: Result<(ObjectRef<K>, Action), controller::Error<Error, watcher::Error>>,
 ) {
     match result {
@@ -255,7 +255,7 @@ pub async fn log_outcome<K: Dependent>(
         Err(controller::Error::ObjectNotFound(object)) => {
             tracing::debug!(%object, "woken object no longer exists");
         }
-        Err(e) => tracing::warn!(kind = K::KIND, error = %one_line(&e), "watch failed"),
+        Err(e) => tracing::warn!(kind = %K::kind(&()), error = %one_line(&e), "watch failed"),
     }
 }
 

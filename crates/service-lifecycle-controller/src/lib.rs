@@ -26,6 +26,7 @@ pub mod final_backup;
 mod gauges;
 pub mod instance;
 pub mod objects;
+mod plan_status;
 pub mod reconcile;
 pub mod schedule;
 pub mod service;
@@ -143,6 +144,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         let policy_metrics = credential_policy::Metrics::register(component);
         let stack_metrics = stack::register_metrics(component, &approvals);
         let state_gauges = gauges::StateGauges::register(component);
+        let plan_metrics = plan_status::register_metrics(component);
         // Each call is authenticated and authorised as its caller's own
         // Kubernetes identity (stack::access).
         let router = Server::builder()
@@ -183,6 +185,8 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
                         leadership.clone(),
                     )
                     .with_provider_namespace(&args.provider_namespace);
+                    let plans =
+                        plan_status::Context::new(client.clone(), plan_metrics, leadership.clone());
                     let stacks = stack::Context::new(
                         client,
                         identities,
@@ -192,14 +196,15 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
                         notifier,
                     );
                     // One leadership for all: each ends when it does.
-                    let (services, bindings, policies, stacks, ()) = tokio::join!(
+                    let (services, bindings, policies, plans, stacks, ()) = tokio::join!(
                         reconcile::run(services),
                         binding::run(bindings),
                         credential_policy::run(policies),
+                        plan_status::run(plans),
                         stack::run(stacks),
                         state,
                     );
-                    services.and(bindings).and(policies).and(stacks)
+                    services.and(bindings).and(policies).and(plans).and(stacks)
                 },
             )
             .await;

@@ -67,11 +67,8 @@ pub struct SecretRef {
     shortname = "splan",
     category = "navique",
     printcolumn(name = "Class", type_ = "string", json_path = ".spec.classRef.name"),
-    printcolumn(
-        name = "Policies",
-        type_ = "string",
-        json_path = ".spec.allowedDeletionPolicies"
-    ),
+    status = "ServicePlanStatus",
+    printcolumn(name = "Policies", type_ = "string", json_path = ".status.policies"),
     printcolumn(name = "Backup", type_ = "boolean", json_path = ".spec.backup.enabled"),
     printcolumn(
         name = "Age",
@@ -109,6 +106,35 @@ fn default_allowed_policies() -> Vec<DeletionPolicy> {
     vec![DeletionPolicy::Retain]
 }
 
+impl ServicePlanSpec {
+    /// The allowed deletion policies as a person reads them (the POLICIES
+    /// column): `Retain, Delete`, in the plan's order, each once.
+    pub fn policies_summary(&self) -> String {
+        let mut seen: Vec<DeletionPolicy> = Vec::new();
+        for policy in &self.allowed_deletion_policies {
+            if !seen.contains(policy) {
+                seen.push(*policy);
+            }
+        }
+        seen.iter()
+            .map(|p| p.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+}
+
+/// What the service-lifecycle-controller reports of a plan.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct ServicePlanStatus {
+    /// The generation `policies` was computed from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    /// `allowedDeletionPolicies`, comma-separated, for the POLICIES column.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policies: Option<String>,
+}
+
 /// A plan's backup settings.
 #[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
 pub struct PlanBackup {
@@ -125,4 +151,23 @@ pub struct PlanBackup {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(regex(pattern = crate::duration::PATTERN))]
     pub retention: Option<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn policies_read_as_words_in_the_plans_order_each_once() {
+        let plan: ServicePlanSpec = serde_json::from_value(serde_json::json!({
+            "classRef": {"name": "postgresql"},
+            "allowedDeletionPolicies": ["Retain", "SnapshotAndDelete", "Delete", "Retain"],
+        }))
+        .unwrap();
+        assert_eq!(plan.policies_summary(), "Retain, SnapshotAndDelete, Delete");
+        let default: ServicePlanSpec =
+            serde_json::from_value(serde_json::json!({"classRef": {"name": "postgresql"}}))
+                .unwrap();
+        assert_eq!(default.policies_summary(), "Retain");
+    }
 }
