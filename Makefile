@@ -57,7 +57,13 @@ dev-up: build
 dev-down:
 	scripts/dev-down.sh
 
-demo: dev-up
+# The demo creates its namespaces, services and backups from scratch, so it
+# starts a fresh environment: what an earlier run left (a database recorded
+# for a service the new API server never had) would refuse its steps.
+demo: build
+	scripts/dev-down.sh
+	rm -rf .dev/apiserver .dev/postgres .dev/backups
+	scripts/dev-up.sh
 	scripts/demo.sh
 
 # Write throughput and watch fan-out of the dev API server (release build).

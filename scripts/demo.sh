@@ -54,7 +54,15 @@ metadata: {name: on-a-configmap, namespace: forge}
 spec:
   targetRef: {apiVersion: v1, kind: ConfigMap, name: settings}"
 run kubectl wait --for=jsonpath='{.status.conditions[0].reason}'=InvalidTarget lock/on-a-configmap -n forge --timeout 30s
-run kubectl get lock on-a-configmap -n forge -o jsonpath='{.status.conditions[0].message}{"\n"}'
+run kubectl get locks -n forge -o wide
+run kubectl describe lock on-a-configmap -n forge
+
+step "So does a Lock on a misspelt kind: kubectl prints the admission warning"
+apply "apiVersion: core.navique.com/v1alpha1
+kind: Lock
+metadata: {name: on-a-typo, namespace: forge}
+spec:
+  targetRef: {apiVersion: core.navique.com/v1alpha1, kind: Stak, name: forge}"
 
 step "A Lock must name its target's kind: the API server refuses it, naming the field"
 apply "apiVersion: core.navique.com/v1alpha1
@@ -72,7 +80,7 @@ step "guestbook-ui leaves the Stack; it is marked Prune=confirm, so the prune wa
 run kubectl patch stack forge -n forge --type json -p '[{"op":"remove","path":"/spec/resources/1"}]'
 run kubectl wait --for=jsonpath='{.status.conditions[?(@.type=="Ready")].reason}'=WaitingForApproval stack/forge -n forge --timeout 30s
 run kubectl get stack forge -n forge -o jsonpath='{.status.operation.phase}: {.status.operation.message}{"\n"}{range .status.resources[*]}{.kind}/{.name} requiresPruning={.requiresPruning} requiresDeletionApproval={.requiresDeletionApproval}{"\n"}{end}'
-run kubectl get events -n forge --field-selector reason=DeletionApprovalRequired -o jsonpath='{range .items[*]}{.type} {.reason}: {.message}{"\n"}{end}'
+run kubectl describe stack forge -n forge
 run kubectl navique approvals -n forge
 
 step "Approve it with your own credentials (whoever may patch the Service may approve); then it is pruned"
@@ -83,7 +91,7 @@ run kubectl get configmap,service -n forge -l core.navique.com/stack=forge
 step "Put it back; then delete the Lock deliberately, and delete the Stack"
 run kubectl apply -f deploy/examples/forge-stack.yaml
 run kubectl wait --for=jsonpath='{.status.operation.phase}'=Succeeded stack/forge -n forge --timeout 30s
-run kubectl delete lock protect-forge-stack on-a-configmap -n forge
+run kubectl delete lock protect-forge-stack on-a-configmap on-a-typo -n forge
 run kubectl delete stack forge -n forge --wait=false
 
 step "guestbook-ui is marked Delete=confirm: the teardown pauses in its wave (wave 1) and wave 0 waits"
@@ -159,6 +167,8 @@ run kubectl wait --for=jsonpath='{.status.phase}'=Ready managedservice/billing-d
 run psql "${DATABASE_URL%/*}/my_project__billing" -Atc "set role my_project__billing; create table invoices (id int primary key, total numeric); insert into invoices select g, g * 1.5 from generate_series(1, 500) g"
 run kubectl delete managedservice billing-db -n my-project --timeout 120s
 run kubectl get servicebackups -n my-project
+run kubectl get events -n my-project --field-selector involvedObject.name=billing-db \
+  -o custom-columns='TYPE:.type,REASON:.reason,MESSAGE:.message'
 run psql "$DATABASE_URL" -Atc "select count(*) from pg_database where datname = 'my_project__billing'"
 final=$(kubectl get servicebackups -n my-project -o jsonpath='{.items[?(@.spec.origin=="Final")].metadata.name}')
 
@@ -175,6 +185,7 @@ spec:
   deletionProtection: false"
 run kubectl wait --for=jsonpath='{.status.phase}'=Ready managedservice/billing-db-restored -n my-project --timeout 120s
 run kubectl get managedservice billing-db-restored -n my-project -o jsonpath='restoredFrom={.status.restoredFrom}{"\n"}'
+run kubectl describe managedservice billing-db-restored -n my-project
 run psql "${DATABASE_URL%/*}/my_project__billing_restored" -Atc "select count(*), sum(total) from invoices"
 
 step "A restore from another Project is refused"

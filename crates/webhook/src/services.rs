@@ -257,7 +257,16 @@ impl ServiceGuard {
             }
             _ => self.plan_allows(object),
         };
-        let warnings = parameter_warnings(object, &parameters);
+        // Said when it becomes true, not again on every later update (a
+        // label, an annotation) of a service that already had it.
+        let known = old
+            .as_ref()
+            .and_then(|old| Some(parameter_warnings(old, &self::parameters(old).ok()?)))
+            .unwrap_or_default();
+        let warnings: Vec<String> = parameter_warnings(object, &parameters)
+            .into_iter()
+            .filter(|w| !known.contains(w))
+            .collect();
         match decision {
             Decision::Allow if !warnings.is_empty() => Decision::Warn(warnings),
             decision => decision,
@@ -1000,6 +1009,42 @@ mod tests {
             r["request"]["object"]["spec"]["parameters"] = json!({"instances": 3});
         });
         assert!(matches!(decision, Decision::Deny(_)), "{decision:?}");
+    }
+
+    /// A warning is given once, when it becomes true: not on each later
+    /// update of a service that already had it.
+    #[test]
+    fn a_parameter_warning_is_not_repeated_on_every_update() {
+        let shared = |r: &mut Value, side: &str, parameters: Value| {
+            r["request"][side]["spec"]["placement"]["mode"] = json!("ProviderShared");
+            r["request"][side]["spec"]["parameters"] = parameters;
+        };
+        let decision = decide("update-service-protection-off", |r| {
+            shared(r, "object", json!({"storage": {"size": "1Gi"}}));
+            shared(r, "oldObject", json!({"storage": {"size": "1Gi"}}));
+        });
+        assert_eq!(decision, Decision::Allow);
+        let decision = decide("update-service-protection-off", |r| {
+            shared(
+                r,
+                "object",
+                json!({"storage": {"size": "1Gi"}, "instances": 2}),
+            );
+            shared(r, "oldObject", json!({"storage": {"size": "1Gi"}}));
+        });
+        assert_eq!(
+            decision,
+            Decision::Warn(vec![messages::parameters_not_applied_shared(&[
+                "spec.parameters.storage",
+                "spec.parameters.instances"
+            ])])
+        );
+        // Moved to ProviderShared: said then.
+        let decision = decide("update-service-protection-off", |r| {
+            shared(r, "object", json!({"storage": {"size": "1Gi"}}));
+            r["request"]["oldObject"]["spec"]["parameters"] = json!({"storage": {"size": "1Gi"}});
+        });
+        assert!(matches!(decision, Decision::Warn(_)), "{decision:?}");
     }
 
     #[test]
