@@ -567,6 +567,18 @@ async fn a_plans_schedule_records_scheduled_backups_that_backup_runner_takes() {
         "{last} {names:?}"
     );
     assert!(stored(store.path(), "json").len() >= 2);
+    // The manual-backup controller reports what every controller does.
+    let prefix = "navique_backup_runner_manual_backup_";
+    assert!(
+        env.backup_runner_metric(&format!("{prefix}reconciles_total "))
+            .await
+            >= 2.0
+    );
+    assert!(
+        env.backup_runner_metric(&format!("{prefix}reconcile_duration_seconds_count "))
+            .await
+            >= 2.0
+    );
 }
 
 /// A final backup is taken as the provider: it holds the tables of every

@@ -1688,3 +1688,79 @@ async fn a_namespace_of_broken_objects_is_deleted_and_goes() {
     })
     .await;
 }
+
+/// Every controller exports the same reconcile metrics: runs and time (and
+/// failures by error, from the first one).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_controller_counts_and_times_its_reconciles() {
+    let env = env();
+    env.ready().await;
+    let ns = cluster().namespace("metered");
+    apply_stack(&ns, "m", &[config_map("a", 0, None)]);
+    until_stack(&ns, "m", "the sync", |s| state(s).1 == "Synced").await;
+    cluster().kubectl_in(
+        &["apply", "-f", "-"],
+        Some(&lock(
+            &ns,
+            "l",
+            "core.navique.com/v1alpha1",
+            "Stack",
+            "m",
+            "metered",
+        )),
+    );
+    let value = |metrics: &str, line: &str| -> f64 {
+        metrics
+            .lines()
+            .find_map(|l| l.strip_prefix(line))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(0.0)
+    };
+    let scrape =
+        |admin| async move { navique_e2e::http_get(admin, "/metrics").await.unwrap().body };
+    let controllers = [
+        (
+            env.controller_admin,
+            "navique_service_lifecycle_controller_stack_",
+        ),
+        (
+            env.controller_admin,
+            "navique_service_lifecycle_controller_service_plan_",
+        ),
+        (
+            env.controller_admin,
+            "navique_service_lifecycle_controller_managed_service_",
+        ),
+        (env.locks.controller_admin, "navique_lock_controller_"),
+    ];
+    for (admin, prefix) in controllers {
+        let metrics = scrape(admin).await;
+        // `reconcile_errors_total` shows its first series at the first
+        // failure (the unserved-kind test reads it).
+        for family in ["reconciles", "reconcile_duration_seconds"] {
+            assert!(
+                metrics.contains(&format!("# HELP {prefix}{family} ")),
+                "{prefix}{family} in\n{metrics}"
+            );
+        }
+    }
+    eventually(WAIT, "the Lock's and the Stack's reconciles", || async {
+        let slc = scrape(env.controller_admin).await;
+        let locks = scrape(env.locks.controller_admin).await;
+        (value(
+            &slc,
+            "navique_service_lifecycle_controller_stack_reconciles_total ",
+        ) >= 1.0
+            && value(
+                &slc,
+                "navique_service_lifecycle_controller_stack_reconcile_duration_seconds_count ",
+            ) >= 1.0
+            && value(&locks, "navique_lock_controller_reconciles_total ") >= 1.0
+            && value(
+                &locks,
+                "navique_lock_controller_reconcile_duration_seconds_count ",
+            ) >= 1.0)
+            .then_some(())
+    })
+    .await;
+}

@@ -252,7 +252,16 @@ impl Error {
             | Self::Runtime(_) => "other",
         }
     }
+}
 
+/// A manual backup's reconcile errors are counted by what failed.
+impl navique_runtime::controller::ReconcileError for Error {
+    fn metric_label(&self) -> &'static str {
+        self.failure_reason()
+    }
+}
+
+impl Error {
     pub(crate) fn store(
         action: &'static str,
         location: impl Into<String>,

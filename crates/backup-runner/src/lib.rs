@@ -31,6 +31,7 @@ pub use args::Args;
 pub use error::Error;
 pub use metrics::Metrics;
 use navique_runtime::Component;
+use navique_runtime::controller::ReconcileMetrics;
 use navique_runtime::grpc_tls;
 
 use crate::engine::Engine;
@@ -80,6 +81,8 @@ pub async fn run(args: Args) -> Result<(), Error> {
                 .with_provider_namespace(&args.provider_namespace),
         );
         let snapshots = Snapshots::new(engine, shutdown.child_token());
+        let manual_metrics =
+            ReconcileMetrics::register(component, "manual_backup", "ServiceBackup");
         component.readiness().register(GRPC_CHECK);
         let serving = async {
             let served = grpc::serve(
@@ -97,7 +100,12 @@ pub async fn run(args: Args) -> Result<(), Error> {
         component.readiness().set(GRPC_CHECK, true);
         let (served, (), ()) = tokio::join!(
             serving,
-            manual::run(client.clone(), snapshots.clone(), shutdown.clone()),
+            manual::run(
+                client.clone(),
+                snapshots.clone(),
+                manual_metrics,
+                shutdown.clone()
+            ),
             expiry::run(
                 client,
                 snapshots.engine().clone(),

@@ -17,7 +17,7 @@ use kube::runtime::watcher;
 use kube::{Client, ResourceExt};
 use navique_api::grpc::snapshot::v1::Origin;
 use navique_api::services::{BackupOrigin, BackupPhase, ServiceBackup, ServiceBackupStatus};
-use navique_runtime::FailureBackoff;
+use navique_runtime::controller::{ReconcileMetrics, Tracker, log_outcome};
 use tokio_util::sync::CancellationToken;
 
 use crate::Error;
@@ -45,14 +45,21 @@ pub fn wants_snapshot(backup: &ServiceBackup) -> bool {
 
 struct Context {
     snapshots: Arc<Snapshots>,
-    failures: FailureBackoff<String>,
+    /// Every wake-up of a failing record runs: its retry is what the
+    /// backoff spaces out.
+    tracker: Tracker<ServiceBackup>,
 }
 
 /// Runs until `shutdown`.
-pub async fn run(client: Client, snapshots: Arc<Snapshots>, shutdown: CancellationToken) {
+pub async fn run(
+    client: Client,
+    snapshots: Arc<Snapshots>,
+    metrics: ReconcileMetrics,
+    shutdown: CancellationToken,
+) {
     let context = Arc::new(Context {
         snapshots,
-        failures: FailureBackoff::default(),
+        tracker: Tracker::ungated(metrics),
     });
     let controller = Controller::new(
         Api::<ServiceBackup>::all(client),
@@ -60,11 +67,7 @@ pub async fn run(client: Client, snapshots: Arc<Snapshots>, shutdown: Cancellati
     )
     .graceful_shutdown_on(shutdown.clone().cancelled_owned())
     .run(reconcile, error_policy, context)
-    .for_each(|result| async move {
-        if let Err(e) = result {
-            tracing::debug!(error = %e, "manual backup reconcile");
-        }
-    });
+    .for_each(log_outcome);
     // A controller whose first list never succeeded (no CRD yet) waits for
     // it even when shut down: bound the wait.
     let stopped = async {
@@ -78,9 +81,16 @@ pub async fn run(client: Client, snapshots: Arc<Snapshots>, shutdown: Cancellati
 }
 
 async fn reconcile(backup: Arc<ServiceBackup>, context: Arc<Context>) -> Result<Action, Error> {
+    context
+        .tracker
+        .reconcile(&backup, take_snapshot(&backup, &context))
+        .await
+}
+
+async fn take_snapshot(backup: &ServiceBackup, context: &Context) -> Result<Action, Error> {
     // Every record passes here, Final ones included.
-    context.snapshots.engine().metrics().observe_record(&backup);
-    if !wants_snapshot(&backup) {
+    context.snapshots.engine().metrics().observe_record(backup);
+    if !wants_snapshot(backup) {
         return Ok(Action::await_change());
     }
     let namespace = backup.namespace().unwrap_or_default();
@@ -107,10 +117,9 @@ async fn reconcile(backup: Arc<ServiceBackup>, context: Arc<Context>) -> Result<
                 .apply(
                     &namespace,
                     &name,
-                    &for_record(&backup, &status, Timestamp::now()),
+                    &for_record(backup, &status, Timestamp::now()),
                 )
                 .await?;
-            context.failures.succeeded(&object_key(&backup));
             return Ok(Action::await_change());
         }
         Err(e) => return Err(e),
@@ -127,7 +136,6 @@ async fn reconcile(backup: Arc<ServiceBackup>, context: Arc<Context>) -> Result<
     };
     // A failed manual backup stays failed: a person asks again with a new record.
     let snapshot = context.snapshots.request(request, false)?;
-    context.failures.succeeded(&object_key(&backup));
     if is_terminal(snapshot.phase()) {
         // Normally written already; this heals a write that was lost.
         writer
@@ -138,23 +146,8 @@ async fn reconcile(backup: Arc<ServiceBackup>, context: Arc<Context>) -> Result<
     Ok(Action::requeue(RECHECK))
 }
 
-fn object_key(backup: &ServiceBackup) -> String {
-    format!(
-        "{}/{}",
-        backup.namespace().unwrap_or_default(),
-        backup.name_any()
-    )
-}
-
 fn error_policy(backup: Arc<ServiceBackup>, error: &Error, context: Arc<Context>) -> Action {
-    let delay = context.failures.failed(object_key(&backup));
-    tracing::warn!(
-        backup = %object_key(&backup),
-        error = %navique_runtime::one_line(error),
-        retry_in = ?delay,
-        "cannot take the manual backup"
-    );
-    Action::requeue(delay)
+    context.tracker.failed(&backup, error)
 }
 
 #[cfg(test)]

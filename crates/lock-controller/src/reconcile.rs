@@ -7,28 +7,26 @@ use std::collections::HashMap;
 use std::convert::Infallible;
 use std::fmt::Debug;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use futures::{FutureExt, StreamExt};
 use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
-use kube::runtime::controller::{self, Action, Controller};
+use kube::runtime::controller::{Action, Controller};
 use kube::runtime::events::{Event, EventType};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher;
 use kube::{Client, Resource, ResourceExt};
 use navique_api::constants::finalizers;
 use navique_api::core::Lock;
+use navique_runtime::controller::{ReconcileMetrics, Tracker, log_outcome};
 use navique_runtime::events::Recorder;
 use navique_runtime::{Component, one_line};
 use prometheus_client::encoding::EncodeLabelSet;
-use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
-use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
-use prometheus_client::registry::Unit;
 use serde::de::DeserializeOwned;
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
@@ -85,9 +83,8 @@ pub enum Error {
     Unnamed,
 }
 
-impl Error {
-    /// The `error` label of `reconcile_errors`.
-    pub fn metric_label(&self) -> &'static str {
+impl navique_runtime::controller::ReconcileError for Error {
+    fn metric_label(&self) -> &'static str {
         match self {
             Error::ReadTarget { .. } => "read_target",
             Error::StampTarget { .. } => "stamp_target",
@@ -101,11 +98,6 @@ impl Error {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct ErrorLabels {
-    error: &'static str,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct StateLabels {
     state: &'static str,
 }
@@ -113,9 +105,7 @@ struct StateLabels {
 /// The reconciler's metrics, under the component's prefix.
 #[derive(Clone)]
 pub struct Metrics {
-    reconciles: Counter,
-    reconcile_errors: Family<ErrorLabels, Counter>,
-    reconcile_duration: Histogram,
+    reconciles: ReconcileMetrics,
     locks_active: Gauge,
     locks: Family<StateLabels, Gauge>,
 }
@@ -123,29 +113,11 @@ pub struct Metrics {
 impl Metrics {
     pub fn register(component: &Component) -> Self {
         let metrics = Self {
-            reconciles: Counter::default(),
-            reconcile_errors: Family::default(),
-            reconcile_duration: Histogram::new(exponential_buckets(0.001, 2.0, 15)),
+            reconciles: ReconcileMetrics::register(component, "", "Lock"),
             locks_active: Gauge::default(),
             locks: Family::default(),
         };
         component.register_metrics(|registry| {
-            registry.register(
-                "reconciles",
-                "Lock reconciliations run",
-                metrics.reconciles.clone(),
-            );
-            registry.register(
-                "reconcile_errors",
-                "Lock reconciliations that failed, by error",
-                metrics.reconcile_errors.clone(),
-            );
-            registry.register_with_unit(
-                "reconcile_duration",
-                "Time a Lock reconciliation took",
-                Unit::Seconds,
-                metrics.reconcile_duration.clone(),
-            );
             registry.register(
                 "locks_active",
                 "Locks whose target carries their name",
@@ -168,8 +140,9 @@ pub struct Context {
     locks: Store<Lock>,
     views: Views,
     metrics: Metrics,
-    /// Consecutive failures per Lock, for the retry backoff.
-    failures: navique_runtime::FailureBackoff<ObjectRef<Lock>>,
+    /// Counts reconciles and spaces out each failing Lock's retries; a
+    /// Lock is woken by its target's changes, so every wake-up runs.
+    tracker: Tracker<Lock>,
     recorder: Recorder,
     /// What each Lock's last reconcile reported, for the `locks` gauges.
     states: Mutex<HashMap<ObjectRef<Lock>, LockState>>,
@@ -194,8 +167,8 @@ pub async fn run(
         client,
         locks: locks.clone(),
         views: views.clone(),
+        tracker: Tracker::ungated(metrics.reconciles.clone()),
         metrics,
-        failures: navique_runtime::FailureBackoff::default(),
         recorder,
         states: Mutex::default(),
     });
@@ -203,16 +176,7 @@ pub async fn run(
         .reconcile_on(ReceiverStream::new(woken))
         .graceful_shutdown_on(token.clone().cancelled_owned())
         .run(reconcile, error_policy, context)
-        .for_each(|result| async move {
-            match result {
-                Ok(_) | Err(controller::Error::ReconcilerFailed(..)) => {}
-                // A wake-up for a Lock that is gone.
-                Err(controller::Error::ObjectNotFound(lock)) => {
-                    tracing::debug!(%lock, "woken Lock no longer exists");
-                }
-                Err(e) => tracing::warn!(error = %one_line(&e), "Lock watch failed"),
-            }
-        });
+        .for_each(log_outcome);
     // Stamps are compared with what the namespace and CRD watches saw, so
     // reconciling waits until they have listed everything once.
     let reconcile_when_ready = async {
@@ -245,38 +209,18 @@ async fn shutdown_deadline(token: &CancellationToken, locks: &Store<Lock>) {
 }
 
 async fn reconcile(lock: Arc<Lock>, context: Arc<Context>) -> Result<Action, Error> {
-    let started = Instant::now();
-    context.metrics.reconciles.inc();
-    let result = context.reconcile(&lock).await;
-    context
-        .metrics
-        .reconcile_duration
-        .observe(started.elapsed().as_secs_f64());
+    let result = context
+        .tracker
+        .reconcile(&lock, context.reconcile(&lock))
+        .await;
     context.count_states();
-    if result.is_ok() {
-        context.failures.succeeded(&ObjectRef::from_obj(&*lock));
-    }
     result
 }
 
 /// Retries a failed Lock with exponential backoff, so that a lasting failure
 /// (a missing permission) does not spin.
 fn error_policy(lock: Arc<Lock>, error: &Error, context: Arc<Context>) -> Action {
-    context
-        .metrics
-        .reconcile_errors
-        .get_or_create(&ErrorLabels {
-            error: error.metric_label(),
-        })
-        .inc();
-    let delay = context.failures.failed(ObjectRef::from_obj(&*lock));
-    tracing::warn!(
-        lock = %ObjectRef::from_obj(&*lock),
-        error = %one_line(error),
-        retry_in = ?delay,
-        "reconcile failed"
-    );
-    Action::requeue(delay)
+    context.tracker.failed(&lock, error)
 }
 
 impl Context {

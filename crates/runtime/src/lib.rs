@@ -11,6 +11,7 @@ mod admin;
 mod args;
 mod cluster;
 mod component;
+pub mod controller;
 mod error;
 pub mod events;
 mod failures;

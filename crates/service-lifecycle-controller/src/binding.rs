@@ -23,7 +23,9 @@ use navique_api::services::{ServiceBinding, ServiceBindingStatus};
 use navique_runtime::{Component, Leadership};
 use serde_json::Value;
 
-use crate::dependents::{self, ControllerMetrics, ServiceState, Tracker};
+use navique_runtime::controller::{ReconcileMetrics, Tracker, log_outcome};
+
+use crate::dependents::{self, ServiceState};
 use crate::objects::MANAGER;
 use crate::{Error, engine, service};
 
@@ -162,11 +164,11 @@ pub fn secret_body(
 
 /// The binding controller's metrics.
 #[derive(Clone, Default)]
-pub struct Metrics(ControllerMetrics);
+pub struct Metrics(ReconcileMetrics);
 
 impl Metrics {
     pub fn register(component: &Component) -> Self {
-        Self(ControllerMetrics::register(
+        Self(ReconcileMetrics::register(
             component,
             "service_binding",
             "ServiceBinding",
@@ -220,7 +222,7 @@ pub async fn run(context: Context) -> Result<(), Infallible> {
         )
         .graceful_shutdown_on(token.cancelled_owned())
         .run(reconcile, error_policy, Arc::new(context))
-        .for_each(dependents::log_outcome)
+        .for_each(log_outcome)
         .await;
     Ok(())
 }

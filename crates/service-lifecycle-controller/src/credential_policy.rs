@@ -34,7 +34,9 @@ use navique_runtime::events::Recorder;
 use navique_runtime::{Component, Leadership, one_line};
 use prometheus_client::metrics::counter::Counter;
 
-use crate::dependents::{self, ControllerMetrics, ServiceState, Tracker};
+use navique_runtime::controller::{ReconcileMetrics, Tracker, log_outcome};
+
+use crate::dependents::{self, ServiceState};
 use crate::objects::MANAGER;
 use crate::postgres::{Owner, catalogue, generate_password};
 use crate::{Error, engine, service};
@@ -145,14 +147,14 @@ fn whole_seconds(now: Timestamp) -> Timestamp {
 /// The credential policy controller's metrics.
 #[derive(Clone, Default)]
 pub struct Metrics {
-    controller: ControllerMetrics,
+    controller: ReconcileMetrics,
     rotations: Counter,
 }
 
 impl Metrics {
     pub fn register(component: &Component) -> Self {
         let metrics = Self {
-            controller: ControllerMetrics::register(
+            controller: ReconcileMetrics::register(
                 component,
                 "credential_policy",
                 "ServiceCredentialPolicy",
@@ -211,7 +213,7 @@ pub async fn run(context: Context) -> Result<(), Infallible> {
     dependents::follow_services(controller, &client)
         .graceful_shutdown_on(token.cancelled_owned())
         .run(reconcile, error_policy, Arc::new(context))
-        .for_each(dependents::log_outcome)
+        .for_each(log_outcome)
         .await;
     Ok(())
 }

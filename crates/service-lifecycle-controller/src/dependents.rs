@@ -1,16 +1,14 @@
 //! What the ServiceBinding and ServiceCredentialPolicy controllers share:
 //! both follow a ManagedService they name (optionally pinned by uid), are
-//! woken when it changes, report a `Ready` condition, and retry failures
-//! with the same backoff and metrics.
+//! woken when it changes, and report a `Ready` condition.
 
 use std::fmt::Debug;
-use std::time::Instant;
 
 use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, Patch, PatchParams};
-use kube::runtime::controller::{self, Action, Controller};
+use kube::runtime::controller::Controller;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher;
 use kube::{Client, Resource, ResourceExt};
@@ -18,10 +16,6 @@ use navique_api::conditions;
 use navique_api::services::{
     ManagedService, ServiceBinding, ServiceCredentialPolicy, ServicePhase, ServiceRef,
 };
-use navique_runtime::{Component, FailureBackoff, intent, one_line};
-use prometheus_client::encoding::EncodeLabelSet;
-use prometheus_client::metrics::counter::Counter;
-use prometheus_client::metrics::family::Family;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
@@ -154,109 +148,6 @@ pub async fn write_status<K: Dependent>(
             source,
         })?;
     Ok(())
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct ErrorLabels {
-    error: &'static str,
-}
-
-/// One controller's reconcile counters.
-#[derive(Clone, Default)]
-pub struct ControllerMetrics {
-    reconciles: Counter,
-    reconcile_errors: Family<ErrorLabels, Counter>,
-}
-
-impl ControllerMetrics {
-    /// Registers `<prefix>_reconciles` and `<prefix>_reconcile_errors`.
-    pub fn register(component: &Component, prefix: &str, kind: &str) -> Self {
-        let metrics = Self::default();
-        component.register_metrics(|registry| {
-            registry.register(
-                format!("{prefix}_reconciles"),
-                format!("{kind} reconciliations run"),
-                metrics.reconciles.clone(),
-            );
-            registry.register(
-                format!("{prefix}_reconcile_errors"),
-                format!("{kind} reconciliations that failed, by error"),
-                metrics.reconcile_errors.clone(),
-            );
-        });
-        metrics
-    }
-}
-
-/// Counts a controller's reconciles and failures and spaces out retries.
-pub struct Tracker<K: Resource<DynamicType = ()>> {
-    metrics: ControllerMetrics,
-    failures: FailureBackoff<ObjectRef<K>>,
-}
-
-impl<K: Resource<DynamicType = ()>> Tracker<K> {
-    pub fn new(metrics: ControllerMetrics) -> Self {
-        Self {
-            metrics,
-            failures: FailureBackoff::default(),
-        }
-    }
-
-    /// Runs one reconcile of `object`, counted and logged.
-    pub async fn reconcile(
-        &self,
-        object: &K,
-        work: impl Future<Output = Result<Action, Error>>,
-    ) -> Result<Action, Error> {
-        let reference = ObjectRef::from_obj(object);
-        // A failing object is retried on its backoff, not on the echo of
-        // its own status write; a change of what it asks for goes at once.
-        if let Some(wait) = self.failures.waiting(&reference, intent(object)) {
-            return Ok(Action::requeue(wait));
-        }
-        self.metrics.reconciles.inc();
-        let started = Instant::now();
-        let result = work.await;
-        tracing::debug!(object = %reference, took = ?started.elapsed(), ok = result.is_ok(), "reconciled");
-        if result.is_ok() {
-            self.failures.succeeded(&reference);
-        }
-        result
-    }
-
-    /// Counts a failure that a reconcile reports in the object's status
-    /// and retries on its own schedule, rather than returning it.
-    pub fn count_failure(&self, error: &Error) {
-        self.metrics
-            .reconcile_errors
-            .get_or_create(&ErrorLabels {
-                error: error.metric_label(),
-            })
-            .inc();
-    }
-
-    /// The error policy: counts the failure and retries with backoff.
-    pub fn failed(&self, object: &K, error: &Error) -> Action {
-        self.count_failure(error);
-        let reference = ObjectRef::from_obj(object);
-        let delay = self.failures.failed_with(reference.clone(), intent(object));
-        tracing::warn!(object = %reference, error = %one_line(error), retry_in = ?delay, "reconcile failed");
-        Action::requeue(delay)
-    }
-}
-
-/// Logs a controller's outcomes that are not reconcile failures (those are
-/// logged by [`Tracker::failed`]).
-pub async fn log_outcome<K: Resource<DynamicType = ()>>(
-    result: Result<(ObjectRef<K>, Action), controller::Error<Error, watcher::Error>>,
-) {
-    match result {
-        Ok(_) | Err(controller::Error::ReconcilerFailed(..)) => {}
-        Err(controller::Error::ObjectNotFound(object)) => {
-            tracing::debug!(%object, "woken object no longer exists");
-        }
-        Err(e) => tracing::warn!(kind = %K::kind(&()), error = %one_line(&e), "watch failed"),
-    }
 }
 
 #[cfg(test)]

@@ -129,9 +129,8 @@ impl From<postgres::Error> for Error {
     }
 }
 
-impl Error {
-    /// The `error` label of `reconcile_errors`.
-    pub fn metric_label(&self) -> &'static str {
+impl navique_runtime::controller::ReconcileError for Error {
+    fn metric_label(&self) -> &'static str {
         match self {
             Error::InvalidParameters(_) => "invalid_parameters",
             Error::RetainedNameInUse { .. } | Error::NameTaken { .. } => "name_in_use",

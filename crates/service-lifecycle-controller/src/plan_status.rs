@@ -11,11 +11,11 @@ use kube::runtime::controller::{Action, Controller};
 use kube::runtime::watcher;
 use kube::{Client, ResourceExt};
 use navique_api::services::{ServicePlan, ServicePlanStatus};
+use navique_runtime::controller::{ReconcileMetrics, Tracker, log_outcome};
 use navique_runtime::{Component, Leadership};
 use serde_json::json;
 
 use crate::Error;
-use crate::dependents::{ControllerMetrics, Tracker, log_outcome};
 use crate::objects::MANAGER;
 
 pub struct Context {
@@ -25,7 +25,7 @@ pub struct Context {
 }
 
 impl Context {
-    pub fn new(client: Client, metrics: ControllerMetrics, leadership: Leadership) -> Self {
+    pub fn new(client: Client, metrics: ReconcileMetrics, leadership: Leadership) -> Self {
         Self {
             client,
             tracker: Tracker::new(metrics),
@@ -35,8 +35,8 @@ impl Context {
 }
 
 /// `service_plan_reconciles_total` and `service_plan_reconcile_errors_total`.
-pub fn register_metrics(component: &Component) -> ControllerMetrics {
-    ControllerMetrics::register(component, "service_plan", "ServicePlan")
+pub fn register_metrics(component: &Component) -> ReconcileMetrics {
+    ReconcileMetrics::register(component, "service_plan", "ServicePlan")
 }
 
 /// The status `plan` should have.

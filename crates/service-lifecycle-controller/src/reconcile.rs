@@ -8,7 +8,7 @@
 
 use std::convert::Infallible;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use futures::StreamExt;
 use k8s_openapi::api::apps::v1::StatefulSet;
@@ -16,7 +16,7 @@ use k8s_openapi::api::core::v1::{Namespace, Secret, Service};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, Patch, PatchParams};
-use kube::runtime::controller::{self, Action, Controller};
+use kube::runtime::controller::{Action, Controller};
 use kube::runtime::events::{Event, EventType};
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
@@ -27,11 +27,10 @@ use navique_api::services::{
     ServicePhase, ServicePlan,
 };
 use navique_api::{conditions, messages};
+use navique_runtime::controller::{ReconcileMetrics, Tracker, log_outcome};
 use navique_runtime::events::Recorder;
-use navique_runtime::{Attempts, Component, Leadership, Retry, intent, one_line};
-use prometheus_client::encoding::EncodeLabelSet;
+use navique_runtime::{Attempts, Component, Leadership, Retry, one_line};
 use prometheus_client::metrics::counter::Counter;
-use prometheus_client::metrics::family::Family;
 
 use crate::deletion::{self, Facts, Step};
 use crate::final_backup::{self, BackupRunner, Progress};
@@ -47,33 +46,20 @@ const RESYNC: Duration = Duration::from_secs(3600);
 /// How often a running final backup is looked at.
 const FINAL_BACKUP_POLL: Duration = Duration::from_secs(2);
 
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct ErrorLabels {
-    error: &'static str,
-}
-
 /// The reconciler's metrics, under the component's prefix.
 #[derive(Clone, Default)]
 pub struct Metrics {
-    reconciles: Counter,
-    reconcile_errors: Family<ErrorLabels, Counter>,
+    reconciles: ReconcileMetrics,
     final_backup_failures: Counter,
 }
 
 impl Metrics {
     pub fn register(component: &Component) -> Self {
-        let metrics = Self::default();
+        let metrics = Self {
+            reconciles: ReconcileMetrics::register(component, "managed_service", "ManagedService"),
+            final_backup_failures: Counter::default(),
+        };
         component.register_metrics(|registry| {
-            registry.register(
-                "managed_service_reconciles",
-                "ManagedService reconciliations run",
-                metrics.reconciles.clone(),
-            );
-            registry.register(
-                "managed_service_reconcile_errors",
-                "ManagedService reconciliations that failed, by error",
-                metrics.reconcile_errors.clone(),
-            );
             registry.register(
                 "final_backup_failures",
                 "Final backups that failed, counted once per cause in a row",
@@ -96,8 +82,7 @@ pub struct Context {
     postgres_image: String,
     provider_namespace: String,
     backup_runner: Option<BackupRunner>,
-    /// Consecutive failures per service, for the retry backoff.
-    failures: navique_runtime::FailureBackoff<ObjectRef<ManagedService>>,
+    tracker: Tracker<ManagedService>,
     /// Failed final backups per service uid, for the wait before the next.
     backup_attempts: Attempts<String>,
 }
@@ -108,12 +93,12 @@ impl Context {
         Self {
             client,
             recorder,
+            tracker: Tracker::new(metrics.reconciles.clone()),
             metrics,
             leadership,
             postgres_image: DEFAULT_POSTGRES_IMAGE.to_owned(),
             provider_namespace: catalogue::DEFAULT_PROVIDER_NAMESPACE.to_owned(),
             backup_runner: None,
-            failures: navique_runtime::FailureBackoff::default(),
             backup_attempts: Attempts::default(),
         }
     }
@@ -154,15 +139,7 @@ pub async fn run(context: Context) -> Result<(), Infallible> {
     .owns(Api::<StatefulSet>::all(client), engine_objects())
     .graceful_shutdown_on(token.cancelled_owned())
     .run(reconcile, error_policy, Arc::new(context))
-    .for_each(|result| async move {
-        match result {
-            Ok(_) | Err(controller::Error::ReconcilerFailed(..)) => {}
-            Err(controller::Error::ObjectNotFound(service)) => {
-                tracing::debug!(%service, "woken ManagedService no longer exists");
-            }
-            Err(e) => tracing::warn!(error = %one_line(&e), "ManagedService watch failed"),
-        }
-    })
+    .for_each(log_outcome)
     .await;
     Ok(())
 }
@@ -172,46 +149,15 @@ pub async fn reconcile(
     service: Arc<ManagedService>,
     context: Arc<Context>,
 ) -> Result<Action, Error> {
-    let key = ObjectRef::from_obj(&*service);
-    // A failing service is retried on its backoff, not on the echo of its
-    // own status write; a change of what it asks for goes at once.
-    if let Some(wait) = context.failures.waiting(&key, intent(&*service)) {
-        return Ok(Action::requeue(wait));
-    }
-    context.metrics.reconciles.inc();
-    let started = Instant::now();
-    let result = context.reconcile(&service).await;
-    tracing::debug!(
-        service = %ObjectRef::from_obj(&*service),
-        took = ?started.elapsed(),
-        ok = result.is_ok(),
-        "reconciled"
-    );
-    if result.is_ok() {
-        context.failures.succeeded(&key);
-    }
-    result
+    context
+        .tracker
+        .reconcile(&service, context.reconcile(&service))
+        .await
 }
 
 /// Retries a failed service with exponential backoff.
 pub fn error_policy(service: Arc<ManagedService>, error: &Error, context: Arc<Context>) -> Action {
-    context
-        .metrics
-        .reconcile_errors
-        .get_or_create(&ErrorLabels {
-            error: error.metric_label(),
-        })
-        .inc();
-    let delay = context
-        .failures
-        .failed_with(ObjectRef::from_obj(&*service), intent(&*service));
-    tracing::warn!(
-        service = %ObjectRef::from_obj(&*service),
-        error = %one_line(error),
-        retry_in = ?delay,
-        "reconcile failed"
-    );
-    Action::requeue(delay)
+    context.tracker.failed(&service, error)
 }
 
 /// What a deletion's decision depends on, gathered before deciding.

@@ -617,6 +617,7 @@ impl Runner {
             tokio::spawn(manual::run(
                 client.clone(),
                 snapshots.clone(),
+                Default::default(),
                 shutdown.clone(),
             ));
         }

@@ -50,6 +50,7 @@ use navique_api::core::{
 };
 use navique_api::grpc::approvals::v1::Operation;
 use navique_api::messages;
+use navique_runtime::controller::{ReconcileMetrics, Tracker};
 use navique_runtime::events::Recorder;
 use navique_runtime::{Leadership, one_line, set_finalizers};
 
@@ -59,7 +60,6 @@ use self::live::Deleted;
 use self::plan::{Approval, Desired, Removal, ResourceKey, claim};
 use self::sync_options::{Gate, SyncOptions};
 use crate::Error;
-use crate::dependents::{ControllerMetrics, Tracker};
 use crate::objects::MANAGER;
 
 /// How often a Stack that waits (for approval, a wave, a delete) is looked
@@ -89,7 +89,7 @@ impl Context {
     pub fn new(
         client: Client,
         identities: Identities,
-        metrics: ControllerMetrics,
+        metrics: ReconcileMetrics,
         leadership: Leadership,
         approvals: Approvals,
         notifier: Option<Notifier>,
@@ -1025,7 +1025,7 @@ impl Acting {
 pub fn register_metrics(
     component: &navique_runtime::Component,
     approvals: &Approvals,
-) -> ControllerMetrics {
+) -> ReconcileMetrics {
     let gauge = approvals.gauge();
     let oldest = approvals.oldest_age();
     component.register_metrics(|registry| {
@@ -1036,5 +1036,5 @@ pub fn register_metrics(
         );
         registry.register_collector(Box::new(oldest));
     });
-    ControllerMetrics::register(component, "stack", "Stack")
+    ReconcileMetrics::register(component, "stack", "Stack")
 }
