@@ -6,9 +6,10 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::sync::OnceLock;
-use std::time::{Duration, Instant};
 
-use crate::Process;
+use navique_testkit::DevApiServer;
+
+use crate::repo_root;
 
 /// A Project's usual members: alice admin, bob editor, carol viewer (dave,
 /// in tests, is bound to nothing).
@@ -20,7 +21,7 @@ pub struct Cluster {
     kubeconfig: PathBuf,
     kubectl: PathBuf,
     /// The dev API server, when this binary started one.
-    dev: Option<(Process, tempfile::TempDir)>,
+    dev: Option<DevApiServer>,
 }
 
 static CLUSTER: OnceLock<Cluster> = OnceLock::new();
@@ -28,11 +29,6 @@ static CLUSTER: OnceLock<Cluster> = OnceLock::new();
 /// The shared cluster of this test binary.
 pub fn cluster() -> &'static Cluster {
     CLUSTER.get_or_init(Cluster::start)
-}
-
-/// The repository root.
-pub fn repo_root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
 impl Cluster {
@@ -52,32 +48,13 @@ impl Cluster {
     /// `--authorization rbac`), stopped when the Cluster is dropped.
     pub fn dev(args: &[&str]) -> Self {
         let kubectl = pinned_kubectl();
-        let dir = tempfile::tempdir().expect("temp dir");
-        let pid = std::process::id().to_string();
-        let mut all = vec![
-            "--dir",
-            dir.path().to_str().expect("utf-8 temp dir"),
-            "--parent-pid",
-            &pid,
-            "--bookmark-interval",
-            "2",
-        ];
+        let mut all = vec!["--bookmark-interval", "2"];
         all.extend_from_slice(args);
-        let server = Process::spawn("dev-apiserver", &all);
-        let kubeconfig = dir.path().join("kubeconfig");
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while !server.stdout().contains("listening on") {
-            assert!(
-                Instant::now() < deadline,
-                "dev-apiserver did not start; stderr:\n{}",
-                server.stderr()
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        let server = DevApiServer::start(&all);
         Self {
-            kubeconfig,
+            kubeconfig: server.kubeconfig(),
             kubectl,
-            dev: Some((server, dir)),
+            dev: Some(server),
         }
     }
 
@@ -92,10 +69,7 @@ impl Cluster {
 
     /// The dev API server's log so far.
     pub fn dev_log(&self) -> String {
-        self.dev
-            .as_ref()
-            .map(|(p, _)| p.stdout() + &p.stderr())
-            .unwrap_or_default()
+        self.dev.as_ref().map(DevApiServer::log).unwrap_or_default()
     }
 
     /// A kubectl command for this cluster, with a cache directory of its own
@@ -338,13 +312,7 @@ spec:
 
     /// A kube-rs client for this cluster.
     pub async fn client(&self) -> kube::Client {
-        let _ = rustls::crypto::ring::default_provider().install_default();
-        let kubeconfig =
-            kube::config::Kubeconfig::read_from(&self.kubeconfig).expect("read kubeconfig");
-        let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
-            .await
-            .expect("kubeconfig");
-        kube::Client::try_from(config).expect("client")
+        navique_testkit::apiserver::client(&self.kubeconfig).await
     }
 }
 

@@ -5,11 +5,12 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::process::Command;
 use std::sync::Mutex;
 use std::time::Duration;
 
 use navique_api::grpc::snapshot::v1::snapshot_service_client::SnapshotServiceClient;
+use navique_testkit::postgres::Auth;
+pub use navique_testkit::postgres::Postgres;
 
 use crate::locks::{helm_template, start_webhook};
 use crate::{Cluster, Process, eventually, free_port, repo_root, wait_for_status};
@@ -91,123 +92,6 @@ pub fn snapshot_client(
     SnapshotServiceClient::new(grpc_tls::channel("test", &url, &tls, WAIT).expect("a channel"))
 }
 
-/// A throwaway PostgreSQL server, stopped when dropped.
-pub struct Postgres {
-    dir: tempfile::TempDir,
-    pub port: u16,
-    /// Stops the server after this process, when nothing else does.
-    _watchdog: std::process::Child,
-}
-
-impl Postgres {
-    pub fn start() -> Self {
-        let dir = tempfile::Builder::new()
-            .prefix("navique-e2e-pg-")
-            .tempdir_in("/tmp")
-            .expect("temp dir");
-        // The script runs the server as an unprivileged user when root.
-        std::fs::set_permissions(
-            dir.path(),
-            std::os::unix::fs::PermissionsExt::from_mode(0o755),
-        )
-        .expect("chmod");
-        let port = free_port();
-        let output = Command::new(repo_root().join("scripts/postgres.sh"))
-            .arg("start")
-            .arg(dir.path())
-            .arg(port.to_string())
-            .output()
-            .expect("run scripts/postgres.sh");
-        assert!(
-            output.status.success(),
-            "cannot start PostgreSQL: {}{}",
-            String::from_utf8_lossy(&output.stdout),
-            String::from_utf8_lossy(&output.stderr)
-        );
-        // A server shared by a test binary's tests lives in a static and is
-        // never dropped: a watchdog stops it once this process has exited.
-        let watchdog = format!(
-            "while kill -0 {parent} 2>/dev/null; do sleep 1; done; \"$0\" stop \"$1\" >/dev/null 2>&1; rm -rf \"$1\"",
-            parent = std::process::id()
-        );
-        let watchdog = Command::new("/bin/sh")
-            .arg("-c")
-            .arg(watchdog)
-            .arg(repo_root().join("scripts/postgres.sh"))
-            .arg(dir.path())
-            .stdin(std::process::Stdio::null())
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .expect("start the PostgreSQL watchdog");
-        Self {
-            dir,
-            port,
-            _watchdog: watchdog,
-        }
-    }
-
-    /// Runs `sql` as the superuser and returns psql's unaligned output.
-    pub fn query(&self, sql: &str) -> String {
-        self.query_in("postgres", sql)
-    }
-
-    /// Runs `sql` as the superuser in `database`.
-    pub fn query_in(&self, database: &str, sql: &str) -> String {
-        let output = self.psql(database, sql);
-        assert!(
-            output.status.success(),
-            "psql {sql:?}: {}",
-            String::from_utf8_lossy(&output.stderr)
-        );
-        String::from_utf8_lossy(&output.stdout).trim().to_owned()
-    }
-
-    /// Runs `sql`, which must fail, in `database`; returns psql's error.
-    pub fn query_in_err(&self, database: &str, sql: &str) -> String {
-        let output = self.psql(database, sql);
-        assert!(!output.status.success(), "psql {sql:?} succeeded");
-        String::from_utf8_lossy(&output.stderr).trim().to_owned()
-    }
-
-    fn psql(&self, database: &str, sql: &str) -> std::process::Output {
-        let bin = Command::new(repo_root().join("scripts/postgres.sh"))
-            .arg("bin")
-            .output()
-            .expect("run scripts/postgres.sh bin");
-        let psql = PathBuf::from(String::from_utf8_lossy(&bin.stdout).trim()).join("psql");
-        Command::new(psql)
-            .args(["-X", "-At", "-v", "ON_ERROR_STOP=1", "-c", sql])
-            .arg(format!(
-                "postgresql://postgres@127.0.0.1:{}/{database}",
-                self.port
-            ))
-            .output()
-            .expect("run psql")
-    }
-
-    pub fn database_exists(&self, name: &str) -> bool {
-        self.query(&format!(
-            "select count(*) from pg_database where datname = '{name}'"
-        )) == "1"
-    }
-
-    pub fn role_exists(&self, name: &str) -> bool {
-        self.query(&format!(
-            "select count(*) from pg_roles where rolname = '{name}'"
-        )) == "1"
-    }
-}
-
-impl Drop for Postgres {
-    fn drop(&mut self) {
-        let _ = Command::new(repo_root().join("scripts/postgres.sh"))
-            .arg("stop")
-            .arg(self.dir.path())
-            .output();
-    }
-}
-
 /// The name a ProviderShared service of Project `ns` asking for database
 /// (or owner) `db` gets on the shared PostgreSQL server.
 pub fn on_server(ns: &str, db: &str) -> String {
@@ -253,7 +137,7 @@ impl ServiceEnv {
             "--authorization",
             "rbac",
         ]);
-        let postgres = Postgres::start();
+        let postgres = Postgres::start(Auth::Trust);
         cluster.install_crds();
         cluster.kubectl_ok(&["create", "namespace", "navique-system"]);
         // Each component runs as its ServiceAccount with the chart's RBAC.

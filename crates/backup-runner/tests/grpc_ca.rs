@@ -7,19 +7,20 @@ mod common;
 
 use std::time::Duration;
 
-use common::{ApiServer, client_with, serve_without_cluster};
+use common::{client_with, serve_without_cluster};
 use k8s_openapi::api::core::v1::{Namespace, Secret};
 use kube::api::{Api, ObjectMeta, PostParams};
 use navique_api::grpc::snapshot::v1::GetSnapshotRequest;
 use navique_runtime::grpc_tls::GrpcTls;
 use navique_runtime::grpc_tls::ca::{CA_BUNDLE, SelfManaged};
 use navique_runtime::pki::{self, Lifetimes};
+use navique_testkit::DevApiServer;
 use tokio_util::sync::CancellationToken;
 
 #[tokio::test]
 async fn components_racing_to_create_the_ca_agree_on_one() {
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let apiserver = ApiServer::start();
+    let apiserver = DevApiServer::start(&[]);
     let client = apiserver.client().await;
     let namespace = Namespace {
         metadata: ObjectMeta {

@@ -8,17 +8,17 @@ mod common;
 
 use std::fs;
 use std::net::SocketAddr;
-use std::process::{Child, Command, Stdio};
 
 use backup_runner::parts::BASE_PART;
 use common::{
-    CONTROLLER, Env, Pki, eventually, files, free_port, request, restore_list, service_ref,
-    sha256_file, watch_to_end,
+    CONTROLLER, Env, Pki, TIMEOUT, files, request, restore_list, service_ref, sha256_file,
+    watch_to_end,
 };
 use navique_api::grpc::snapshot::v1::snapshot_service_client::SnapshotServiceClient;
 use navique_api::grpc::snapshot::v1::{Phase, WatchSnapshotRequest};
 use navique_api::services::BackupPhase;
-use navique_e2e::s3::{BUCKET, S3Server};
+use navique_testkit::s3::{BUCKET, S3Server};
+use navique_testkit::{Process, eventually, free_port};
 use tonic::transport::Channel;
 
 const NS: &str = "my-project";
@@ -34,63 +34,53 @@ async fn grpc_client(env: &Env, addr: SocketAddr) -> SnapshotServiceClient<Chann
 
 /// `backup-runner` as a process, killed when dropped.
 struct Binary {
-    child: Child,
+    process: Process,
     addr: SocketAddr,
-    logs: tempfile::TempDir,
 }
 
 impl Binary {
     fn start(env: &Env, s3: &S3Server) -> Binary {
         let addr = SocketAddr::from(([127, 0, 0, 1], free_port()));
-        let logs = tempfile::tempdir().unwrap();
-        let child = Command::new(env!("CARGO_BIN_EXE_backup-runner"))
-            .arg("--kubeconfig")
-            .arg(env.apiserver.kubeconfig())
-            .args(["--admin-addr", "127.0.0.1:0"])
-            .arg("--listen-addr")
-            .arg(addr.to_string())
-            .arg("--store-url")
-            .arg(format!("s3://{BUCKET}/navique"))
+        let kubeconfig = env.apiserver.kubeconfig();
+        let listen = addr.to_string();
+        let store = format!("s3://{BUCKET}/navique");
+        let ca_secret = format!("{NS}/navique-grpc-ca");
+        let args = [
+            "--kubeconfig",
+            kubeconfig.to_str().unwrap(),
+            "--admin-addr",
+            "127.0.0.1:0",
+            "--listen-addr",
+            &listen,
+            "--store-url",
+            &store,
             // Self-managed mutual TLS, its CA Secret in the test's Project.
-            .args(["--grpc-dns-names", "127.0.0.1"])
-            .arg("--grpc-ca-secret")
-            .arg(format!("{NS}/navique-grpc-ca"))
-            .envs(s3.env())
-            .stdin(Stdio::null())
-            .stdout(fs::File::create(logs.path().join("stdout")).unwrap())
-            .stderr(fs::File::create(logs.path().join("stderr")).unwrap())
-            .spawn()
-            .expect("start backup-runner");
-        Binary { child, addr, logs }
+            "--grpc-dns-names",
+            "127.0.0.1",
+            "--grpc-ca-secret",
+            &ca_secret,
+        ];
+        let process = Process::spawn_env("backup-runner", &args, &s3.env());
+        Binary { process, addr }
     }
 
     fn logs(&self) -> String {
-        let read = |name| fs::read_to_string(self.logs.path().join(name)).unwrap_or_default();
-        format!("stdout:\n{}\nstderr:\n{}", read("stdout"), read("stderr"))
+        format!(
+            "stdout:\n{}\nstderr:\n{}",
+            self.process.stdout(),
+            self.process.stderr()
+        )
     }
 
     /// SIGKILL: no chance to abort anything.
     fn kill(mut self) {
-        self.child.kill().unwrap();
-        self.child.wait().unwrap();
+        self.process.kill();
     }
 
     /// SIGTERM, as Kubernetes stops a pod; waits for the exit.
     fn terminate(mut self) {
-        let sent = Command::new("kill")
-            .args(["-TERM", &self.child.id().to_string()])
-            .status()
-            .unwrap();
-        assert!(sent.success());
-        let status = self.child.wait().unwrap();
+        let status = self.process.terminate(TIMEOUT);
         assert!(status.success(), "{status}\n{}", self.logs());
-    }
-}
-
-impl Drop for Binary {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 
@@ -162,7 +152,7 @@ async fn a_runner_killed_mid_upload_leaves_no_backup_and_the_retry_makes_one() {
         snapshot.size_bytes
     );
     assert!(!restore_list(&archive).is_empty());
-    eventually("the ServiceBackup to be Completed", || async {
+    eventually(TIMEOUT, "the ServiceBackup to be Completed", || async {
         env.backup(NS, "big-db-final")
             .await
             .status

@@ -8,14 +8,15 @@ use std::path::PathBuf;
 
 use backup_runner::store::Store;
 use common::{
-    Env, Runner, eventually, files, request, restore_list, service_ref, sha256_file, watch_to_end,
+    Env, Runner, TIMEOUT, files, request, restore_list, service_ref, sha256_file, watch_to_end,
 };
 use kube::api::{Api as KubeApi, Patch, PatchParams};
 use navique_api::grpc::snapshot::v1::{
     GetSnapshotRequest, Phase, RestoreSnapshotRequest, ServiceRef,
 };
 use navique_api::services::{BackupPhase, ManagedService};
-use navique_e2e::s3::{BUCKET, S3Server};
+use navique_testkit::eventually;
+use navique_testkit::s3::{BUCKET, S3Server};
 
 const NS: &str = "my-project";
 
@@ -137,7 +138,7 @@ async fn snapshot_round_trip(backend: Backend, store: Store) {
     assert_eq!(manifest["service"]["uid"], uid.as_str());
 
     // The ServiceBackup record.
-    let status = eventually("the ServiceBackup to be Completed", || async {
+    let status = eventually(TIMEOUT, "the ServiceBackup to be Completed", || async {
         env.backup(NS, "orders-db-final")
             .await
             .status
@@ -186,9 +187,9 @@ async fn snapshot_round_trip(backend: Backend, store: Store) {
             .into_inner();
         assert_eq!(restored.sha256, snapshot.sha256);
         assert_eq!(restored.database, copy);
-        let original = env.pg.items(&orders).await;
+        let original = env.items(&orders).await;
         assert_eq!(original.len(), 2000);
-        assert_eq!(env.pg.items(&copy).await, original);
+        assert_eq!(env.items(&copy).await, original);
     }
 
     // unauthenticated inside: whatever the caller asks, the stored objects
@@ -238,7 +239,7 @@ async fn snapshot_round_trip(backend: Backend, store: Store) {
              replaces this service's data; set spec.deletionProtection=false first"
         )
     );
-    assert_eq!(env.pg.items(&live).await.len(), 3);
+    assert_eq!(env.items(&live).await.len(), 3);
     // The restore of a protected new service is retried safely: the
     // database holds what that restore wrote.
     KubeApi::<ManagedService>::namespaced(env.client.clone(), NS)
@@ -358,7 +359,11 @@ async fn failing_dump_leaves_nothing(backend: Backend, store: Store) {
         "{}",
         snapshot.message
     );
-    assert!(!snapshot.message.contains(common::ADMIN_PASSWORD));
+    assert!(
+        !snapshot
+            .message
+            .contains(navique_testkit::postgres::ADMIN_PASSWORD)
+    );
     assert_eq!(files(&backend.objects()), Vec::<String>::new());
     if let Backend::S3(server) = &backend {
         // No multipart upload left behind either.
@@ -368,7 +373,7 @@ async fn failing_dump_leaves_nothing(backend: Backend, store: Store) {
             files(server.root())
         );
     }
-    let status = eventually("the ServiceBackup to be Failed", || async {
+    let status = eventually(TIMEOUT, "the ServiceBackup to be Failed", || async {
         env.backup(NS, "orders-db-final")
             .await
             .status
@@ -426,7 +431,7 @@ async fn manual_backups_are_taken_by_the_controller() {
         .await;
     env.record(NS, "of-a-ghost", "ghost-db", "Manual").await;
 
-    let status = eventually("the manual backup to complete", || async {
+    let status = eventually(TIMEOUT, "the manual backup to complete", || async {
         env.backup(NS, "before-upgrade")
             .await
             .status
@@ -443,7 +448,7 @@ async fn manual_backups_are_taken_by_the_controller() {
         .join(format!("{NS}/orders-db-{uid}/before-upgrade.dump"));
     assert_eq!(sha256_file(&archive), snapshot.sha256);
 
-    let ghost = eventually("the ghost's backup to fail", || async {
+    let ghost = eventually(TIMEOUT, "the ghost's backup to fail", || async {
         env.backup(NS, "of-a-ghost")
             .await
             .status

@@ -8,8 +8,7 @@ mod common;
 use std::fmt::Debug;
 use std::time::Duration;
 
-use common::cluster::{Env, eventually, orders_db, phase_and_reason};
-use common::connect_uri;
+use common::cluster::{Env, TIMEOUT, orders_db, phase_and_reason};
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::api::events::v1::Event;
@@ -18,6 +17,8 @@ use kube::{Client, ResourceExt};
 use navique_api::services::{
     DeletionPolicy, ManagedService, ServiceBinding, ServiceCredentialPolicy, ServicePhase,
 };
+use navique_testkit::eventually;
+use navique_testkit::postgres::connect_uri;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use tokio_postgres::error::SqlState;
@@ -68,11 +69,15 @@ async fn reported<K>(api: &Api<K>, name: &str, reason: &str, message: &str) -> S
 where
     K: Clone + Debug + DeserializeOwned + Serialize,
 {
-    let (status, _, _) = eventually(&format!("{name} to report {reason}: {message}"), || async {
-        ready(api, name)
-            .await
-            .filter(|(_, r, m)| r == reason && m == message)
-    })
+    let (status, _, _) = eventually(
+        TIMEOUT,
+        &format!("{name} to report {reason}: {message}"),
+        || async {
+            ready(api, name)
+                .await
+                .filter(|(_, r, m)| r == reason && m == message)
+        },
+    )
     .await;
     status
 }
@@ -85,7 +90,7 @@ async fn gone<K>(api: &Api<K>, name: &str)
 where
     K: Clone + Debug + DeserializeOwned,
 {
-    eventually(&format!("{name} to be gone"), || async {
+    eventually(TIMEOUT, &format!("{name} to be gone"), || async {
         api.get_opt(name)
             .await
             .ok()
@@ -101,7 +106,7 @@ async fn provision(client: &Client, service: &ManagedService) -> Api<ManagedServ
         .create(&PostParams::default(), service)
         .await
         .unwrap();
-    eventually("the service to be Ready", || async {
+    eventually(TIMEOUT, "the service to be Ready", || async {
         phase_and_reason(&services, &service.name_any())
             .await
             .filter(|(phase, _, _)| *phase == ServicePhase::Ready)
@@ -115,7 +120,7 @@ async fn first_rotation(
     policies: &Api<ServiceCredentialPolicy>,
     name: &str,
 ) -> navique_api::services::ServiceCredentialPolicyStatus {
-    eventually("a rotation", || async {
+    eventually(TIMEOUT, "a rotation", || async {
         policies
             .get_opt(name)
             .await
@@ -203,7 +208,7 @@ async fn bindings_deliver_working_credentials_and_rotations_reach_them() {
         )
         .await
         .unwrap();
-    let settled = eventually("the 720h interval to be in force", || async {
+    let settled = eventually(TIMEOUT, "the 720h interval to be in force", || async {
         let policy = policies.get_opt("orders-rotation").await.ok()??;
         let status = policy.status?;
         let last = status.last_rotation_time.as_ref()?.0;
@@ -237,14 +242,14 @@ async fn bindings_deliver_working_credentials_and_rotations_reach_them() {
     let refused = pg.login(ORDERS, &old, ORDERS).await.unwrap_err();
     assert_eq!(refused.code(), Some(&SqlState::INVALID_PASSWORD));
     // ... and reached the binding.
-    eventually("the rotated password to be delivered", || async {
+    eventually(TIMEOUT, "the rotated password to be delivered", || async {
         let delivered = secrets.get_opt("orders-app").await.ok()??;
         (delivered.data == rotated.data).then_some(())
     })
     .await;
 
     let events = Api::<Event>::namespaced(client.clone(), NAMESPACE);
-    let event = eventually("the CredentialsRotated event", || async {
+    let event = eventually(TIMEOUT, "the CredentialsRotated event", || async {
         events
             .list(&Default::default())
             .await
@@ -463,7 +468,7 @@ async fn nothing_rotates_while_the_service_is_being_deleted() {
         .delete("orders-db", &DeleteParams::default())
         .await
         .unwrap();
-    eventually("DeletionConfirmationNeeded", || async {
+    eventually(TIMEOUT, "DeletionConfirmationNeeded", || async {
         phase_and_reason(&services, "orders-db")
             .await
             .filter(|(_, reason, _)| reason == "DeletionConfirmationNeeded")

@@ -9,13 +9,14 @@ mod common;
 
 use std::time::Duration;
 
-use common::cluster::{Env, eventually, orders_db, phase_and_reason};
-use common::connect_uri;
+use common::cluster::{Env, TIMEOUT, orders_db, phase_and_reason};
 use k8s_openapi::api::core::v1::{Namespace, Secret};
 use k8s_openapi::api::events::v1::Event;
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use navique_api::services::{ManagedService, ServicePhase, ServicePlan};
+use navique_testkit::eventually;
+use navique_testkit::postgres::connect_uri;
 
 /// The database and owner role of service `orders` asking for `orders` on
 /// the shared server: prefixed by its Project `my-project`.
@@ -34,7 +35,7 @@ async fn orders_db_is_provisioned_and_deleted_only_when_confirmed() {
         .await
         .expect("create orders-db");
 
-    let (_, _, message) = eventually("orders-db to be Ready", || async {
+    let (_, _, message) = eventually(TIMEOUT, "orders-db to be Ready", || async {
         phase_and_reason(&services, "orders-db")
             .await
             .filter(|(phase, reason, _)| *phase == ServicePhase::Ready && reason == "Available")
@@ -58,8 +59,8 @@ async fn orders_db_is_provisioned_and_deleted_only_when_confirmed() {
             .iter()
             .any(|f| f == "services.kube-dc.com/deletion-policy")
     );
-    assert_eq!(pg.database_owner(ORDERS).await.as_deref(), Some(ORDERS));
-    assert!(pg.role_exists(ORDERS).await);
+    assert_eq!(pg.database_owner(ORDERS).as_deref(), Some(ORDERS));
+    assert!(pg.role_exists(ORDERS));
 
     // The credential Secret works, is labelled and owned by the service.
     let secrets = Api::<Secret>::namespaced(client.clone(), "my-project");
@@ -110,16 +111,20 @@ async fn orders_db_is_provisioned_and_deleted_only_when_confirmed() {
         .delete("orders-db-credentials", &DeleteParams::default())
         .await
         .unwrap();
-    let recreated = eventually("the credential Secret to be written again", || async {
-        secrets
-            .get_opt("orders-db-credentials")
-            .await
-            .ok()
-            .flatten()
-    })
+    let recreated = eventually(
+        TIMEOUT,
+        "the credential Secret to be written again",
+        || async {
+            secrets
+                .get_opt("orders-db-credentials")
+                .await
+                .ok()
+                .flatten()
+        },
+    )
     .await;
     let uri = String::from_utf8(recreated.data.unwrap()["uri"].0.clone()).unwrap();
-    eventually("the new password to work", || async {
+    eventually(TIMEOUT, "the new password to work", || async {
         connect_uri(&uri).await.ok()
     })
     .await;
@@ -129,7 +134,7 @@ async fn orders_db_is_provisioned_and_deleted_only_when_confirmed() {
         .delete("orders-db", &DeleteParams::default())
         .await
         .expect("delete orders-db");
-    let (_, _, message) = eventually("DeletionConfirmationNeeded", || async {
+    let (_, _, message) = eventually(TIMEOUT, "DeletionConfirmationNeeded", || async {
         phase_and_reason(&services, "orders-db")
             .await
             .filter(|(phase, reason, _)| {
@@ -143,7 +148,7 @@ async fn orders_db_is_provisioned_and_deleted_only_when_confirmed() {
     );
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert!(services.get_opt("orders-db").await.unwrap().is_some());
-    assert_eq!(pg.database_owner(ORDERS).await.as_deref(), Some(ORDERS));
+    assert_eq!(pg.database_owner(ORDERS).as_deref(), Some(ORDERS));
 
     // Confirmed: the database and role are dropped and the object goes.
     services
@@ -156,7 +161,7 @@ async fn orders_db_is_provisioned_and_deleted_only_when_confirmed() {
         )
         .await
         .unwrap();
-    eventually("orders-db to be gone", || async {
+    eventually(TIMEOUT, "orders-db to be gone", || async {
         services
             .get_opt("orders-db")
             .await
@@ -164,10 +169,10 @@ async fn orders_db_is_provisioned_and_deleted_only_when_confirmed() {
             .and_then(|s| s.is_none().then_some(()))
     })
     .await;
-    assert_eq!(pg.database_owner(ORDERS).await, None);
-    assert!(!pg.role_exists(ORDERS).await);
+    assert_eq!(pg.database_owner(ORDERS), None);
+    assert!(!pg.role_exists(ORDERS));
     // The credential Secret goes with its owner (garbage collection).
-    eventually("the credential Secret to be collected", || async {
+    eventually(TIMEOUT, "the credential Secret to be collected", || async {
         secrets
             .get_opt("orders-db-credentials")
             .await
@@ -211,7 +216,7 @@ spec:
         .create(&PostParams::default(), &service)
         .await
         .unwrap();
-    let (_, _, message) = eventually("ledger-db to be Ready", || async {
+    let (_, _, message) = eventually(TIMEOUT, "ledger-db to be Ready", || async {
         phase_and_reason(&services, "ledger-db")
             .await
             .filter(|(phase, _, _)| *phase == ServicePhase::Ready)
@@ -225,7 +230,7 @@ spec:
     // Delete is not allowed and nothing was applied before.
     assert_eq!(stored.status.unwrap().applied_deletion_policy, None);
     assert_eq!(
-        pg.database_owner("my_project__ledger_db").await.as_deref(),
+        pg.database_owner("my_project__ledger_db").as_deref(),
         Some("my_project__ledger_db")
     );
 
@@ -233,7 +238,7 @@ spec:
         .delete("ledger-db", &DeleteParams::default())
         .await
         .unwrap();
-    eventually("ledger-db to be gone", || async {
+    eventually(TIMEOUT, "ledger-db to be gone", || async {
         services
             .get_opt("ledger-db")
             .await
@@ -242,7 +247,7 @@ spec:
     })
     .await;
     assert_eq!(
-        pg.database_owner("my_project__ledger_db").await.as_deref(),
+        pg.database_owner("my_project__ledger_db").as_deref(),
         Some("my_project__ledger_db")
     );
     let secrets = Api::<Secret>::namespaced(client.clone(), "my-project");
@@ -261,7 +266,7 @@ spec:
         .expect("the retained credentials work");
 
     let events = Api::<Event>::namespaced(client.clone(), "my-project");
-    let event = eventually("the DeletionPolicyDowngraded event", || async {
+    let event = eventually(TIMEOUT, "the DeletionPolicyDowngraded event", || async {
         events
             .list(&Default::default())
             .await
@@ -300,19 +305,19 @@ async fn a_deleted_project_removes_the_database() {
         .create(&PostParams::default(), &service)
         .await
         .unwrap();
-    eventually("orders-db to be Ready", || async {
+    eventually(TIMEOUT, "orders-db to be Ready", || async {
         phase_and_reason(&services, "orders-db")
             .await
             .filter(|(phase, _, _)| *phase == ServicePhase::Ready)
     })
     .await;
-    assert_eq!(pg.database_owner(ORDERS).await.as_deref(), Some(ORDERS));
+    assert_eq!(pg.database_owner(ORDERS).as_deref(), Some(ORDERS));
 
     Api::<Namespace>::all(client.clone())
         .delete("my-project", &DeleteParams::default())
         .await
         .unwrap();
-    eventually("my-project to be gone", || async {
+    eventually(TIMEOUT, "my-project to be gone", || async {
         Api::<Namespace>::all(client.clone())
             .get_opt("my-project")
             .await
@@ -320,12 +325,12 @@ async fn a_deleted_project_removes_the_database() {
             .and_then(|n| n.is_none().then_some(()))
     })
     .await;
-    assert_eq!(pg.database_owner(ORDERS).await, None);
-    assert!(!pg.role_exists(ORDERS).await);
+    assert_eq!(pg.database_owner(ORDERS), None);
+    assert!(!pg.role_exists(ORDERS));
     // A terminating namespace takes no events: it regards the Namespace,
     // so it is in `default`.
     let events = Api::<Event>::namespaced(client.clone(), "default");
-    let event = eventually("the ProjectDeleted event", || async {
+    let event = eventually(TIMEOUT, "the ProjectDeleted event", || async {
         events
             .list(&Default::default())
             .await
@@ -374,7 +379,7 @@ async fn failures_and_blocked_deletions_are_reported() {
         .create(&PostParams::default(), &service)
         .await
         .unwrap();
-    let (_, _, message) = eventually("ProvisioningFailed", || async {
+    let (_, _, message) = eventually(TIMEOUT, "ProvisioningFailed", || async {
         phase_and_reason(&services, "orders-db")
             .await
             .filter(|(phase, reason, _)| {
@@ -395,7 +400,7 @@ async fn failures_and_blocked_deletions_are_reported() {
         )
         .await
         .unwrap();
-    eventually("orders-db to be Ready", || async {
+    eventually(TIMEOUT, "orders-db to be Ready", || async {
         phase_and_reason(&services, "orders-db")
             .await
             .filter(|(phase, _, _)| *phase == ServicePhase::Ready)
@@ -406,7 +411,7 @@ async fn failures_and_blocked_deletions_are_reported() {
         .delete("orders-db", &DeleteParams::default())
         .await
         .unwrap();
-    let (_, _, message) = eventually("DeletionBlocked", || async {
+    let (_, _, message) = eventually(TIMEOUT, "DeletionBlocked", || async {
         phase_and_reason(&services, "orders-db")
             .await
             .filter(|(phase, reason, _)| {
@@ -419,7 +424,7 @@ async fn failures_and_blocked_deletions_are_reported() {
         message,
         "no backup-runner is configured (--backup-runner-url), so no final backup can be taken; switch to Retain or Delete"
     );
-    assert_eq!(pg.database_owner(ORDERS).await.as_deref(), Some(ORDERS));
+    assert_eq!(pg.database_owner(ORDERS).as_deref(), Some(ORDERS));
 
     services
         .patch(
@@ -429,7 +434,7 @@ async fn failures_and_blocked_deletions_are_reported() {
         )
         .await
         .unwrap();
-    eventually("orders-db to be gone", || async {
+    eventually(TIMEOUT, "orders-db to be gone", || async {
         services
             .get_opt("orders-db")
             .await
@@ -437,6 +442,6 @@ async fn failures_and_blocked_deletions_are_reported() {
             .and_then(|s| s.is_none().then_some(()))
     })
     .await;
-    assert_eq!(pg.database_owner(ORDERS).await.as_deref(), Some(ORDERS));
+    assert_eq!(pg.database_owner(ORDERS).as_deref(), Some(ORDERS));
     env.stop().await;
 }

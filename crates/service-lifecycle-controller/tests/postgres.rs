@@ -13,7 +13,9 @@ mod common;
 use std::collections::BTreeMap;
 use std::net::TcpListener;
 
-use common::{ADMIN_USER, Server, connect_uri, free_port};
+use common::Provider;
+use navique_testkit::free_port;
+use navique_testkit::postgres::{ADMIN_USER, Auth, Postgres, connect_uri};
 use service_lifecycle_controller::postgres::{
     AdminConnection, Conflict, Database, Engine, Error, NameKind, Owner, generate_password,
 };
@@ -43,7 +45,7 @@ async fn count(client: &Client, table: &str) -> i64 {
 
 #[tokio::test]
 async fn ensure_creates_the_role_and_the_database() {
-    let pg = Server::start().await;
+    let pg = Postgres::start(Auth::Scram);
     let engine = pg.engine();
     let db = Database::new("shop", "shop_owner");
     let password = generate_password();
@@ -51,10 +53,7 @@ async fn ensure_creates_the_role_and_the_database() {
     engine.ensure(&service("u1"), &db, &password).await.unwrap();
 
     let admin = pg.admin().await;
-    assert_eq!(
-        pg.database_owner("shop").await.as_deref(),
-        Some("shop_owner")
-    );
+    assert_eq!(pg.database_owner("shop").as_deref(), Some("shop_owner"));
     let role = admin
         .query_one(
             "SELECT rolcanlogin, rolsuper, rolcreatedb, rolcreaterole, rolpassword \
@@ -87,7 +86,7 @@ async fn ensure_creates_the_role_and_the_database() {
 
 #[tokio::test]
 async fn ensure_twice_converges_and_the_second_password_wins() {
-    let pg = Server::start().await;
+    let pg = Postgres::start(Auth::Scram);
     let engine = pg.engine();
     let db = Database::new("shop", "shop_owner");
     let (first, second) = (generate_password(), generate_password());
@@ -106,15 +105,12 @@ async fn ensure_twice_converges_and_the_second_password_wins() {
     let owner = pg.login("shop_owner", &second, "shop").await.unwrap();
     // The existing database was kept, data and all.
     assert_eq!(count(&owner, "orders").await, 1);
-    assert_eq!(
-        pg.database_owner("shop").await.as_deref(),
-        Some("shop_owner")
-    );
+    assert_eq!(pg.database_owner("shop").as_deref(), Some("shop_owner"));
 }
 
 #[tokio::test]
 async fn the_readonly_role_can_select_but_not_insert() {
-    let pg = Server::start().await;
+    let pg = Postgres::start(Auth::Scram);
     let engine = pg.engine();
     let db = Database::new("shop", "shop");
     let password = generate_password();
@@ -176,7 +172,7 @@ async fn the_readonly_role_can_select_but_not_insert() {
 
 #[tokio::test]
 async fn exists_tells_whether_the_database_exists() {
-    let pg = Server::start().await;
+    let pg = Postgres::start(Auth::Scram);
     let engine = pg.engine();
     let db = Database::new("shop", "shop_owner");
 
@@ -192,7 +188,7 @@ async fn exists_tells_whether_the_database_exists() {
 
 #[tokio::test]
 async fn drop_removes_the_database_and_its_roles_and_is_idempotent() {
-    let pg = Server::start().await;
+    let pg = Postgres::start(Auth::Scram);
     let engine = pg.engine();
     let db = Database::new("shop", "shop_owner");
     engine
@@ -203,13 +199,13 @@ async fn drop_removes_the_database_and_its_roles_and_is_idempotent() {
         .ensure_readonly(&service("u1"), &db, &generate_password())
         .await
         .unwrap();
-    assert!(pg.role_exists("shop_owner_readonly").await);
+    assert!(pg.role_exists("shop_owner_readonly"));
 
     engine.drop_owned("u1").await.unwrap();
 
-    assert_eq!(pg.database_owner("shop").await, None);
-    assert!(!pg.role_exists("shop_owner").await);
-    assert!(!pg.role_exists("shop_owner_readonly").await);
+    assert_eq!(pg.database_owner("shop"), None);
+    assert!(!pg.role_exists("shop_owner"));
+    assert!(!pg.role_exists("shop_owner_readonly"));
     engine.drop_owned("u1").await.unwrap();
     // A service that never provisioned owns nothing, and drops nothing.
     assert!(engine.drop_owned("u2").await.unwrap().is_empty());
@@ -217,7 +213,7 @@ async fn drop_removes_the_database_and_its_roles_and_is_idempotent() {
 
 #[tokio::test]
 async fn drop_succeeds_while_a_client_is_connected() {
-    let pg = Server::start().await;
+    let pg = Postgres::start(Auth::Scram);
     let engine = pg.engine();
     let db = Database::new("shop", "shop_owner");
     let password = generate_password();
@@ -231,13 +227,13 @@ async fn drop_succeeds_while_a_client_is_connected() {
     engine.drop_owned("u1").await.unwrap();
 
     assert!(!engine.exists("u1").await.unwrap());
-    assert!(!pg.role_exists("shop_owner").await);
+    assert!(!pg.role_exists("shop_owner"));
     assert!(client.batch_execute("SELECT 1").await.is_err());
 }
 
 #[tokio::test]
 async fn set_password_rotates_the_password() {
-    let pg = Server::start().await;
+    let pg = Postgres::start(Auth::Scram);
     let engine = pg.engine();
     let db = Database::new("shop", "shop_owner");
     let old = generate_password();
@@ -269,7 +265,7 @@ async fn set_password_rotates_the_password() {
             pg.port
         )
     );
-    assert!(!pg.role_exists("ghost").await);
+    assert!(!pg.role_exists("ghost"));
     // A rotation records nothing: the missing name stays free.
     let recorded = count_where(&pg.admin().await, "ghost").await;
     assert_eq!(recorded, 0);
@@ -462,7 +458,7 @@ async fn sslmode_require_is_refused_until_tls_is_supported() {
 
 #[tokio::test]
 async fn a_wrong_admin_password_is_reported_with_host_port_and_user() {
-    let pg = Server::start().await;
+    let pg = Postgres::start(Auth::Scram);
     let engine =
         Engine::new(AdminConnection::from_secret(&pg.secret(ADMIN_USER, "wrong")).unwrap());
 
@@ -480,7 +476,7 @@ async fn a_wrong_admin_password_is_reported_with_host_port_and_user() {
 
 #[tokio::test]
 async fn another_services_role_cannot_connect_to_the_database() {
-    let pg = Server::start().await;
+    let pg = Postgres::start(Auth::Scram);
     let engine = pg.engine();
     let (shop, blog) = (Database::new("shop", "shop"), Database::new("blog", "blog"));
     let blog_password = generate_password();
@@ -499,7 +495,7 @@ async fn another_services_role_cannot_connect_to_the_database() {
 }
 
 /// The message of a name the service may not use.
-fn not_owned(pg: &Server, kind: &str, name: &str, conflict: Conflict, field: &str) -> String {
+fn not_owned(pg: &Postgres, kind: &str, name: &str, conflict: Conflict, field: &str) -> String {
     format!(
         "{kind} \"{name}\" on PostgreSQL at 127.0.0.1:{} {}: refusing to use, take over or drop \
          it; choose another spec.parameters.{field}",
@@ -511,7 +507,7 @@ fn not_owned(pg: &Server, kind: &str, name: &str, conflict: Conflict, field: &st
 // identity by name: a database is the service's only when recorded for its uid.
 #[tokio::test]
 async fn a_database_nobody_recorded_is_neither_taken_over_nor_dropped() {
-    let pg = Server::start().await;
+    let pg = Postgres::start(Auth::Scram);
     let admin = pg.admin().await;
     admin.batch_execute("CREATE ROLE someone").await.unwrap();
     admin
@@ -531,14 +527,14 @@ async fn a_database_nobody_recorded_is_neither_taken_over_nor_dropped() {
     );
     assert!(engine.drop_owned("u1").await.unwrap().is_empty());
 
-    assert_eq!(pg.database_owner("shop").await.as_deref(), Some("someone"));
-    assert!(!pg.role_exists("shop_owner").await);
+    assert_eq!(pg.database_owner("shop").as_deref(), Some("someone"));
+    assert!(!pg.role_exists("shop_owner"));
 }
 
 // identity by name: another Project's service naming this database.
 #[tokio::test]
 async fn a_database_of_another_service_gives_no_credential_and_is_never_dropped() {
-    let pg = Server::start().await;
+    let pg = Postgres::start(Auth::Scram);
     let engine = pg.engine();
     let db = Database::new("shop", "shop_owner");
     let password = generate_password();
@@ -581,14 +577,14 @@ async fn a_database_of_another_service_gives_no_credential_and_is_never_dropped(
     // The first service's password still works and its rows are there.
     let again = pg.login("shop_owner", &password, "shop").await.unwrap();
     assert_eq!(count(&again, "orders").await, 1);
-    assert!(pg.database_owner("other").await.is_none());
+    assert!(pg.database_owner("other").is_none());
     engine.check_owned(&service("u1"), &db).await.unwrap();
 }
 
 // stale authorisation: Retain is kept, whatever service comes later.
 #[tokio::test]
 async fn a_retained_database_is_used_and_dropped_by_no_service() {
-    let pg = Server::start().await;
+    let pg = Postgres::start(Auth::Scram);
     let engine = pg.engine();
     let db = Database::new("shop", "shop_owner");
     engine
@@ -610,16 +606,13 @@ async fn a_retained_database_is_used_and_dropped_by_no_service() {
         );
         assert!(engine.drop_owned(uid).await.unwrap().is_empty());
     }
-    assert_eq!(
-        pg.database_owner("shop").await.as_deref(),
-        Some("shop_owner")
-    );
+    assert_eq!(pg.database_owner("shop").as_deref(), Some("shop_owner"));
 }
 
 // tenant-writable configuration: the records are the provider's alone.
 #[tokio::test]
 async fn a_services_role_can_neither_read_nor_write_the_ownership_records() {
-    let pg = Server::start().await;
+    let pg = Postgres::start(Auth::Scram);
     let engine = pg.engine();
     let password = generate_password();
     engine
@@ -648,7 +641,7 @@ async fn a_services_role_can_neither_read_nor_write_the_ownership_records() {
 
 #[tokio::test]
 async fn a_non_superuser_admin_with_createdb_and_createrole_provisions_and_drops() {
-    let pg = Server::start().await;
+    let pg = Postgres::start(Auth::Scram);
     pg.admin()
         .await
         .batch_execute("CREATE ROLE provider LOGIN CREATEDB CREATEROLE PASSWORD 'provider-pw'")
@@ -697,9 +690,9 @@ async fn a_non_superuser_admin_with_createdb_and_createrole_provisions_and_drops
 
     engine.drop_owned("u1").await.unwrap();
 
-    assert_eq!(pg.database_owner("shop").await, None);
-    assert!(!pg.role_exists("shop").await);
-    assert!(!pg.role_exists("shop_readonly").await);
+    assert_eq!(pg.database_owner("shop"), None);
+    assert!(!pg.role_exists("shop"));
+    assert!(!pg.role_exists("shop_readonly"));
     assert!(owner.batch_execute("SELECT 1").await.is_err());
     assert!(readonly.batch_execute("SELECT 1").await.is_err());
 }

@@ -13,6 +13,7 @@ use http_body_util::{BodyExt, Empty, Full};
 use hyper::body::Bytes;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::{TokioExecutor, TokioIo};
+use navique_testkit::free_port;
 
 /// The binary, its output in files; killed when dropped.
 struct Process {
@@ -68,14 +69,6 @@ impl Drop for Process {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 fn write_kubeconfig(dir: &Path, server: &str) -> PathBuf {

@@ -1,18 +1,16 @@
 //! What backup-runner's integration tests run against: a throwaway
-//! PostgreSQL (scripts/postgres.sh, passwords required over TCP), the dev
-//! API server (`cargo build -p dev-apiserver` first; `make test` builds every
-//! binary) with the CRDs from deploy/crds, and backup-runner itself,
-//! in-process or as its binary. The S3 protocol server is navique_e2e::s3.
+//! PostgreSQL (passwords required over TCP), the dev API server with the
+//! CRDs from deploy/crds (both navique_testkit's), and backup-runner itself,
+//! in-process or as its binary. The S3 protocol server is navique_testkit::s3.
 #![allow(dead_code)]
 
 use std::collections::BTreeMap;
 use std::fs;
-use std::net::{SocketAddr, TcpListener};
-use std::os::unix::fs::PermissionsExt;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::net::SocketAddr;
+use std::path::Path;
+use std::process::Command;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use backup_runner::engine::Engine;
 use backup_runner::grpc::Api;
@@ -22,7 +20,6 @@ use backup_runner::store::Store;
 use backup_runner::{Metrics, grpc, manual};
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::{Namespace, Secret};
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api as KubeApi, ObjectMeta, PostParams};
 use kube::{Client, ResourceExt};
 use navique_api::grpc::snapshot::v1::snapshot_service_client::SnapshotServiceClient;
@@ -37,275 +34,30 @@ use navique_provider_postgres::{
 use navique_runtime::grpc_tls::ca::{self, Ca};
 use navique_runtime::grpc_tls::{self, Credentials, GrpcTls};
 use navique_runtime::pki::{self, Lifetimes};
-use tokio_postgres::NoTls;
+use navique_testkit::postgres::{ADMIN_PASSWORD, Auth, Postgres};
+use navique_testkit::{DevApiServer, describe, eventually, repo_root, yaml_documents};
 use tokio_util::sync::CancellationToken;
 use tonic::transport::Channel;
 
 pub const TIMEOUT: Duration = Duration::from_secs(60);
-pub const ADMIN_PASSWORD: &str = "admin-pw";
 /// Where the provider's catalogue Secrets are, as in the chart.
 pub const PROVIDER_NAMESPACE: &str = "navique-system";
-
-pub fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("no free port on 127.0.0.1")
-        .port()
-}
-
-fn describe(output: &Output) -> String {
-    format!(
-        "{}\nstdout:\n{}stderr:\n{}",
-        output.status,
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    )
-}
-
-/// Polls `check` until it returns Some, or fails with `what`.
-pub async fn eventually<T, F, Fut>(what: &str, mut check: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Option<T>>,
-{
-    let deadline = Instant::now() + TIMEOUT;
-    loop {
-        if let Some(value) = check().await {
-            return value;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
-/// A throwaway PostgreSQL that wants passwords over TCP; stopped on drop.
-pub struct Postgres {
-    dir: tempfile::TempDir,
-    pub port: u16,
-}
-
-impl Postgres {
-    pub async fn start() -> Postgres {
-        let script = repo_root().join("scripts/postgres.sh");
-        let dir = tempfile::Builder::new()
-            .prefix("navique-br-pg-")
-            .tempdir_in("/tmp")
-            .expect("temp dir under /tmp");
-        // The script runs the server as an unprivileged user when root.
-        fs::set_permissions(dir.path(), fs::Permissions::from_mode(0o755)).unwrap();
-        let mut server = Postgres { dir, port: 0 };
-        let mut attempts = Vec::new();
-        for _ in 0..3 {
-            server.port = free_port();
-            let output = Command::new(&script)
-                .arg("start")
-                .arg(server.dir.path())
-                .arg(server.port.to_string())
-                .output()
-                .expect("run scripts/postgres.sh");
-            if output.status.success() {
-                server.require_passwords().await;
-                return server;
-            }
-            let text = describe(&output);
-            let port_taken = text.contains("Address already in use");
-            attempts.push(text);
-            if !port_taken {
-                break;
-            }
-        }
-        panic!(
-            "scripts/postgres.sh start failed:\n{}",
-            attempts.join("\n---\n")
-        );
-    }
-
-    /// Gives `postgres` a password and switches TCP logins to scram, so
-    /// that a wrong password in a Secret fails as in production.
-    async fn require_passwords(&self) {
-        let admin = self.connect("postgres", "", "postgres").await.unwrap();
-        // One statement each: ALTER SYSTEM refuses a multi-statement batch.
-        for statement in [
-            format!("ALTER ROLE postgres PASSWORD '{ADMIN_PASSWORD}'"),
-            "ALTER SYSTEM SET fsync = off".to_owned(),
-            "ALTER SYSTEM SET synchronous_commit = off".to_owned(),
-        ] {
-            admin.batch_execute(&statement).await.unwrap();
-        }
-        fs::write(
-            self.dir.path().join("data/pg_hba.conf"),
-            "local all all trust\nhost all all 127.0.0.1/32 scram-sha-256\n",
-        )
-        .unwrap();
-        admin
-            .batch_execute("SELECT pg_reload_conf()")
-            .await
-            .unwrap();
-        eventually("pg_hba.conf to be reloaded", || async {
-            self.connect("postgres", "wrong", "postgres")
-                .await
-                .err()
-                .map(|_| ())
-        })
-        .await;
-    }
-
-    pub async fn connect(
-        &self,
-        user: &str,
-        password: &str,
-        database: &str,
-    ) -> Result<tokio_postgres::Client, tokio_postgres::Error> {
-        let mut config = tokio_postgres::Config::new();
-        config
-            .host("127.0.0.1")
-            .port(self.port)
-            .user(user)
-            .password(password)
-            .dbname(database)
-            .connect_timeout(Duration::from_secs(10));
-        let (client, connection) = config.connect(NoTls).await?;
-        tokio::spawn(async move {
-            let _ = connection.await;
-        });
-        Ok(client)
-    }
-
-    pub async fn admin(&self) -> tokio_postgres::Client {
-        self.connect("postgres", ADMIN_PASSWORD, "postgres")
-            .await
-            .expect("connect as the admin")
-    }
-
-    /// Logs in to database `name` as its owner.
-    pub async fn owner(&self, name: &str) -> tokio_postgres::Client {
-        self.connect(name, &format!("{name}-pw"), name)
-            .await
-            .expect("log in as the owner")
-    }
-
-    /// The rows of `items` in database `name`, in order.
-    pub async fn items(&self, name: &str) -> Vec<(i32, String)> {
-        self.owner(name)
-            .await
-            .query("SELECT id, label FROM items ORDER BY id", &[])
-            .await
-            .unwrap()
-            .iter()
-            .map(|row| (row.get(0), row.get(1)))
-            .collect()
-    }
-}
-
-impl Drop for Postgres {
-    fn drop(&mut self) {
-        let _ = Command::new(repo_root().join("scripts/postgres.sh"))
-            .arg("stop")
-            .arg(self.dir.path())
-            .output();
-    }
-}
-
-/// The dev API server binary, killed on drop.
-pub struct ApiServer {
-    child: Child,
-    pub dir: tempfile::TempDir,
-}
-
-impl ApiServer {
-    pub fn start() -> ApiServer {
-        let exe = std::env::current_exe().expect("test executable path");
-        let binary = exe
-            .parent()
-            .and_then(Path::parent)
-            .expect("test executable lives in <target>/<profile>/deps")
-            .join("dev-apiserver");
-        assert!(
-            binary.exists(),
-            "{} is missing: run `cargo build -p dev-apiserver` (make test builds it) first",
-            binary.display()
-        );
-        let dir = tempfile::tempdir().unwrap();
-        let child = Command::new(binary)
-            .arg("--dir")
-            .arg(dir.path())
-            .args(["--addr", "127.0.0.1:0", "--parent-pid"])
-            .arg(std::process::id().to_string())
-            .stdin(Stdio::null())
-            .stdout(fs::File::create(dir.path().join("stdout")).unwrap())
-            .stderr(fs::File::create(dir.path().join("stderr")).unwrap())
-            .spawn()
-            .expect("start dev-apiserver");
-        let server = ApiServer { child, dir };
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while !fs::read_to_string(server.dir.path().join("stdout"))
-            .unwrap_or_default()
-            .contains("listening on")
-        {
-            assert!(Instant::now() < deadline, "dev-apiserver did not start");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        server
-    }
-
-    pub fn kubeconfig(&self) -> PathBuf {
-        self.dir.path().join("kubeconfig")
-    }
-
-    pub async fn client(&self) -> Client {
-        let kubeconfig = kube::config::Kubeconfig::read_from(self.kubeconfig()).unwrap();
-        let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
-            .await
-            .unwrap();
-        Client::try_from(config).unwrap()
-    }
-}
-
-impl Drop for ApiServer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn yaml_documents(path: &Path) -> Vec<serde_yaml::Value> {
-    let text = fs::read_to_string(path).unwrap();
-    serde_yaml::Deserializer::from_str(&text)
-        .map(|document| serde::Deserialize::deserialize(document).unwrap())
-        .filter(|value: &serde_yaml::Value| !value.is_null())
-        .collect()
-}
 
 /// PostgreSQL, the API server with the CRDs and the given namespaces.
 pub struct Env {
     pub pg: Postgres,
     pub client: Client,
-    pub apiserver: ApiServer,
+    pub apiserver: DevApiServer,
 }
 
 impl Env {
     pub async fn start(namespaces: &[&str]) -> Env {
         // kube uses ring, object_store's client takes the process default.
         let _ = rustls::crypto::ring::default_provider().install_default();
-        let pg = Postgres::start().await;
-        let apiserver = ApiServer::start();
+        let pg = Postgres::start(Auth::Scram);
+        let apiserver = DevApiServer::start(&[]);
         let client = apiserver.client().await;
-        let crds = KubeApi::<CustomResourceDefinition>::all(client.clone());
-        for entry in fs::read_dir(repo_root().join("deploy/crds")).unwrap() {
-            for document in yaml_documents(&entry.unwrap().path()) {
-                let crd: CustomResourceDefinition = serde_yaml::from_value(document).unwrap();
-                crds.create(&PostParams::default(), &crd).await.unwrap();
-            }
-        }
-        let backups = KubeApi::<ServiceBackup>::all(client.clone());
-        eventually("the CRDs to be served", || async {
-            backups.list(&Default::default()).await.ok()
-        })
-        .await;
+        apiserver.install_crds().await;
         for name in namespaces.iter().chain(&[PROVIDER_NAMESPACE]) {
             let namespace = Namespace {
                 metadata: ObjectMeta {
@@ -423,12 +175,31 @@ impl Env {
         created.uid().unwrap()
     }
 
+    /// Logs in to database `name` as its owner.
+    pub async fn owner(&self, name: &str) -> tokio_postgres::Client {
+        self.pg
+            .login(name, &format!("{name}-pw"), name)
+            .await
+            .expect("log in as the owner")
+    }
+
+    /// The rows of `items` in database `name`, in order.
+    pub async fn items(&self, name: &str) -> Vec<(i32, String)> {
+        self.owner(name)
+            .await
+            .query("SELECT id, label FROM items ORDER BY id", &[])
+            .await
+            .unwrap()
+            .iter()
+            .map(|row| (row.get(0), row.get(1)))
+            .collect()
+    }
+
     /// Fills `items` in `database` with `rows` rows of `width` random hex
     /// characters (which pg_dump compresses to about half).
     pub async fn fill(&self, database: &str, rows: i32, width: usize) {
         let random = vec!["md5(random()::text)"; width / 32 + 1].join(" || ");
-        self.pg
-            .owner(database)
+        self.owner(database)
             .await
             .batch_execute(&format!(
                 "CREATE TABLE items (id integer PRIMARY KEY, label text NOT NULL);
@@ -492,7 +263,7 @@ impl Pki {
     /// self-managed mode created, once it exists.
     pub async fn from_secret(client: &Client, namespace: &str, name: &str) -> Pki {
         let secrets = KubeApi::<Secret>::namespaced(client.clone(), namespace);
-        let secret = eventually("the gRPC CA Secret", || async {
+        let secret = eventually(TIMEOUT, "the gRPC CA Secret", || async {
             secrets.get_opt(name).await.ok().flatten()
         })
         .await;
@@ -538,7 +309,7 @@ pub async fn client_with(tls: &GrpcTls, addr: SocketAddr) -> SnapshotServiceClie
     )
     .unwrap();
     let client = SnapshotServiceClient::new(channel);
-    eventually("backup-runner's gRPC server", || async {
+    eventually(TIMEOUT, "backup-runner's gRPC server", || async {
         let probe = GetSnapshotRequest {
             idempotency_key: "probe".to_owned(),
         };
