@@ -335,6 +335,12 @@ pub fn deletion_policy_not_allowed(
     format!("spec.deletionPolicy: {requested} is not allowed by plan {plan}; allowed: {allowed}")
 }
 
+/// A `SnapshotAndDelete` on a plan whose backups are disabled (which the
+/// plan's CRD rule keeps from being stored).
+pub fn plan_backups_disabled(plan: &str) -> String {
+    format!("spec.deletionPolicy: SnapshotAndDelete needs backups, which plan {plan} has disabled")
+}
+
 /// A create or update names a ServicePlan that does not exist.
 pub fn service_plan_not_found(plan: &str) -> String {
     format!("spec.planRef.name: ServicePlan {plan:?} not found")

@@ -7,7 +7,7 @@
 
 use navique_api::constants::reasons;
 use navique_api::messages;
-use navique_api::services::DeletionPolicy;
+use navique_api::services::{DeletionPolicy, PolicyRefusal, plan_refusal};
 
 /// Everything the decision depends on.
 #[derive(Clone, Debug)]
@@ -78,13 +78,10 @@ fn refusal(policy: DeletionPolicy, facts: &Facts<'_>) -> Option<String> {
     let Some(allowed) = facts.allowed else {
         return Some(format!("plan {} no longer exists", facts.plan));
     };
-    if !allowed.contains(&policy) {
-        return Some(format!("plan {} does not allow {policy}", facts.plan));
+    match plan_refusal(allowed, facts.backup_enabled, policy)? {
+        PolicyRefusal::NotAllowed => Some(format!("plan {} does not allow {policy}", facts.plan)),
+        PolicyRefusal::BackupsDisabled => Some(format!("plan {} has backups disabled", facts.plan)),
     }
-    if policy == DeletionPolicy::SnapshotAndDelete && !facts.backup_enabled {
-        return Some(format!("plan {} has backups disabled", facts.plan));
-    }
-    None
 }
 
 /// Decides the deletion of a service.

@@ -75,11 +75,7 @@ pub fn policy_allowed(policy: DeletionPolicy, plan: Option<&ServicePlan>) -> boo
     if policy == DeletionPolicy::Retain {
         return true;
     }
-    let Some(plan) = plan else {
-        return false;
-    };
-    plan.spec.allowed_deletion_policies.contains(&policy)
-        && (policy != DeletionPolicy::SnapshotAndDelete || plan.spec.backup.enabled)
+    plan.is_some_and(|plan| plan.spec.policy_refusal(policy).is_none())
 }
 
 /// The `appliedDeletionPolicy` to report: the requested one when the plan

@@ -39,7 +39,7 @@ use kube::core::admission::Operation;
 use navique_api::constants::{SERVICES_GROUP, annotations, labels};
 use navique_api::messages;
 use navique_api::services::{
-    DeletionPolicy, Placement, PlacementMode, PostgresParameters, ServicePlan,
+    DeletionPolicy, Placement, PlacementMode, PolicyRefusal, PostgresParameters, ServicePlan,
 };
 use navique_provider_postgres::names;
 use serde_json::Value;
@@ -328,14 +328,20 @@ impl ServiceGuard {
         // The CRD schema requires the name; without one there is no plan.
         let name = plan_name(object).unwrap_or_default();
         match self.cluster.plan(name) {
-            Ok(Some(plan)) => {
-                let allowed = &plan.spec.allowed_deletion_policies;
-                if allowed.contains(&policy) {
-                    Decision::Allow
-                } else {
-                    Decision::Deny(messages::deletion_policy_not_allowed(policy, name, allowed))
+            Ok(Some(plan)) => match plan.spec.policy_refusal(policy) {
+                None => Decision::Allow,
+                Some(PolicyRefusal::NotAllowed) => {
+                    Decision::Deny(messages::deletion_policy_not_allowed(
+                        policy,
+                        name,
+                        &plan.spec.allowed_deletion_policies,
+                    ))
                 }
-            }
+                // The CRD's rule keeps such a plan out; refused if one is read.
+                Some(PolicyRefusal::BackupsDisabled) => {
+                    Decision::Deny(messages::plan_backups_disabled(name))
+                }
+            },
             Ok(None) => Decision::Deny(messages::service_plan_not_found(name)),
             Err(e) => unavailable(&format!("ServicePlan {name:?}"), &e),
         }
@@ -773,6 +779,26 @@ mod tests {
         assert_eq!(
             warning("Retain", None),
             Decision::Warn(vec!["deletionPolicy Retain: the engine, its data volumes and credential Secrets stay in the Project until your provider removes them".to_owned()])
+        );
+    }
+
+    /// A plan stored with backups disabled (which its CRD rule prevents)
+    /// lets no service ask for SnapshotAndDelete.
+    #[test]
+    fn a_snapshot_on_a_plan_without_backups_is_refused() {
+        let mut cluster = cluster();
+        let (name, mut plan) = plan("no-backups", &[DeletionPolicy::SnapshotAndDelete]);
+        Arc::make_mut(&mut plan).spec.backup.enabled = false;
+        cluster.plans.insert(name, plan);
+        let decision = decide_with(&guard_with(cluster), "create-service", |r| {
+            r["request"]["object"]["spec"]["planRef"]["name"] = json!("no-backups");
+            r["request"]["object"]["spec"]["deletionPolicy"] = json!("SnapshotAndDelete");
+        });
+        assert_eq!(
+            decision,
+            denied(
+                "spec.deletionPolicy: SnapshotAndDelete needs backups, which plan no-backups has disabled"
+            )
         );
     }
 

@@ -106,7 +106,38 @@ fn default_allowed_policies() -> Vec<DeletionPolicy> {
     vec![DeletionPolicy::Retain]
 }
 
+/// Why a plan does not let a service use a deletion policy.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PolicyRefusal {
+    /// Not in `allowedDeletionPolicies`.
+    NotAllowed,
+    /// `SnapshotAndDelete` on a plan whose backups are disabled.
+    BackupsDisabled,
+}
+
+/// The plan rule, once for the webhook and the controller: a policy is
+/// usable when `allowed` lists it, and `SnapshotAndDelete` only with
+/// backups enabled.
+pub fn plan_refusal(
+    allowed: &[DeletionPolicy],
+    backup_enabled: bool,
+    policy: DeletionPolicy,
+) -> Option<PolicyRefusal> {
+    if !allowed.contains(&policy) {
+        Some(PolicyRefusal::NotAllowed)
+    } else if policy == DeletionPolicy::SnapshotAndDelete && !backup_enabled {
+        Some(PolicyRefusal::BackupsDisabled)
+    } else {
+        None
+    }
+}
+
 impl ServicePlanSpec {
+    /// Why this plan refuses `policy`, if it does ([`plan_refusal`]).
+    pub fn policy_refusal(&self, policy: DeletionPolicy) -> Option<PolicyRefusal> {
+        plan_refusal(&self.allowed_deletion_policies, self.backup.enabled, policy)
+    }
+
     /// The allowed deletion policies as a person reads them (the POLICIES
     /// column): `Retain, Delete`, in the plan's order, each once.
     pub fn policies_summary(&self) -> String {
@@ -156,6 +187,28 @@ pub struct PlanBackup {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_policy_must_be_listed_and_snapshots_need_backups() {
+        use DeletionPolicy::*;
+        assert_eq!(plan_refusal(&[Retain, Delete], true, Delete), None);
+        assert_eq!(
+            plan_refusal(&[Retain], true, Delete),
+            Some(PolicyRefusal::NotAllowed)
+        );
+        assert_eq!(
+            plan_refusal(&[Delete], true, Retain),
+            Some(PolicyRefusal::NotAllowed)
+        );
+        assert_eq!(
+            plan_refusal(&[SnapshotAndDelete], false, SnapshotAndDelete),
+            Some(PolicyRefusal::BackupsDisabled)
+        );
+        assert_eq!(
+            plan_refusal(&[SnapshotAndDelete], true, SnapshotAndDelete),
+            None
+        );
+    }
 
     #[test]
     fn policies_read_as_words_in_the_plans_order_each_once() {
