@@ -3,7 +3,7 @@
 
 use serde_json::Value;
 
-use crate::constants::annotations::{ADOPT, CONFIRM_DELETE, SYNC_OPTIONS};
+use crate::constants::annotations::{ADOPT, CONFIRM_DELETE, DELETION_APPROVED, SYNC_OPTIONS};
 use crate::constants::sync_options::{BOOLEAN_VALUES, DELETE, IGNORED, PRUNE, REMOVAL_VALUES};
 use crate::services::DeletionPolicy;
 
@@ -576,6 +576,14 @@ pub fn manifest_listed_twice(
 pub fn nested_approvals_pending(stack: &str, count: u32, namespace: &str) -> String {
     format!(
         "{count} deletion approval(s) pending in Stack {stack}: kubectl navique approvals -n {namespace}"
+    )
+}
+
+/// A `Delete` policy meets an engine object marked `Delete=confirm` and
+/// not approved yet.
+pub fn engine_object_awaiting_approval(kind: &str, name: &str) -> String {
+    format!(
+        "waiting for deletion approval of {kind} {name} ({SYNC_OPTIONS}: Delete=confirm): annotate it {DELETION_APPROVED}=true"
     )
 }
 

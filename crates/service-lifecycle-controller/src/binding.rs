@@ -25,9 +25,10 @@ use serde_json::Value;
 
 use navique_runtime::controller::{ReconcileMetrics, Tracker, log_outcome};
 
+use crate::Error;
 use crate::dependents::{self, ServiceState};
-use crate::objects::MANAGER;
-use crate::{Error, engine, service};
+use crate::managed_service::objects::MANAGER;
+use crate::managed_service::{engine, service};
 
 /// Re-checks every binding now and then; changes arrive through watches.
 const RESYNC: Duration = Duration::from_secs(3600);

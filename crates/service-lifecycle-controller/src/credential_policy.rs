@@ -36,10 +36,11 @@ use prometheus_client::metrics::counter::Counter;
 
 use navique_runtime::controller::{ReconcileMetrics, Tracker, log_outcome};
 
+use crate::Error;
 use crate::dependents::{self, ServiceState};
-use crate::objects::MANAGER;
+use crate::managed_service::objects::MANAGER;
+use crate::managed_service::{engine, service};
 use crate::postgres::{Owner, catalogue, generate_password};
-use crate::{Error, engine, service};
 
 /// Re-checks every policy at least this often, so that a long wait is
 /// never one long timer.

@@ -20,7 +20,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use crate::Error;
-use crate::objects::MANAGER;
+use crate::managed_service::objects::MANAGER;
 
 /// Where the referenced service stands, as its dependents see it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

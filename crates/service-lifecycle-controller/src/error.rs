@@ -75,14 +75,6 @@ pub enum Error {
     },
     #[error(transparent)]
     InvalidDuration(#[from] navique_api::Error),
-    #[error(
-        "waiting for deletion approval of {kind} {name} (cd.hanzo.ai/sync-options: Delete=confirm): annotate it cd.hanzo.ai/deletion-approved=true"
-    )]
-    AwaitingApproval { kind: &'static str, name: String },
-    /// An engine object that its sync options keep: `Delete=false`, or
-    /// options not understood.
-    #[error("{0}")]
-    DeletionHeld(String),
     #[error("ServicePlan {plan}: backup.schedule {schedule:?} is not a cron schedule: {problem}")]
     InvalidSchedule {
         plan: String,
@@ -154,8 +146,6 @@ impl navique_runtime::controller::ReconcileError for Error {
             Error::KindNotServed { .. } => "kind_not_served",
             Error::StackResource { .. } => "stack_resource",
             Error::Impersonation { .. } => "impersonation",
-            Error::AwaitingApproval { .. } => "awaiting_approval",
-            Error::DeletionHeld(_) => "deletion_held",
             Error::InvalidSchedule { .. } => "invalid_schedule",
             Error::NotStackManaged(_) => "name_in_use",
             Error::RotationOverwritten { .. } => "rotation_overwritten",

@@ -12,24 +12,18 @@ use navique_runtime::{CommonArgs, Component, LeaderElectionArgs};
 use tokio::net::TcpListener;
 use tonic::transport::Server;
 
+use crate::managed_service::{final_backup, reconcile};
 use crate::postgres::catalogue;
 use crate::stack::access::Access;
 use crate::stack::approvals::{Approvals, Notifier};
 
 pub mod binding;
 pub mod credential_policy;
-pub mod deletion;
 pub mod dependents;
-pub mod engine;
 mod error;
-pub mod final_backup;
 mod gauges;
-pub mod instance;
-pub mod objects;
+pub mod managed_service;
 mod plan_status;
-pub mod reconcile;
-pub mod schedule;
-pub mod service;
 pub mod stack;
 
 pub use error::Error;

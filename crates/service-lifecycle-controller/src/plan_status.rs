@@ -16,7 +16,7 @@ use navique_runtime::{Component, Leadership};
 use serde_json::json;
 
 use crate::Error;
-use crate::objects::MANAGER;
+use crate::managed_service::objects::MANAGER;
 
 pub struct Context {
     client: Client,

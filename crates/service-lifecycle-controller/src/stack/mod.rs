@@ -60,7 +60,7 @@ use self::live::Deleted;
 use self::plan::{Approval, Desired, Removal, ResourceKey, claim};
 use self::sync_options::{Gate, SyncOptions};
 use crate::Error;
-use crate::objects::MANAGER;
+use crate::managed_service::objects::MANAGER;
 
 /// How often a Stack that waits (for approval, a wave, a delete) is looked
 /// at again: approvals are annotations on objects of any kind, which no

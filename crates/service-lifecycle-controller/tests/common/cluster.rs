@@ -14,7 +14,8 @@ use navique_api::services::{ManagedService, ServiceClass, ServicePhase, ServiceP
 use navique_runtime::Leadership;
 use navique_testkit::postgres::{ADMIN_PASSWORD, ADMIN_USER, Auth, Postgres};
 use navique_testkit::{DevApiServer, repo_root, yaml_documents};
-use service_lifecycle_controller::{binding, credential_policy, reconcile};
+use service_lifecycle_controller::managed_service::reconcile;
+use service_lifecycle_controller::{binding, credential_policy};
 use tokio_util::sync::CancellationToken;
 
 use super::Provider;

@@ -20,9 +20,10 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
+use crate::Error;
+use crate::managed_service::instance;
 use crate::stack::plan;
 use crate::stack::sync_options::{self, Gate, SyncOptions};
-use crate::{Error, instance};
 
 /// The field manager of every write.
 pub const MANAGER: &str = crate::NAME;
@@ -224,31 +225,38 @@ impl<'a> Objects<'a> {
     /// never a retained object; leadership is confirmed right before each
     /// delete. The credential Secret and Services go by garbage collection
     /// once the finalizer is removed.
-    pub async fn remove_engine(&self, leadership: &Leadership) -> Result<(), Error> {
+    /// `Some(why)` when an object waits for a person (an approval, a
+    /// `Delete=false` to lift): a wait, not a failure.
+    pub async fn remove_engine(&self, leadership: &Leadership) -> Result<Option<String>, Error> {
         if let Some(set) = self.get::<StatefulSet>(&self.name).await?
             && self.owned(&set)
+            && let Some(held) = self.delete(&set, leadership).await?
         {
-            self.delete(&set, leadership).await?;
+            return Ok(Some(held));
         }
         for claim in self.labelled::<PersistentVolumeClaim>("").await? {
             let name = claim.name_any();
             let retained = claim.labels().get(labels::RETAINED).map(String::as_str) == Some("true");
-            if instance::is_data_claim(&self.name, &name) && !retained {
-                self.delete(&claim, leadership).await?;
+            if instance::is_data_claim(&self.name, &name)
+                && !retained
+                && let Some(held) = self.delete(&claim, leadership).await?
+            {
+                return Ok(Some(held));
             }
         }
-        Ok(())
+        Ok(None)
     }
 
     /// Deletes exactly the object read (uid precondition), so that a new
     /// object of the same name created meanwhile is never the one deleted;
     /// one marked `Delete=confirm` only once approved, and, fail closed,
-    /// none marked `Delete=false` or whose sync options are not understood.
+    /// none marked `Delete=false` or whose sync options are not understood:
+    /// for those, why it is held.
     async fn delete<K: ProjectObject>(
         &self,
         object: &K,
         leadership: &Leadership,
-    ) -> Result<(), Error> {
+    ) -> Result<Option<String>, Error> {
         let name = object.name_any();
         // The Stacks' approval gate holds for the operator's own deletes too.
         let annotations = object.meta().annotations.as_ref();
@@ -258,13 +266,13 @@ impl<'a> Objects<'a> {
             Some(Gate::Allow) => {}
             Some(Gate::Confirm) if plan::approved(annotations) => {}
             Some(Gate::Confirm) => {
-                return Err(Error::AwaitingApproval {
-                    kind: K::KIND,
-                    name: full_name,
-                });
+                return Ok(Some(messages::engine_object_awaiting_approval(
+                    K::KIND,
+                    &full_name,
+                )));
             }
             Some(Gate::Never) => {
-                return Err(Error::DeletionHeld(messages::engine_object_never_deleted(
+                return Ok(Some(messages::engine_object_never_deleted(
                     K::KIND,
                     &full_name,
                 )));
@@ -273,7 +281,7 @@ impl<'a> Objects<'a> {
                 let why = sync_options::value(annotations)
                     .and_then(|value| options.problem(value))
                     .unwrap_or_default();
-                return Err(Error::DeletionHeld(messages::engine_object_held(
+                return Ok(Some(messages::engine_object_held(
                     K::KIND,
                     &full_name,
                     &why,
@@ -289,9 +297,9 @@ impl<'a> Objects<'a> {
             ..DeleteParams::background()
         };
         match self.api::<K>().delete(&name, &params).await {
-            Ok(_) => Ok(()),
+            Ok(_) => Ok(None),
             // Already gone, or another object by now: nothing of ours left.
-            Err(kube::Error::Api(e)) if e.code == 404 || e.code == 409 => Ok(()),
+            Err(kube::Error::Api(e)) if e.code == 404 || e.code == 409 => Ok(None),
             Err(source) => Err(Error::Delete {
                 kind: K::KIND,
                 name: self.full_name(&name),

@@ -32,17 +32,21 @@ use navique_runtime::events::Recorder;
 use navique_runtime::{Attempts, Component, Leadership, Retry, one_line};
 use prometheus_client::metrics::counter::Counter;
 
-use crate::deletion::{self, Facts, Step};
-use crate::final_backup::{self, BackupRunner, Progress};
-use crate::instance::{self, InProjectShape};
-use crate::objects::{MANAGER, Objects};
+use crate::Error;
+use crate::managed_service::deletion::{self, Facts, Step};
+use crate::managed_service::engine;
+use crate::managed_service::final_backup::{self, BackupRunner, Progress};
+use crate::managed_service::instance::{self, InProjectShape};
+use crate::managed_service::objects::{MANAGER, Objects};
+use crate::managed_service::schedule;
+use crate::managed_service::service;
 use crate::postgres::{Credentials, Engine, Owner, catalogue, generate_password};
-use crate::schedule;
-use crate::service;
-use crate::{Error, engine};
 
 /// Re-checks a Ready service now and then, so that drift is repaired.
 const RESYNC: Duration = Duration::from_secs(3600);
+/// How often a removal held for a person (an engine object's approval)
+/// is looked at.
+const HELD_POLL: Duration = Duration::from_secs(10);
 /// How often a running final backup is looked at.
 const FINAL_BACKUP_POLL: Duration = Duration::from_secs(2);
 
@@ -68,6 +72,15 @@ impl Metrics {
         });
         metrics
     }
+}
+
+/// What [`Context::remove`] did.
+enum Removal {
+    Done,
+    /// The stored service no longer decides `Remove`.
+    Undecided,
+    /// An engine object waits for a person: why.
+    Held(String),
 }
 
 /// The image of `InProject` engines when `--postgres-image` is not given.
@@ -499,9 +512,16 @@ impl Context {
             }
             Step::Retain | Step::RetainData => self.retain(current, facts).await,
             Step::Remove => match self.remove(current).await {
+                Ok(Removal::Done) => Ok(()),
                 // The stored object no longer says Remove: decide anew.
-                Ok(false) => return Ok(Action::requeue(Duration::ZERO)),
-                Ok(true) => Ok(()),
+                Ok(Removal::Undecided) => return Ok(Action::requeue(Duration::ZERO)),
+                // A wait for a person, said in the status; looked at again
+                // soon, since an approval of the object does not wake the
+                // service.
+                Ok(Removal::Held(why)) => {
+                    self.report_blocked(current, &why).await;
+                    return Ok(Action::requeue(HELD_POLL));
+                }
                 Err(e) => Err(e),
             },
             Step::SnapshotThenRemove => unreachable!("handled above"),
@@ -641,17 +661,16 @@ impl Context {
     }
 
     /// Removes the engine and data, once the stored object, read again
-    /// right now, still decides `Remove`; `false` when it no longer does.
-    /// Only what is recorded as the service's own goes, and only while
-    /// this replica leads.
-    async fn remove(&self, service: &ManagedService) -> Result<bool, Error> {
+    /// right now, still decides `Remove`. Only what is recorded as the
+    /// service's own goes, and only while this replica leads.
+    async fn remove(&self, service: &ManagedService) -> Result<Removal, Error> {
         let Some(stored) = self.stored(service).await? else {
-            return Ok(false);
+            return Ok(Removal::Undecided);
         };
         let facts = self.deletion_facts(&stored).await?;
         if facts.decide(&stored).step != Step::Remove {
             tracing::info!(service = %ObjectRef::from_obj(&stored), "the stored service no longer asks for removal");
-            return Ok(false);
+            return Ok(Removal::Undecided);
         }
         let uid = stored.uid().ok_or(Error::Unnamed)?;
         match facts.provider {
@@ -672,9 +691,12 @@ impl Context {
             }
             Some(Err(e)) => return Err(e),
             None => {
-                Objects::of(&self.client, &stored)?
+                if let Some(why) = Objects::of(&self.client, &stored)?
                     .remove_engine(&self.leadership)
-                    .await?;
+                    .await?
+                {
+                    return Ok(Removal::Held(why));
+                }
                 self.tell(
                     &stored,
                     "Delete",
@@ -684,7 +706,7 @@ impl Context {
                 .await;
             }
         }
-        Ok(true)
+        Ok(Removal::Done)
     }
 
     /// `SnapshotAndDelete` before its backup completed: asks for the final
