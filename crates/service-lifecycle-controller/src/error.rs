@@ -1,5 +1,8 @@
-//! The crate's error: what a reconcile could not do, with the object and
-//! the cause a provider can act on.
+//! The error of the ManagedService controller and of the controllers that
+//! follow a service (ServiceBindings, ServiceCredentialPolicies, the
+//! ServicePlan status): what a reconcile could not do, with the object and
+//! the cause a provider can act on. Stacks have their own
+//! ([`crate::stack::Error`]).
 
 use crate::postgres;
 
@@ -49,8 +52,6 @@ pub enum Error {
     #[error("backup-runner at {url} cannot take the final backup: {message}")]
     BackupRunner { url: String, message: String },
     #[error("{0}")]
-    FinalBackupFailed(String),
-    #[error("{0}")]
     Restore(String),
     #[error(
         "ServiceBackup {0} already records another backup; set spec.finalBackup.name to another name"
@@ -81,34 +82,6 @@ pub enum Error {
         schedule: String,
         problem: String,
     },
-    #[error("spec.resources[{index}]: {problem}")]
-    InvalidManifest { index: usize, problem: String },
-    #[error("{api_version} {kind} cannot be managed by a Stack: {problem}")]
-    UnknownKind {
-        api_version: String,
-        kind: String,
-        problem: String,
-    },
-    /// A Stack resource of a kind the API server does not serve (or no
-    /// longer serves); `resource` as `Kind ns/name`.
-    #[error("{}", navique_api::messages::stack_kind_not_served(resource, problem))]
-    KindNotServed { resource: String, problem: String },
-    #[error("cannot act as {user}")]
-    Impersonation {
-        user: String,
-        #[source]
-        source: kube::Error,
-    },
-    #[error("cannot {action} {resource}")]
-    StackResource {
-        action: &'static str,
-        resource: String,
-        #[source]
-        source: kube::Error,
-    },
-    /// An object a Stack lists but may not change: why, naming who has it.
-    #[error("{0}")]
-    NotStackManaged(String),
     #[error(
         "Secret {secret} changed while its password was being rotated; the rotation is retried"
     )]
@@ -135,19 +108,14 @@ impl navique_runtime::controller::ReconcileError for Error {
             Error::BackupRunnerConfig(_) | Error::NoBackupRunner | Error::BackupRunner { .. } => {
                 "backup_runner"
             }
-            Error::FinalBackupFailed(_) | Error::FinalBackupNameTaken(_) => "final_backup",
+            Error::FinalBackupNameTaken(_) => "final_backup",
             Error::Restore(_) => "restore",
             Error::WriteStatus(_) => "write_status",
             Error::Finalizer(_) => "finalizer",
             Error::Unnamed | Error::Unidentified(_) => "unnamed",
             Error::WriteObjectStatus { .. } => "write_status",
             Error::InvalidDuration(_) => "invalid_duration",
-            Error::InvalidManifest { .. } | Error::UnknownKind { .. } => "invalid_manifest",
-            Error::KindNotServed { .. } => "kind_not_served",
-            Error::StackResource { .. } => "stack_resource",
-            Error::Impersonation { .. } => "impersonation",
             Error::InvalidSchedule { .. } => "invalid_schedule",
-            Error::NotStackManaged(_) => "name_in_use",
             Error::RotationOverwritten { .. } => "rotation_overwritten",
         }
     }

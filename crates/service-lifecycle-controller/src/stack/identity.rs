@@ -26,10 +26,10 @@ use navique_api::constants::events;
 use navique_api::core::{ResourceStatus, Stack};
 use navique_api::grpc::approvals::v1::Operation;
 
+use super::Error;
 use super::live::Live;
 use super::plan::ResourceKey;
 use super::{Context, Pass};
-use crate::Error;
 
 /// The ServiceAccount a Stack acts as when it names none
 /// (`--stack-default-service-account`, the chart's `stackServiceAccount`).
@@ -118,7 +118,7 @@ pub struct Acting {
 impl Acting {
     /// The reconcile of `stack`, acting as its ServiceAccount.
     pub fn new(context: Arc<Context>, stack: &Stack) -> Result<Self, Error> {
-        let namespace = stack.namespace().ok_or(Error::Unidentified("Stack"))?;
+        let namespace = stack.namespace().ok_or(Error::Unidentified)?;
         let identities = &context.identities;
         let live = identities.live(&namespace, identities.account(stack))?;
         Ok(Self {
@@ -266,7 +266,7 @@ mod tests {
         };
         assert_eq!(refusal(&failed(403)).as_deref(), Some("denied"));
         assert_eq!(refusal(&failed(500)), None);
-        assert_eq!(refusal(&Error::Unidentified("Stack")), None);
+        assert_eq!(refusal(&Error::Unidentified), None);
     }
 
     #[tokio::test]

@@ -12,8 +12,8 @@ use kube::{Client, ResourceExt};
 use navique_api::constants::{annotations, labels};
 use serde_json::{Value, json};
 
+use super::Error;
 use super::plan::ResourceKey;
-use crate::Error;
 
 /// The field manager of everything a Stack applies.
 pub const MANAGER: &str = "navique-stack";

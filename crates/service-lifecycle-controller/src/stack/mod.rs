@@ -22,6 +22,7 @@
 
 pub mod access;
 pub mod approvals;
+mod error;
 pub mod identity;
 pub mod live;
 pub mod plan;
@@ -59,8 +60,8 @@ use self::identity::{Acting, Identities};
 use self::live::Deleted;
 use self::plan::{Approval, Desired, Removal, ResourceKey, claim};
 use self::sync_options::{Gate, SyncOptions};
-use crate::Error;
 use crate::managed_service::objects::MANAGER;
+pub use error::Error;
 
 /// How often a Stack that waits (for approval, a wave, a delete) is looked
 /// at again: approvals are annotations on objects of any kind, which no
@@ -287,7 +288,7 @@ fn names(items: &[Waiting]) -> String {
 
 impl Acting {
     async fn reconcile(&self, stack: &Stack) -> Result<Action, Error> {
-        let namespace = stack.namespace().ok_or(Error::Unidentified("Stack"))?;
+        let namespace = stack.namespace().ok_or(Error::Unidentified)?;
         let name = stack.name_any();
         let previous = stack.status.clone().unwrap_or_default();
         if stack.metadata.deletion_timestamp.is_some() {
@@ -733,11 +734,7 @@ impl Acting {
         let project = Api::<Namespace>::all(self.client.clone())
             .get_opt(namespace)
             .await
-            .map_err(|source| Error::Read {
-                kind: "Namespace",
-                name: namespace.to_owned(),
-                source,
-            })?;
+            .map_err(|source| Error::ReadNamespace(namespace.to_owned(), source))?;
         if project.is_none_or(|ns| ns.metadata.deletion_timestamp.is_some()) {
             return self.finish_teardown(stack, namespace, name).await;
         }
@@ -1012,11 +1009,7 @@ impl Acting {
             .map(|_| ())
             .or_else(|e| match e {
                 kube::Error::Api(s) if s.code == 404 => Ok(()),
-                source => Err(Error::WriteObjectStatus {
-                    kind: "Stack",
-                    name: format!("{namespace}/{name}"),
-                    source,
-                }),
+                source => Err(Error::WriteStatus(format!("{namespace}/{name}"), source)),
             })
     }
 }

@@ -10,8 +10,8 @@ use navique_api::grpc::approvals::v1::Operation;
 use navique_api::messages;
 use serde_json::Value;
 
+use super::Error;
 use super::sync_options::{self, Gate, SyncOptions};
-use crate::Error;
 
 /// One resource of a Stack, by the names the API finds it under. Its
 /// identity is group, kind, namespace and name: `version` says which
