@@ -361,54 +361,12 @@ impl Context {
             .unwrap_or_else(generate_password);
         let (ready, message) = match shape {
             None => {
-                let engine =
-                    engine::of_service(&self.client, service, &self.provider_namespace).await?;
-                // No credential for a name that is not the service's own.
-                engine.reserve(&owner, &db).await?;
-                let credentials = engine.credentials(&db.name, &db.owner, &password);
-                // The password is kept before the role gets it, so it is never lost.
-                objects
-                    .apply::<Secret>(service::secret_body(&secret_name, &name, &credentials))
-                    .await?;
-                engine.ensure(&owner, &db, &password).await?;
-                let admin = engine.admin();
-                objects
-                    .apply::<Service>(instance::provider_service(&name, &admin.host, admin.port))
-                    .await?;
-                (
-                    Ok(()),
-                    format!("database {} on {}", db.name, admin.endpoint()),
-                )
+                self.provision_shared(service, &objects, (&owner, &db), &password)
+                    .await?
             }
             Some(shape) => {
-                let credentials = Credentials {
-                    host: instance::in_project_host(&name, &namespace),
-                    port: instance::PORT,
-                    database: db.name.clone(),
-                    user: db.owner.clone(),
-                    password,
-                };
-                objects
-                    .apply::<Secret>(service::secret_body(&secret_name, &name, &credentials))
-                    .await?;
-                objects
-                    .apply::<Service>(instance::headless_service(&name))
-                    .await?;
-                objects
-                    .apply::<Service>(instance::client_service(&name))
-                    .await?;
-                let set: StatefulSet = objects
-                    .apply(instance::stateful_set(
-                        service,
-                        &shape,
-                        &self.postgres_image,
-                        &secret_name,
-                    ))
-                    .await?;
-                (
-                    instance::readiness(&set),
-                    format!("database {} in StatefulSet {name}", db.name),
-                )
+                self.provision_in_project(service, &objects, &shape, &db, password)
+                    .await?
             }
         };
         let mut restored = None;
@@ -443,18 +401,7 @@ impl Context {
             status.restored_from = restored;
         }
         let scheduled = if is_ready {
-            match schedule::ensure(&self.client, service, plan.as_ref(), Timestamp::now()).await {
-                Ok(scheduled) => scheduled,
-                // A plan's bad schedule is the provider's to fix; the service still serves.
-                Err(e @ Error::InvalidSchedule { .. }) => {
-                    tracing::warn!(error = %e, "no scheduled backups");
-                    schedule::Scheduled {
-                        recorded: None,
-                        next: None,
-                    }
-                }
-                Err(e) => return Err(e),
-            }
+            self.schedule_backups(service, plan.as_ref()).await?
         } else {
             schedule::Scheduled {
                 recorded: None,
@@ -471,6 +418,100 @@ impl Context {
         Ok(Action::requeue(
             scheduled.next.map_or(RESYNC, |next| next.min(RESYNC)),
         ))
+    }
+
+    /// `ProviderShared`: the database and role on the provider's server,
+    /// recorded as the service's own before they are made; the password is
+    /// kept in the credential Secret before the role gets it, so that it is
+    /// never lost. `Ok` with the Ready message.
+    async fn provision_shared(
+        &self,
+        service: &ManagedService,
+        objects: &Objects<'_>,
+        (owner, db): (&Owner, &crate::postgres::Database),
+        password: &str,
+    ) -> Result<(Result<(), String>, String), Error> {
+        let name = service.name_any();
+        let secret_name = service::credentials_secret_name(&name);
+        let engine = engine::of_service(&self.client, service, &self.provider_namespace).await?;
+        // No credential for a name that is not the service's own.
+        engine.reserve(owner, db).await?;
+        let credentials = engine.credentials(&db.name, &db.owner, password);
+        objects
+            .apply::<Secret>(service::secret_body(&secret_name, &name, &credentials))
+            .await?;
+        engine.ensure(owner, db, password).await?;
+        let admin = engine.admin();
+        objects
+            .apply::<Service>(instance::provider_service(&name, &admin.host, admin.port))
+            .await?;
+        Ok((
+            Ok(()),
+            format!("database {} on {}", db.name, admin.endpoint()),
+        ))
+    }
+
+    /// `InProject`: the credential Secret, the Services and the StatefulSet
+    /// in the Project; ready once the StatefulSet is (else why not yet).
+    async fn provision_in_project(
+        &self,
+        service: &ManagedService,
+        objects: &Objects<'_>,
+        shape: &InProjectShape,
+        db: &crate::postgres::Database,
+        password: String,
+    ) -> Result<(Result<(), String>, String), Error> {
+        let name = service.name_any();
+        let namespace = service.namespace().ok_or(Error::Unnamed)?;
+        let secret_name = service::credentials_secret_name(&name);
+        let credentials = Credentials {
+            host: instance::in_project_host(&name, &namespace),
+            port: instance::PORT,
+            database: db.name.clone(),
+            user: db.owner.clone(),
+            password,
+        };
+        objects
+            .apply::<Secret>(service::secret_body(&secret_name, &name, &credentials))
+            .await?;
+        objects
+            .apply::<Service>(instance::headless_service(&name))
+            .await?;
+        objects
+            .apply::<Service>(instance::client_service(&name))
+            .await?;
+        let set: StatefulSet = objects
+            .apply(instance::stateful_set(
+                service,
+                shape,
+                &self.postgres_image,
+                &secret_name,
+            ))
+            .await?;
+        Ok((
+            instance::readiness(&set),
+            format!("database {} in StatefulSet {name}", db.name),
+        ))
+    }
+
+    /// Records the plan's scheduled backup that is due, if any. A plan's
+    /// bad schedule is the provider's to fix: the service still serves.
+    async fn schedule_backups(
+        &self,
+        service: &ManagedService,
+        plan: Option<&ServicePlan>,
+    ) -> Result<schedule::Scheduled, Error> {
+        match schedule::ensure(&self.client, service, plan, Timestamp::now()).await {
+            Ok(scheduled) => Ok(scheduled),
+            Err(e @ Error::InvalidSchedule { .. }) => {
+                tracing::warn!(error = %e, "no scheduled backups");
+                Ok(schedule::Scheduled {
+                    recorded: None,
+                    next: None,
+                })
+            }
+            Err(e) => Err(e),
+        }
     }
 
     /// Carries out the deletion policy, then removes the finalizer: gathers
