@@ -28,6 +28,7 @@ mod request;
 mod resources;
 mod respond;
 mod rest;
+mod schema;
 mod selectors;
 mod server;
 mod state;

@@ -53,9 +53,7 @@ impl Watcher {
             ),
             _ => object,
         };
-        let mut line =
-            serde_json::to_vec(&json!({"type": kind, "object": object})).unwrap_or_default();
-        line.push(b'\n');
+        let line = crate::gofmt::watch_event_json(kind, &object);
         self.sender.send(Bytes::from(line)).await.is_ok()
     }
 
