@@ -40,6 +40,7 @@ mod tls;
 mod validation;
 mod watch;
 mod webhook;
+mod workloads;
 mod write;
 
 pub use state::Authorization;

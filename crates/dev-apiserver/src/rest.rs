@@ -579,7 +579,7 @@ async fn delete(
     opts.dry_run |= options.dry_run;
     let outcome = write::delete(state, &place(target), &opts, &name, &options).await?;
     let body = write::delete_response(rt, &outcome);
-    let mut response = if outcome.removed {
+    let mut response = if outcome.removed && !write::returns_deleted_object(rt) {
         json(StatusCode::OK, &body)
     } else {
         respond(req, StatusCode::OK, &body)

@@ -129,8 +129,9 @@ pub struct Resource {
     pub message: &'static str,
     /// Its list kind's message; None for the create-only reviews.
     pub list: Option<&'static str>,
-    /// Its k8s-openapi type's JSON schema, for /openapi/v3.
-    pub openapi: fn() -> schemars::Schema,
+    /// Adds its k8s-openapi type's schema, and those it refers to, to an
+    /// OpenAPI v3 generator's definitions (named as `message`).
+    pub openapi: fn(&mut schemars::SchemaGenerator) -> schemars::Schema,
 }
 
 impl Resource {
@@ -169,9 +170,11 @@ pub fn message_of(api_version: &str, kind: &str) -> Option<&'static Message> {
         .and_then(message)
 }
 
-/// Builds the JSON schema of a k8s-openapi type.
-pub fn openapi_of<T: schemars::JsonSchema>() -> schemars::Schema {
-    schemars::SchemaGenerator::default().into_root_schema_for::<T>()
+/// Adds a k8s-openapi type's schema to `generator`'s definitions.
+pub fn openapi_of<T: schemars::JsonSchema>(
+    generator: &mut schemars::SchemaGenerator,
+) -> schemars::Schema {
+    generator.subschema_for::<T>()
 }
 
 impl Message {
