@@ -218,6 +218,9 @@ enum Wire<'a> {
     Fixed32,
 }
 
+/// A field that cannot be read: its number, once known, and why.
+type WireError = (Option<u32>, String);
+
 /// Reads the fields of one message.
 struct WireReader<'a>(&'a [u8]);
 
@@ -251,7 +254,7 @@ impl<'a> WireReader<'a> {
     }
 
     /// The next field, or why it cannot be read (with its number, once known).
-    fn next(&mut self) -> Result<Option<(u32, Wire<'a>)>, (Option<u32>, String)> {
+    fn next(&mut self) -> Result<Option<(u32, Wire<'a>)>, WireError> {
         if self.0.is_empty() {
             return Ok(None);
         }
@@ -562,7 +565,7 @@ fn zero(field: &Field) -> Option<Value> {
 
 /// A time as kube-apiserver prints it, or None for Go's zero time.
 fn time(seconds: i64, nanos: i32, micro: bool) -> Option<String> {
-    if seconds == 0 && nanos == 0 || seconds == gofmt::ZERO_TIME_UNIX && nanos == 0 {
+    if nanos == 0 && (seconds == 0 || seconds == gofmt::ZERO_TIME_UNIX) {
         return None;
     }
     let nanos = if micro { nanos - nanos % 1_000 } else { 0 };
