@@ -812,3 +812,50 @@ async fn objects_and_errors_are_written_in_go_field_order_with_a_trailing_newlin
         "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"metadata\":{},\"status\":\"Failure\",\"message\":\"configmaps \\\"settings\\\" already exists\",\"reason\":\"AlreadyExists\",\"details\":{\"name\":\"settings\",\"kind\":\"configmaps\"},\"code\":409}\n"
     );
 }
+
+/// A second client nobody here wrote: the official Python client, installed
+/// by scripts/tools.sh, parses every answer into its typed models.
+#[test]
+fn the_official_python_client_creates_patches_lists_watches_and_deletes() {
+    let ns = cluster().namespace("python");
+    let python_path = repo_root().join(".tools/python");
+    assert!(
+        python_path.join(".installed").exists(),
+        "{} is missing: run scripts/tools.sh (make test does) to install the Python client",
+        python_path.display()
+    );
+    let output = Command::new("python3")
+        .arg(repo_root().join("e2e/python/client_conformance.py"))
+        .arg(cluster().kubeconfig())
+        .arg(&ns)
+        .env("PYTHONPATH", &python_path)
+        .output()
+        .expect("run python3");
+    assert!(
+        output.status.success(),
+        "the Python client failed:\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let conflict = r#"'{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"services \\"twice\\" already exists","reason":"AlreadyExists","details":{"name":"twice","kind":"services"},"code":409}\n'"#;
+    assert_eq!(
+        String::from_utf8_lossy(&output.stdout),
+        format!(
+            "service created: TCP 80->8080 loadBalancer={{'ingress': None}}\n\
+             service patched: [('app', 'web'), ('tier', 'front')]\n\
+             services listed: ['web']\n\
+             service deleted: V1Service web\n\
+             service watched: DELETED web\n\
+             deployment created: replicas=1 strategy=RollingUpdate unavailable=1\n\
+             deployment patched: replicas=3 generation=2\n\
+             deployment watched: MODIFIED web\n\
+             deployments listed: ['web']\n\
+             deployment deleted: V1Status Success\n\
+             job created: backoffLimit=6 active=1 ready=0\n\
+             job patched: {{'run': '1'}}\n\
+             job watched: MODIFIED once\n\
+             jobs listed: ['once']\n\
+             job deleted: V1Status Success\n\
+             second create: 409 {conflict}\n"
+        )
+    );
+}

@@ -186,7 +186,7 @@ fn answered(mut review: Value, target: &Target, status: Value) -> Response<Body>
 }
 
 fn watching(req: &Req) -> bool {
-    matches!(req.param("watch"), Some("true" | "1"))
+    req.flag("watch")
 }
 
 fn parse(state: &State, group: &str, version: &str, segments: &[&str]) -> Result<Target, ApiError> {
@@ -462,7 +462,7 @@ async fn patch(state: &Arc<State>, req: &Req, target: &Target) -> Result<Respons
             )
         })?;
         let applied = to_stored(rt, decode_body(req)?)?;
-        let force = req.param("force") == Some("true");
+        let force = req.flag("force");
         let subresource = target.subresource.clone();
         let merge = |live: Option<&Value>| -> Result<Value, ApiError> {
             let live = live.map(|o| served(rt, o.clone()));

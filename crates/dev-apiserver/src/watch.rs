@@ -99,7 +99,7 @@ pub fn watch(state: &Arc<State>, req: &Req, target: &Target) -> Result<Response<
         .param("timeoutSeconds")
         .and_then(|t| t.parse().ok())
         .map_or(DEFAULT_TIMEOUT, Duration::from_secs);
-    let bookmarks = req.param("allowWatchBookmarks") == Some("true");
+    let bookmarks = req.flag("allowWatchBookmarks");
     let from: Option<u64> = req
         .param("resourceVersion")
         .filter(|rv| !rv.is_empty() && *rv != "0")
