@@ -23,7 +23,10 @@ pub fn apply(rt: &ResourceType, object: &mut Value) {
             or(&mut object["spec"], "replicas", json!(1));
             pod_spec(&mut object["spec"]["template"]["spec"]);
         }
-        ("batch", "jobs") => job(&mut object["spec"]),
+        ("batch", "jobs") => {
+            job_selector(object);
+            job(&mut object["spec"]);
+        }
         ("batch", "cronjobs") => cron_job(&mut object["spec"]),
         _ => {}
     }
@@ -102,6 +105,31 @@ fn job(spec: &mut Value) {
     or(spec, "suspend", json!(false));
     or(spec, "podReplacementPolicy", json!("TerminatingOrFailed"));
     pod_spec(&mut spec["template"]["spec"]);
+}
+
+/// The job strategy's generated selector: the Job's pods are labelled with
+/// its uid and name, and selected by the uid.
+fn job_selector(object: &mut Value) {
+    let (Some(uid), Some(name)) = (
+        object["metadata"]["uid"].as_str().map(str::to_owned),
+        object["metadata"]["name"].as_str().map(str::to_owned),
+    ) else {
+        return;
+    };
+    let spec = &mut object["spec"];
+    if !spec.is_object() || spec["manualSelector"] == json!(true) || !spec["selector"].is_null() {
+        return;
+    }
+    spec["selector"] = json!({"matchLabels": {"batch.kubernetes.io/controller-uid": uid}});
+    let labels = &mut spec["template"]["metadata"]["labels"];
+    for (key, value) in [
+        ("batch.kubernetes.io/controller-uid", &uid),
+        ("batch.kubernetes.io/job-name", &name),
+        ("controller-uid", &uid),
+        ("job-name", &name),
+    ] {
+        labels[key] = json!(value);
+    }
 }
 
 fn cron_job(spec: &mut Value) {
@@ -269,6 +297,29 @@ mod tests {
             pod["containers"][0]["readinessProbe"],
             json!({"periodSeconds": 10, "timeoutSeconds": 1, "successThreshold": 1, "failureThreshold": 3})
         );
+    }
+
+    #[test]
+    fn a_job_selects_its_pods_by_its_uid_unless_its_selector_is_manual() {
+        let mut job =
+            json!({"metadata": {"name": "once", "uid": "u-1"}, "spec": {"template": {"spec": {}}}});
+        apply(&rt("batch", "jobs"), &mut job);
+        assert_eq!(
+            job["spec"]["selector"],
+            json!({"matchLabels": {"batch.kubernetes.io/controller-uid": "u-1"}})
+        );
+        assert_eq!(
+            job["spec"]["template"]["metadata"]["labels"],
+            json!({
+                "batch.kubernetes.io/controller-uid": "u-1",
+                "batch.kubernetes.io/job-name": "once",
+                "controller-uid": "u-1",
+                "job-name": "once"
+            })
+        );
+        let mut manual = json!({"metadata": {"name": "m", "uid": "u-2"}, "spec": {"manualSelector": true, "template": {}}});
+        apply(&rt("batch", "jobs"), &mut manual);
+        assert_eq!(manual["spec"].get("selector"), None);
     }
 
     #[test]

@@ -59,8 +59,25 @@ pub async fn handle(
     .await?;
     if target.rt.review {
         return match req.method {
-            Method::POST if target.rt.kind == "TokenReview" => token_review(state, req, &target),
-            Method::POST => access_review(state, req, &target),
+            Method::POST => match target.rt.kind.as_str() {
+                "TokenReview" => token_review(state, req, &target),
+                "SelfSubjectReview" => {
+                    let status = json!({"userInfo": req.user.to_json()});
+                    Ok(answered(decode_body(req)?, &target, status))
+                }
+                // Listing what a user may do is not implemented: kubectl
+                // prints the evaluation error.
+                "SelfSubjectRulesReview" => {
+                    let status = json!({
+                        "resourceRules": [],
+                        "nonResourceRules": [],
+                        "incomplete": true,
+                        "evaluationError": "this dev API server does not list rules",
+                    });
+                    Ok(answered(decode_body(req)?, &target, status))
+                }
+                _ => access_review(state, req, &target),
+            },
             _ => Err(ApiError::method_not_allowed(
                 "the server does not allow this method on the requested resource",
             )),
@@ -285,6 +302,7 @@ fn list(state: &State, req: &Req, target: &Target) -> Result<Response<Body>, Api
     if req.wants_table() {
         return Ok(table_response(rt, &items, req, metadata));
     }
+    let items = list_items(rt, items);
     let list = json!({
         "kind": format!("{}List", rt.kind),
         "apiVersion": rt.api_version(),
@@ -292,6 +310,20 @@ fn list(state: &State, req: &Req, target: &Target) -> Result<Response<Body>, Api
         "items": items,
     });
     Ok(respond(req, StatusCode::OK, &list))
+}
+
+/// A list's items: a typed list's carry no `apiVersion` and `kind`, as Go
+/// prints them; a custom resource list's do (it is unstructured).
+fn list_items(rt: &ResourceType, mut items: Vec<Value>) -> Vec<Value> {
+    if !rt.is_custom() {
+        for item in &mut items {
+            if let Some(item) = item.as_object_mut() {
+                item.remove("apiVersion");
+                item.remove("kind");
+            }
+        }
+    }
+    items
 }
 
 fn encode_continue(key: &ObjectKey) -> String {
@@ -622,7 +654,7 @@ async fn delete_collection(
         "kind": format!("{}List", rt.kind),
         "apiVersion": rt.api_version(),
         "metadata": {"resourceVersion": state.store.lock().current_rv().to_string()},
-        "items": items,
+        "items": list_items(rt, items),
     });
     Ok(json(StatusCode::OK, &list))
 }
