@@ -24,6 +24,13 @@ pub fn initial_status(rt: &ResourceType, object: &Value) -> Option<Value> {
         ("", "Namespace") => return None,
         ("", "Service") => json!({"loadBalancer": {}}),
         ("", "PersistentVolumeClaim") => json!({"phase": "Pending"}),
+        // The quota controller's first count; nothing recounts it.
+        ("", "ResourceQuota") => {
+            let hard = spec["hard"].as_object().cloned().unwrap_or_default();
+            let used: serde_json::Map<String, Value> =
+                hard.keys().map(|k| (k.clone(), json!("0"))).collect();
+            json!({"hard": hard, "used": used})
+        }
         ("", "PersistentVolume") => json!({"phase": "Pending"}),
         ("", "Pod") => json!({
             "phase": "Pending",

@@ -38,6 +38,10 @@ pub(super) enum Builtin {
     IngressClass,
     NetworkPolicy,
     PodDisruptionBudget,
+    ResourceQuota,
+    RuntimeClass,
+    PodTemplate,
+    CertificateSigningRequest,
 }
 
 const CONTAINERS_DESCRIPTION: &str = "Names of each container in the template.";
@@ -107,6 +111,12 @@ impl Builtin {
             ("networking.k8s.io", "ingressclasses") => Builtin::IngressClass,
             ("networking.k8s.io", "networkpolicies") => Builtin::NetworkPolicy,
             ("policy", "poddisruptionbudgets") => Builtin::PodDisruptionBudget,
+            ("", "resourcequotas") => Builtin::ResourceQuota,
+            ("", "podtemplates") => Builtin::PodTemplate,
+            ("node.k8s.io", "runtimeclasses") => Builtin::RuntimeClass,
+            ("certificates.k8s.io", "certificatesigningrequests") => {
+                Builtin::CertificateSigningRequest
+            }
             _ => Builtin::Default,
         }
     }
@@ -298,6 +308,31 @@ impl Builtin {
                 "Users|string|1|Users in the roleBinding",
                 "Groups|string|1|Groups in the roleBinding",
                 "ServiceAccounts|string|1|ServiceAccounts in the roleBinding",
+            ],
+            Builtin::ResourceQuota => &[
+                "name",
+                "age",
+                "Request|string|0|Request represents a minimum amount of cpu/memory that a container may consume.",
+                "Limit|string|0|Limits control the maximum amount of cpu/memory that a container may use independent of contention on the node.",
+            ],
+            Builtin::RuntimeClass => &[
+                "name",
+                "Handler|string|0|handler specifies the underlying runtime and configuration that the CRI implementation will use to handle pods of this class.",
+                "age",
+            ],
+            Builtin::PodTemplate => &[
+                "Template|string|0|Name must be unique within a namespace.",
+                "Containers|string|0|Names of each container in the template.",
+                "Images|string|0|Images referenced by each container in the template.",
+                "Pod Labels|string|0|The labels for the pod template.",
+            ],
+            Builtin::CertificateSigningRequest => &[
+                "name",
+                "age",
+                "SignerName|string|0|signerName indicates the requested signer, and is a qualified name.",
+                "Requestor|string|0|Name of the user who requested the certificate.",
+                "RequestedDuration|string|0|requestedDuration is the requested duration of validity of the issued certificate.",
+                "Condition|string|0|The status of the request.",
             ],
             Builtin::PriorityClass => &[
                 "name",

@@ -305,6 +305,61 @@ impl Builtin {
                     of_kind("ServiceAccount"),
                 ]
             }
+            Builtin::ResourceQuota => {
+                // Status, as the quota controller writes it; `limits.*` apart.
+                let hard = at(o, &["status", "hard"]).and_then(Value::as_object);
+                let (mut requests, mut limits) = (Vec::new(), Vec::new());
+                for (resource, quantity) in hard.into_iter().flatten() {
+                    let used = opt_str_at(o, &["status", "used", resource]).unwrap_or("0");
+                    let cell = format!(
+                        "{resource}: {used}/{}",
+                        quantity.as_str().unwrap_or_default()
+                    );
+                    match resource.split_once('.') {
+                        Some(("limits", _)) => limits.push(cell),
+                        _ => requests.push(cell),
+                    }
+                }
+                vec![
+                    name(),
+                    age(o, now),
+                    s(&requests.join(", ")),
+                    s(&limits.join(", ")),
+                ]
+            }
+            Builtin::RuntimeClass => vec![name(), s(str_at(o, &["handler"])), age(o, now)],
+            Builtin::PodTemplate => {
+                let template = at(o, &["template"]);
+                let (containers, images) = container_cells(template.and_then(|t| t.get("spec")));
+                let labels = template.and_then(|t| at(t, &["metadata", "labels"]));
+                vec![name(), containers, images, s(&format_labels(labels))]
+            }
+            Builtin::CertificateSigningRequest => {
+                let duration = match at(o, &["spec", "expirationSeconds"]).and_then(Value::as_i64) {
+                    Some(seconds) => {
+                        gofmt::human_duration(jiff::SignedDuration::from_secs(seconds))
+                    }
+                    None => "<none>".to_owned(),
+                };
+                let mut condition: Vec<&str> = array_at(o, &["status", "conditions"])
+                    .iter()
+                    .map(|c| str_at(c, &["type"]))
+                    .collect();
+                if condition.is_empty() {
+                    condition.push("Pending");
+                }
+                if !str_at(o, &["status", "certificate"]).is_empty() {
+                    condition.push("Issued");
+                }
+                vec![
+                    name(),
+                    age(o, now),
+                    s(str_at(o, &["spec", "signerName"])),
+                    s(str_at(o, &["spec", "username"])),
+                    s(&duration),
+                    s(&condition.join(",")),
+                ]
+            }
             Builtin::PriorityClass => vec![
                 name(),
                 Value::from(int_at(o, &["value"])),
