@@ -859,3 +859,31 @@ fn the_official_python_client_creates_patches_lists_watches_and_deletes() {
         )
     );
 }
+
+/// A built-in kind's unknown fields are pruned like a custom resource's:
+/// kubectl's server-side validation refuses them, `--validate=false` drops
+/// them.
+#[test]
+fn unknown_fields_of_a_built_in_kind_are_refused_by_strict_validation_and_pruned_otherwise() {
+    let ns = cluster().namespace("builtin-prune");
+    let manifest = format!(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\n  namespace: {ns}\n  colour: red\ndata:\n  mode: fast\n"
+    );
+    let err = cluster().kubectl_err(&["apply", "-f", "-"], Some(&manifest));
+    assert!(
+        err.contains("strict decoding error: unknown field \"metadata.colour\""),
+        "{err}"
+    );
+    let out = cluster().kubectl_in(&["apply", "--validate=false", "-f", "-"], Some(&manifest));
+    assert_eq!(out, "configmap/settings created\n");
+    let metadata = cluster().kubectl_ok(&[
+        "get",
+        "configmap",
+        "settings",
+        "-n",
+        &ns,
+        "-o",
+        "jsonpath={.metadata.colour}|{.data.mode}",
+    ]);
+    assert_eq!(metadata, "|fast");
+}

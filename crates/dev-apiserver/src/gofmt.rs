@@ -7,7 +7,7 @@
 use jiff::{SignedDuration, Timestamp};
 use serde_json::Value;
 
-use crate::schema::{self, Card, Field, Message, Shape};
+use crate::schema::{self, Card, Message, Shape};
 
 // === times ===
 
@@ -240,16 +240,6 @@ pub fn watch_event_json(kind: &str, object: &Value) -> String {
 
 const OBJECT_META: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta";
 
-/// The fields of a struct in Go's order, those of `json:",inline"` structs in their place.
-fn ordered_fields(message: &'static Message, out: &mut Vec<&'static Field>) {
-    for field in message.fields {
-        match field.message().filter(|_| field.inline()) {
-            Some(nested) => ordered_fields(nested, out),
-            None => out.push(field),
-        }
-    }
-}
-
 fn write_typed(value: &Value, message: Option<&'static Message>, out: &mut String) {
     let (Value::Object(map), Some(message)) = (value, message) else {
         return write_json(value, out);
@@ -257,8 +247,7 @@ fn write_typed(value: &Value, message: Option<&'static Message>, out: &mut Strin
     if message.shape != Shape::Struct {
         return write_json(value, out);
     }
-    let mut fields = Vec::new();
-    ordered_fields(message, &mut fields);
+    let fields = message.json_fields();
     let mut first = true;
     let mut key = |name: &str, out: &mut String| {
         if !std::mem::take(&mut first) {

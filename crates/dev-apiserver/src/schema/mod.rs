@@ -14,6 +14,8 @@ mod generate;
 
 pub use generated::{MESSAGES, RESOURCES};
 
+use serde_json::Value;
+
 /// A protobuf message: a Go struct of the API, or one of apimachinery's
 /// types with a JSON form of its own.
 #[derive(Debug)]
@@ -170,6 +172,70 @@ pub fn message_of(api_version: &str, kind: &str) -> Option<&'static Message> {
         .and_then(message)
 }
 
+/// Drops the fields a built-in object's kind does not have, as
+/// kube-apiserver's decoder does, and returns their paths
+/// (`spec.template.spec.containers[0].bogus`), sorted. Objects of other
+/// kinds are left alone.
+pub fn prune(object: &mut Value) -> Vec<String> {
+    let message = message_of(
+        object["apiVersion"].as_str().unwrap_or_default(),
+        object["kind"].as_str().unwrap_or_default(),
+    );
+    let mut pruned = Vec::new();
+    if let Some(message) = message {
+        prune_value(object, message, "", true, &mut pruned);
+    }
+    pruned.sort();
+    pruned
+}
+
+fn prune_value(
+    value: &mut Value,
+    message: &'static Message,
+    path: &str,
+    top: bool,
+    out: &mut Vec<String>,
+) {
+    let (Value::Object(map), Shape::Struct) = (value, message.shape) else {
+        return;
+    };
+    let fields = message.json_fields();
+    let at = |key: &str| {
+        if path.is_empty() {
+            key.to_owned()
+        } else {
+            format!("{path}.{key}")
+        }
+    };
+    map.retain(|key, _| {
+        let known = fields.iter().any(|f| f.json == key)
+            || top && matches!(key.as_str(), "apiVersion" | "kind");
+        if !known {
+            out.push(at(key));
+        }
+        known
+    });
+    for field in fields {
+        let (Some(value), Some(nested)) = (map.get_mut(field.json), field.message()) else {
+            continue;
+        };
+        let here = at(field.json);
+        match (field.card, value) {
+            (Card::Repeated, Value::Array(items)) => {
+                for (i, item) in items.iter_mut().enumerate() {
+                    prune_value(item, nested, &format!("{here}[{i}]"), false, out);
+                }
+            }
+            (Card::Map, Value::Object(entries)) => {
+                for (key, item) in entries.iter_mut() {
+                    prune_value(item, nested, &format!("{here}.{key}"), false, out);
+                }
+            }
+            (_, value) => prune_value(value, nested, &here, false, out),
+        }
+    }
+}
+
 /// Adds a k8s-openapi type's schema to `generator`'s definitions.
 pub fn openapi_of<T: schemars::JsonSchema>(
     generator: &mut schemars::SchemaGenerator,
@@ -178,6 +244,19 @@ pub fn openapi_of<T: schemars::JsonSchema>(
 }
 
 impl Message {
+    /// The fields of its JSON object in Go's order, those of `json:",inline"`
+    /// structs in their place.
+    pub fn json_fields(&'static self) -> Vec<&'static Field> {
+        let mut out = Vec::new();
+        for field in self.fields {
+            match field.message().filter(|_| field.inline()) {
+                Some(nested) => out.extend(nested.json_fields()),
+                None => out.push(field),
+            }
+        }
+        out
+    }
+
     /// The field with this JSON name.
     pub fn field(&self, json: &str) -> Option<&'static Field> {
         self.fields.iter().find(|f| f.json == json)
@@ -186,5 +265,74 @@ impl Message {
     /// The field with this protobuf number.
     pub fn field_by_tag(&self, tag: u32) -> Option<&'static Field> {
         self.fields.iter().find(|f| f.tag == tag)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_built_in_object_loses_the_fields_its_kind_lacks_and_they_are_named() {
+        let mut deployment = json!({
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": {"name": "web", "labels": {"any-key": "kept"}, "colour": "red"},
+            "spec": {
+                "replicas": 1,
+                "template": {"spec": {
+                    "containers": [{"name": "web", "image": "nginx", "bogus": true}],
+                    "volumes": [{"name": "config", "configMap": {"name": "settings"}, "extra": 1}]
+                }}
+            }
+        });
+        assert_eq!(
+            prune(&mut deployment),
+            [
+                "metadata.colour",
+                "spec.template.spec.containers[0].bogus",
+                "spec.template.spec.volumes[0].extra"
+            ]
+        );
+        assert_eq!(
+            deployment,
+            json!({
+                "apiVersion": "apps/v1",
+                "kind": "Deployment",
+                "metadata": {"name": "web", "labels": {"any-key": "kept"}},
+                "spec": {
+                    "replicas": 1,
+                    "template": {"spec": {
+                        "containers": [{"name": "web", "image": "nginx"}],
+                        "volumes": [{"name": "config", "configMap": {"name": "settings"}}]
+                    }}
+                }
+            })
+        );
+        let mut widget = json!({"apiVersion": "example.com/v1", "kind": "Widget", "x": 1});
+        assert!(prune(&mut widget).is_empty());
+    }
+
+    #[test]
+    fn kinds_lists_reviews_and_status_have_messages_by_api_version() {
+        let name = |api_version, kind| message_of(api_version, kind).map(|m| m.name);
+        assert_eq!(
+            name("batch/v1", "CronJobList"),
+            Some("io.k8s.api.batch.v1.CronJobList")
+        );
+        assert_eq!(
+            name("v1", "Status"),
+            Some("io.k8s.apimachinery.pkg.apis.meta.v1.Status")
+        );
+        assert_eq!(
+            name("authorization.k8s.io/v1", "SelfSubjectAccessReview"),
+            Some("io.k8s.api.authorization.v1.SelfSubjectAccessReview")
+        );
+        assert_eq!(
+            name("autoscaling/v2", "HorizontalPodAutoscaler"),
+            Some("io.k8s.api.autoscaling.v2.HorizontalPodAutoscaler")
+        );
+        assert_eq!(name("apps/v1beta1", "Deployment"), None);
     }
 }
