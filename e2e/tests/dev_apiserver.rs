@@ -887,3 +887,48 @@ fn unknown_fields_of_a_built_in_kind_are_refused_by_strict_validation_and_pruned
     ]);
     assert_eq!(metadata, "|fast");
 }
+
+/// `kubectl scale` finds the `/scale` subresource in discovery, patches it
+/// (or, with a precondition, replaces it) and the Deployment's replicas move.
+#[test]
+fn kubectl_scale_changes_replicas_through_the_scale_subresource() {
+    let ns = cluster().namespace("scale");
+    cluster().kubectl_ok(&["create", "deployment", "web", "--image=nginx", "-n", &ns]);
+    assert_eq!(
+        cluster().kubectl_ok(&["scale", "deployment", "web", "--replicas=3", "-n", &ns]),
+        "deployment.apps/web scaled\n"
+    );
+    let err = cluster().kubectl_err(
+        &[
+            "scale",
+            "deployment",
+            "web",
+            "--replicas=1",
+            "--current-replicas=2",
+            "-n",
+            &ns,
+        ],
+        None,
+    );
+    assert_eq!(err, "error: Expected replicas to be 2, was 3\n");
+    assert_eq!(
+        cluster().kubectl_ok(&[
+            "scale",
+            "deployment",
+            "web",
+            "--replicas=0",
+            "--current-replicas=3",
+            "-n",
+            &ns
+        ]),
+        "deployment.apps/web scaled\n"
+    );
+    let scale = cluster().kubectl_ok(&[
+        "get",
+        "--raw",
+        &format!("/apis/apps/v1/namespaces/{ns}/deployments/web/scale"),
+    ]);
+    let scale: serde_json::Value = serde_json::from_str(&scale).unwrap();
+    assert_eq!(scale["spec"], json!({"replicas": 0}));
+    assert_eq!(scale["status"]["selector"], "app=web");
+}

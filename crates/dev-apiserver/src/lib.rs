@@ -28,6 +28,7 @@ mod request;
 mod resources;
 mod respond;
 mod rest;
+mod scale;
 mod schema;
 mod selectors;
 mod server;

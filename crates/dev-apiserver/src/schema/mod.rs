@@ -151,11 +151,15 @@ pub fn message(name: &str) -> Option<&'static Message> {
 }
 
 /// The message of a served kind (or its list, or a review), by apiVersion
-/// and kind; `meta.k8s.io/v1` kinds (Status, DeleteOptions) too.
+/// and kind; `meta.k8s.io/v1` kinds (Status, DeleteOptions) and the
+/// `autoscaling/v1` Scale too.
 pub fn message_of(api_version: &str, kind: &str) -> Option<&'static Message> {
     let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
     if matches!(group, "" | "meta.k8s.io") && matches!(kind, "Status" | "DeleteOptions") {
         return message(&format!("io.k8s.apimachinery.pkg.apis.meta.v1.{kind}"));
+    }
+    if api_version == "autoscaling/v1" && kind == "Scale" {
+        return message("io.k8s.api.autoscaling.v1.Scale");
     }
     RESOURCES
         .iter()

@@ -959,7 +959,7 @@ fn format_labels(labels: Option<&Value>) -> String {
 }
 
 /// `metav1.LabelSelectorAsSelector(...).String()`; `None` when the selector is invalid.
-fn selector_string(selector: Option<&Value>) -> Option<String> {
+pub(crate) fn selector_string(selector: Option<&Value>) -> Option<String> {
     let Some(selector) = selector.filter(|s| !s.is_null()) else {
         return Some(String::new());
     };
