@@ -114,7 +114,6 @@ struct OpenapiType {
 
 #[derive(Debug, Default)]
 struct OpenapiResource {
-    api_version: String,
     group: String,
     kind: String,
     version: String,
@@ -367,7 +366,6 @@ fn parse_openapi(src: &Path) -> BTreeMap<String, OpenapiType> {
                     .unwrap_or_default()
             };
             ty.resource = Some(OpenapiResource {
-                api_version: constant("API_VERSION"),
                 group: constant("GROUP"),
                 kind: constant("KIND"),
                 version: constant("VERSION"),
@@ -642,7 +640,6 @@ pub fn generate() -> String {
             Some(list) => format!("Some({:?})", format!("{package}.{list}")),
             None => "None".to_owned(),
         };
-        let _ = &r.api_version;
         writeln!(
             out,
             "    Resource {{\n        group: {:?},\n        version: {:?},\n        kind: {:?},\n        plural: {:?},\n        namespaced: {},\n        message: {:?},\n        list: {list},\n        openapi: openapi_of::<{}>,\n    }},",
