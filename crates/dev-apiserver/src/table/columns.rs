@@ -42,6 +42,7 @@ pub(super) enum Builtin {
     RuntimeClass,
     PodTemplate,
     CertificateSigningRequest,
+    HorizontalPodAutoscaler,
 }
 
 const CONTAINERS_DESCRIPTION: &str = "Names of each container in the template.";
@@ -112,6 +113,7 @@ impl Builtin {
             ("networking.k8s.io", "networkpolicies") => Builtin::NetworkPolicy,
             ("policy", "poddisruptionbudgets") => Builtin::PodDisruptionBudget,
             ("", "resourcequotas") => Builtin::ResourceQuota,
+            ("autoscaling", "horizontalpodautoscalers") => Builtin::HorizontalPodAutoscaler,
             ("", "podtemplates") => Builtin::PodTemplate,
             ("node.k8s.io", "runtimeclasses") => Builtin::RuntimeClass,
             ("certificates.k8s.io", "certificatesigningrequests") => {
@@ -314,6 +316,15 @@ impl Builtin {
                 "age",
                 "Request|string|0|Request represents a minimum amount of cpu/memory that a container may consume.",
                 "Limit|string|0|Limits control the maximum amount of cpu/memory that a container may use independent of contention on the node.",
+            ],
+            Builtin::HorizontalPodAutoscaler => &[
+                "name",
+                "Reference|string|0|reference to scaled resource; horizontal pod autoscaler will learn the current resource consumption and will set the desired number of pods by using its Scale subresource.",
+                "Targets|string|0|metrics contains the specifications for which to use to calculate the desired replica count (the maximum replica count across all metrics will be used).",
+                "MinPods|string|0|minReplicas is the lower limit for the number of replicas to which the autoscaler can scale down.",
+                "MaxPods|integer|0|maxReplicas is the upper limit for the number of replicas to which the autoscaler can scale up.",
+                "Replicas|integer|0|currentReplicas is current number of replicas of pods managed by this autoscaler, as last seen by the autoscaler.",
+                "age",
             ],
             Builtin::RuntimeClass => &[
                 "name",

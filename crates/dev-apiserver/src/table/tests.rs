@@ -278,6 +278,62 @@ fn resource_quotas_show_used_over_hard_with_limits_apart() {
 }
 
 #[test]
+fn autoscalers_show_their_target_and_metrics_unknown_until_measured() {
+    let objects = [
+        json!({
+            "metadata": {"name": "web", "creationTimestamp": "2025-06-01T11:59:00Z"},
+            "spec": {
+                "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"},
+                "minReplicas": 2,
+                "maxReplicas": 10,
+                "metrics": [
+                    {"type": "Resource", "resource": {"name": "cpu", "target": {"type": "Utilization", "averageUtilization": 80}}},
+                    {"type": "Resource", "resource": {"name": "memory", "target": {"type": "AverageValue", "averageValue": "500Mi"}}}
+                ]
+            },
+            "status": {"currentReplicas": 2, "currentMetrics": [
+                {"type": "Resource", "resource": {"name": "cpu", "current": {"averageUtilization": 40}}}
+            ]}
+        }),
+        json!({
+            "metadata": {"name": "v1"},
+            "spec": {"scaleTargetRef": {"kind": "Deployment", "name": "api"}, "maxReplicas": 3, "targetCPUUtilizationPercentage": 50}
+        }),
+    ];
+    let table = table(
+        &TableKind::builtin("autoscaling", "horizontalpodautoscalers"),
+        &objects,
+        "None",
+        json!({}),
+        now(),
+    );
+    assert_eq!(
+        table["rows"][0]["cells"],
+        json!([
+            "web",
+            "Deployment/web",
+            "cpu: 40%/80%, memory: <unknown>/500Mi",
+            "2",
+            10,
+            2,
+            "60s"
+        ])
+    );
+    assert_eq!(
+        table["rows"][1]["cells"],
+        json!([
+            "v1",
+            "Deployment/api",
+            "cpu: <unknown>/50%",
+            "<unset>",
+            3,
+            0,
+            "<unknown>"
+        ])
+    );
+}
+
+#[test]
 fn certificate_signing_requests_show_their_conditions_and_issuance() {
     let objects = [
         json!({
@@ -756,6 +812,7 @@ fn every_builtin_row_has_one_cell_per_column() {
         ("networking.k8s.io", "networkpolicies"),
         ("policy", "poddisruptionbudgets"),
         ("", "resourcequotas"),
+        ("autoscaling", "horizontalpodautoscalers"),
         ("", "podtemplates"),
         ("node.k8s.io", "runtimeclasses"),
         ("certificates.k8s.io", "certificatesigningrequests"),
