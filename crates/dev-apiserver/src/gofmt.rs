@@ -7,6 +7,8 @@
 use jiff::{SignedDuration, Timestamp};
 use serde_json::Value;
 
+use crate::schema::{self, Card, Message, Shape};
+
 // === times ===
 
 /// Unix seconds of Go's zero `time.Time` (`0001-01-01T00:00:00Z`), which
@@ -205,6 +207,112 @@ fn json_float(f: f64) -> String {
     } else {
         format!("{f}")
     }
+}
+
+/// kube-apiserver's JSON encoding of an object: Go's `encoding/json` of the typed object,
+/// ended by a newline (`json.Encoder`). A built-in kind (with its lists, Status and
+/// DeleteOptions) has its fields in the Go struct's order; custom resources and anything
+/// untyped are Go maps, whose keys are sorted.
+pub fn object_json(value: &Value) -> String {
+    let message = schema::message_of(
+        value["apiVersion"].as_str().unwrap_or_default(),
+        value["kind"].as_str().unwrap_or_default(),
+    );
+    let mut out = String::new();
+    write_typed(value, message, &mut out);
+    out.push('\n');
+    out
+}
+
+/// A `watch.Event` line: `{"type":...,"object":...}` and a newline.
+pub fn watch_event_json(kind: &str, object: &Value) -> String {
+    let mut out = String::from("{\"type\":");
+    write_json_string(kind, &mut out);
+    out.push_str(",\"object\":");
+    let message = schema::message_of(
+        object["apiVersion"].as_str().unwrap_or_default(),
+        object["kind"].as_str().unwrap_or_default(),
+    );
+    write_typed(object, message, &mut out);
+    out.push_str("}\n");
+    out
+}
+
+const OBJECT_META: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta";
+
+fn write_typed(value: &Value, message: Option<&'static Message>, out: &mut String) {
+    let (Value::Object(map), Some(message)) = (value, message) else {
+        return write_json(value, out);
+    };
+    if message.shape != Shape::Struct {
+        return write_json(value, out);
+    }
+    let fields = message.json_fields();
+    let mut first = true;
+    let mut key = |name: &str, out: &mut String| {
+        if !std::mem::take(&mut first) {
+            out.push(',');
+        }
+        write_json_string(name, out);
+        out.push(':');
+    };
+    let mut body = String::new();
+    // `TypeMeta` is inlined first in every Go object that has it.
+    for type_field in ["kind", "apiVersion"] {
+        if let Some(v) = map
+            .get(type_field)
+            .filter(|_| message.field(type_field).is_none())
+        {
+            key(type_field, &mut body);
+            write_json(v, &mut body);
+        }
+    }
+    for field in &fields {
+        let Some(v) = map.get(field.json) else {
+            // Go prints a zero `metav1.Time` as null; only a template's metadata lacks one.
+            if message.name == OBJECT_META && field.json == "creationTimestamp" {
+                key(field.json, &mut body);
+                body.push_str("null");
+            }
+            continue;
+        };
+        key(field.json, &mut body);
+        let element = field.message();
+        match (field.card, v) {
+            (Card::Repeated, Value::Array(items)) => {
+                body.push('[');
+                for (i, item) in items.iter().enumerate() {
+                    if i > 0 {
+                        body.push(',');
+                    }
+                    write_typed(item, element, &mut body);
+                }
+                body.push(']');
+            }
+            (Card::Map, Value::Object(entries)) => {
+                body.push('{');
+                for (i, (k, item)) in entries.iter().enumerate() {
+                    if i > 0 {
+                        body.push(',');
+                    }
+                    write_json_string(k, &mut body);
+                    body.push(':');
+                    write_typed(item, element, &mut body);
+                }
+                body.push('}');
+            }
+            _ => write_typed(v, element, &mut body),
+        }
+    }
+    // What the schema does not know (1.33 lacks it), sorted as a map's keys.
+    let known = |k: &str| fields.iter().any(|f| f.json == k) || matches!(k, "kind" | "apiVersion");
+    for (k, v) in map.iter().filter(|(k, _)| !known(k)) {
+        key(k, &mut body);
+        write_json(v, &mut body);
+    }
+    out.push('{');
+    out.push_str(&body);
+    out.push('}');
 }
 
 /// Go's `json.Marshal` of decoded JSON: sorted keys, HTML-safe escaping.

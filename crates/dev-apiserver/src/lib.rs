@@ -28,6 +28,8 @@ mod request;
 mod resources;
 mod respond;
 mod rest;
+mod scale;
+mod schema;
 mod selectors;
 mod server;
 mod state;
@@ -39,6 +41,7 @@ mod tls;
 mod validation;
 mod watch;
 mod webhook;
+mod workloads;
 mod write;
 
 pub use state::Authorization;

@@ -24,6 +24,7 @@ pub fn is_namespaces(rt: &ResourceType) -> bool {
 pub fn create_defaults(state: &State) {
     let mut txn = state.store.lock();
     for name in DEFAULTS {
+        default_service_account(&mut txn, name);
         let rv = txn.next_rv();
         let namespace = json!({
             "apiVersion": "v1",
@@ -40,6 +41,35 @@ pub fn create_defaults(state: &State) {
         });
         txn.put(storage(), (String::new(), name.to_owned()), namespace);
     }
+}
+
+/// After a namespace is created: the serviceaccount controller's `default`
+/// ServiceAccount in it, stored with the namespace (kube-controller-manager
+/// adds it a moment later).
+pub fn after_create(txn: &mut Txn<'_>, rt: &ResourceType, object: &Value) {
+    if let (true, Some(name)) = (is_namespaces(rt), object["metadata"]["name"].as_str()) {
+        default_service_account(txn, name);
+    }
+}
+
+fn default_service_account(txn: &mut Txn<'_>, namespace: &str) {
+    let rv = txn.next_rv();
+    let account = json!({
+        "apiVersion": "v1",
+        "kind": "ServiceAccount",
+        "metadata": {
+            "name": "default",
+            "namespace": namespace,
+            "uid": uuid::Uuid::new_v4().to_string(),
+            "creationTimestamp": now(),
+            "resourceVersion": rv.to_string(),
+        },
+    });
+    txn.put(
+        (String::new(), "serviceaccounts".to_owned()),
+        (namespace.to_owned(), "default".to_owned()),
+        account,
+    );
 }
 
 /// Refuses creating `name` in a namespace that is missing or being deleted.

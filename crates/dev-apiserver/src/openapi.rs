@@ -1,6 +1,7 @@
 //! OpenAPI v3 documents: enough for `kubectl apply` (which looks for each
 //! kind's patch operation and its `fieldValidation` parameter) and for
-//! `kubectl explain` on custom resources, whose schemas are published whole.
+//! `kubectl explain`: a custom resource's schema is its CRD's, a built-in's
+//! is k8s-openapi's (with every definition it refers to).
 
 use std::collections::BTreeMap;
 use std::hash::{Hash, Hasher};
@@ -53,20 +54,57 @@ pub fn document(state: &State, path: &str) -> Result<Value, ApiError> {
         .ok_or_else(ApiError::path_not_found)
 }
 
-/// The schema name kube-apiserver would give a kind, e.g.
+/// The schema name kube-apiserver gives a kind, e.g.
 /// `io.k8s.api.core.v1.ConfigMap` or `com.navique.core.v1alpha1.Lock`.
 fn schema_name(t: &ResourceType) -> String {
-    if t.is_custom() {
-        let reversed: Vec<&str> = t.group.split('.').rev().collect();
-        format!("{}.{}.{}", reversed.join("."), t.version, t.kind)
-    } else {
-        let group = t
-            .group
-            .split('.')
-            .next()
-            .filter(|g| !g.is_empty())
-            .unwrap_or("core");
-        format!("io.k8s.api.{group}.{}.{}", t.version, t.kind)
+    match t.builtin {
+        Some(builtin) => builtin.message.to_owned(),
+        None => {
+            let reversed: Vec<&str> = t.group.split('.').rev().collect();
+            format!("{}.{}.{}", reversed.join("."), t.version, t.kind)
+        }
+    }
+}
+
+/// k8s-openapi's schemas of every built-in kind and what they refer to, by
+/// definition name, as OpenAPI v3 components.
+fn builtin_schemas() -> &'static Map<String, Value> {
+    static SCHEMAS: std::sync::OnceLock<Map<String, Value>> = std::sync::OnceLock::new();
+    SCHEMAS.get_or_init(|| {
+        let mut generator = schemars::generate::SchemaSettings::openapi3().into_generator();
+        for resource in crate::schema::RESOURCES {
+            (resource.openapi)(&mut generator);
+        }
+        generator.take_definitions(true).into_iter().collect()
+    })
+}
+
+/// The names of the definitions `schema` refers to, directly or not.
+fn references(
+    schema: &Value,
+    all: &Map<String, Value>,
+    found: &mut std::collections::BTreeSet<String>,
+) {
+    match schema {
+        Value::Object(map) => {
+            for (key, value) in map {
+                if key == "$ref"
+                    && let Some(name) = value
+                        .as_str()
+                        .and_then(|r| r.strip_prefix("#/components/schemas/"))
+                {
+                    if found.insert(name.to_owned())
+                        && let Some(definition) = all.get(name)
+                    {
+                        references(definition, all, found);
+                    }
+                } else {
+                    references(value, all, found);
+                }
+            }
+        }
+        Value::Array(items) => items.iter().for_each(|item| references(item, all, found)),
+        _ => {}
     }
 }
 
@@ -123,6 +161,19 @@ fn build(types: &[Arc<ResourceType>]) -> Value {
                 "delete": operation("delete", &["dryRun", "gracePeriodSeconds", "propagationPolicy"]),
             }),
         );
+        if t.builtin.is_some() {
+            let all = builtin_schemas();
+            let mut used = std::collections::BTreeSet::from([name.clone()]);
+            references(&all[&name], all, &mut used);
+            for definition in used {
+                let mut schema = all[&definition].clone();
+                if definition == name {
+                    schema["x-kubernetes-group-version-kind"] = json!([gvk]);
+                }
+                schemas.insert(definition, schema);
+            }
+            continue;
+        }
         let mut schema = t.openapi_schema.clone().unwrap_or_else(
             || json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true}),
         );

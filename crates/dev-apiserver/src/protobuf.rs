@@ -1,11 +1,10 @@
-//! The Kubernetes protobuf wire format, for the few kinds clients insist on sending that way.
+//! The Kubernetes protobuf wire format, for every built-in kind.
 //!
-//! `kubectl create namespace|configmap|secret` and Helm's Secret-backed release storage send
-//! request bodies as [`CONTENT_TYPE`] and do not fall back to JSON after a 415. The server
-//! stores JSON, so [`decode`] turns such a body into the JSON kube-apiserver would show for it,
-//! and [`encode`] turns stored JSON back into protobuf for clients whose `Accept` header prefers
-//! it. Only the kinds listed in [`supports`] are converted; everything else should be served as
-//! JSON.
+//! kubectl, client-go and Helm send the objects they build as [`CONTENT_TYPE`] and do not fall
+//! back to JSON after a 415. The server stores JSON, so [`decode`] turns such a body into the
+//! JSON kube-apiserver would show for it, and [`encode`] turns stored JSON back into protobuf
+//! for clients whose `Accept` header prefers it. Both walk the generated schema
+//! ([`crate::schema`]): field numbers and types from k8s-pb, JSON names from k8s-openapi.
 //!
 //! # Envelope
 //!
@@ -15,49 +14,33 @@
 //!
 //! # JSON shape
 //!
-//! [`decode`] produces what kube-apiserver's JSON encoder (Go `encoding/json` over the typed Go
-//! object) prints, so a protobuf request becomes the JSON the same client would have sent had it
-//! used JSON:
+//! Go's marshaller writes every non-pointer field, zero or not, so [`decode`] writes what Go's
+//! `encoding/json` would print of the decoded object:
 //!
-//! - Scalars, slices and maps tagged `omitempty` are left out when empty or zero. Go pointer
-//!   fields (`*bool`, `*string`, `*int32`, `*int64`, nested `*Struct`) are written whenever they
-//!   are present on the wire, even when `false`, `""` or `0`.
-//! - Fields without `omitempty` are always written, with the zero value when unset: for example
-//!   `OwnerReference.uid`, `ServicePort.port`, `Event.reportingComponent`, and list `items`
-//!   (`[]`, never `null`).
-//! - Nested structs that are not pointers are always written, as Go does even with
-//!   `omitempty`: `metadata`, Namespace `spec` and `status` (`{}` for a fresh namespace), Service
-//!   `spec` and `status` (with `status.loadBalancer` `{}`), Event `involvedObject` and `source`.
-//! - `metav1.Time` is RFC 3339 in UTC with seconds precision (`2026-11-30T10:00:00Z`); protobuf
-//!   carries only its seconds. `metav1.MicroTime` (Event `eventTime`, `series.lastObservedTime`)
-//!   has exactly six fractional digits (`2026-11-30T10:00:00.123456Z`). A zero time (an empty
-//!   message on the wire) is omitted for `metadata.creationTimestamp` (tagged `omitzero` since
-//!   Kubernetes 1.34) and for pointer fields (`deletionTimestamp`, managed fields' `time`), and
-//!   is `null` for the other, non-pointer timestamps (Event `firstTimestamp`, `lastTimestamp`,
-//!   `eventTime`, conditions' `lastTransitionTime`), as kube-apiserver prints them.
-//! - `[]byte` values (Secret `data`, ConfigMap `binaryData`) are standard base64 with padding.
-//!   Secret `stringData` is carried as-is in both directions.
-//! - A zero `targetPort` (neither a port number nor a name) is omitted rather than printed as
-//!   `0`, so the server's defaulting sees it as unset.
-//! - `managedFields[].fieldsV1` is the raw JSON object it holds on the wire.
+//! - a zero string, number or boolean is left out (`omitempty`), unless Go always prints the
+//!   field (k8s-openapi has it as required) or the field is a pointer whose zero means
+//!   something (the schema's `KEEP_ZERO`: `replicas: 0`, `automountServiceAccountToken:
+//!   false`);
+//! - a nested message is written whenever it is on the wire (`{}` when empty), as Go prints
+//!   structs; empty lists and maps are left out, except a list's `items` (`[]`);
+//! - `metav1.Time` is RFC 3339 in UTC with whole seconds; `metav1.MicroTime` has six
+//!   fractional digits; a zero time is left out, or `null` where Go always prints it;
+//! - `[]byte` is standard base64; `FieldsV1`, `RawExtension` and apiextensions `JSON` are the
+//!   JSON they carry; `IntOrString` a number or a string; `Quantity` its string; a named
+//!   slice (`ExtraValue`) its items; `json:",inline"` structs (a `Volume`'s source) are merged
+//!   into their parent.
 //!
 //! [`encode`] reads that JSON back: `null` counts as absent, timestamps may use any RFC 3339
-//! offset, and the `apiVersion`/`kind` of list items are ignored (typed lists carry none).
-
-use std::collections::BTreeMap;
+//! offset, unknown fields are ignored, and a list's items may carry `apiVersion` and `kind`.
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
-use k8s_pb::api::authentication::v1 as authentication;
-use k8s_pb::api::authorization::v1 as authorization;
-use k8s_pb::api::core::v1 as core;
-use k8s_pb::apimachinery::pkg::apis::meta::v1 as meta;
 use k8s_pb::apimachinery::pkg::runtime::{TypeMeta, Unknown};
-use k8s_pb::apimachinery::pkg::util::intstr::IntOrString;
-use prost::Message;
+use prost::Message as _;
 use serde_json::{Map, Value};
 
 use crate::gofmt;
+use crate::schema::{self, Card, Field, Message, Shape, Ty};
 
 /// The media type of Kubernetes protobuf bodies, as used in `Content-Type` and `Accept`.
 pub const CONTENT_TYPE: &str = "application/vnd.kubernetes.protobuf";
@@ -65,10 +48,8 @@ pub const CONTENT_TYPE: &str = "application/vnd.kubernetes.protobuf";
 /// The prefix of every protobuf body: `k8s` and the encoding style 0 (a `runtime.Unknown`).
 const MAGIC: [u8; 4] = *b"k8s\0";
 
-/// `IntOrString.type` of a port number.
-const INT_OR_STRING_INT: i64 = 0;
-/// `IntOrString.type` of a port name.
-const INT_OR_STRING_STRING: i64 = 1;
+/// `IntOrString.type` of a name.
+const INT_OR_STRING_STRING: u64 = 1;
 
 /// Why a body could not be decoded or an object could not be encoded.
 #[derive(Debug, thiserror::Error)]
@@ -91,23 +72,25 @@ pub enum ProtobufError {
          send it unencoded, or send JSON"
     )]
     UnsupportedContentEncoding(String),
-    /// The body carries a kind this module cannot convert.
+    /// The body carries a kind that is not built in (custom resources are JSON only).
     #[error("protobuf body for {api_version}/{kind} is not supported; send JSON")]
     UnsupportedBody {
-        /// The envelope's apiVersion, such as `apps/v1`.
+        /// The envelope's apiVersion, such as `example.com/v1`.
         api_version: String,
-        /// The envelope's kind, such as `Deployment`.
+        /// The envelope's kind.
         kind: String,
     },
     /// The object's bytes do not parse as the kind the envelope declares.
-    #[error("protobuf body for {api_version}/{kind} is malformed: {source}")]
+    #[error("protobuf body for {api_version}/{kind} is malformed at `{field}`: {problem}")]
     MalformedObject {
         /// The envelope's apiVersion.
         api_version: String,
         /// The envelope's kind.
         kind: String,
-        /// What the protobuf parser rejected.
-        source: prost::DecodeError,
+        /// Where the bytes stopped making sense, such as `spec.template`.
+        field: String,
+        /// What is wrong with them.
+        problem: String,
     },
     /// [`encode`] was given something other than a JSON object with `apiVersion` and `kind`.
     #[error(
@@ -115,7 +98,7 @@ pub enum ProtobufError {
          `apiVersion` and `kind` fields"
     )]
     MissingKind,
-    /// [`encode`] was given a kind this module cannot convert.
+    /// [`encode`] was given a kind that has no protobuf form.
     #[error("{api_version}/{kind} cannot be encoded as protobuf; serve it as JSON")]
     UnsupportedObject {
         /// The object's apiVersion.
@@ -124,7 +107,7 @@ pub enum ProtobufError {
         kind: String,
     },
     /// A field holds a value that cannot be converted: a wrong JSON type, invalid base64, a
-    /// malformed or out-of-range timestamp, or `fieldsV1` bytes that are not JSON.
+    /// malformed or out-of-range timestamp, or JSON bytes that are not JSON.
     #[error("field `{field}` {problem}")]
     InvalidField {
         /// The field's path, such as `metadata.labels.app` or `items[1].data.token`.
@@ -136,18 +119,15 @@ pub enum ProtobufError {
 
 type Result<T, E = ProtobufError> = std::result::Result<T, E>;
 
-/// Whether objects of this apiVersion/kind (and their `...List` kinds) can be encoded and
-/// decoded: core `v1` Namespace, ConfigMap, Secret, ServiceAccount, Service and Event, their
-/// lists, and `v1` (or `meta.k8s.io/v1`) `Status`; and, decoded only, DeleteOptions,
-/// TokenReview and the access reviews.
+/// Whether objects of this apiVersion/kind (a built-in kind, its list, a review, or `v1` /
+/// `meta.k8s.io/v1` `Status` and `DeleteOptions`) have a protobuf form.
 pub fn supports(api_version: &str, kind: &str) -> bool {
-    Shape::of(api_version, kind).is_some()
+    schema::message_of(api_version, kind).is_some()
 }
 
-/// Decodes a request body: the 4-byte magic `k8s\0` followed by a `runtime.Unknown` message
-/// (typeMeta{apiVersion,kind}, raw = the object's protobuf bytes, contentEncoding, contentType).
+/// Decodes a request body: the 4-byte magic `k8s\0` followed by a `runtime.Unknown` message.
 /// Returns the object as kube-apiserver's JSON form, with "apiVersion" and "kind" set.
-pub fn decode(body: &[u8]) -> Result<Value, ProtobufError> {
+pub fn decode(body: &[u8]) -> Result<Value> {
     let envelope = body
         .strip_prefix(&MAGIC)
         .ok_or(ProtobufError::MissingMagic)?;
@@ -161,125 +141,32 @@ pub fn decode(body: &[u8]) -> Result<Value, ProtobufError> {
     if let Some(encoding) = unknown.content_encoding.filter(|e| !e.is_empty()) {
         return Err(ProtobufError::UnsupportedContentEncoding(encoding));
     }
-    let Some(shape) = Shape::of(&api_version, &kind) else {
+    let Some(message) = schema::message_of(&api_version, &kind) else {
         return Err(ProtobufError::UnsupportedBody { api_version, kind });
     };
     let raw = unknown.raw.unwrap_or_default();
-    let declared = Declared {
-        api_version: &api_version,
-        kind: &kind,
-    };
-    let fields = match shape {
-        Shape::Object(Kind::Namespace) => namespace_to_json(declared.parse(&raw)?)?,
-        Shape::Object(Kind::ConfigMap) => config_map_to_json(declared.parse(&raw)?)?,
-        Shape::Object(Kind::Secret) => secret_to_json(declared.parse(&raw)?)?,
-        Shape::Object(Kind::ServiceAccount) => service_account_to_json(declared.parse(&raw)?)?,
-        Shape::Object(Kind::Service) => service_to_json(declared.parse(&raw)?)?,
-        Shape::Object(Kind::Event) => event_to_json(declared.parse(&raw)?)?,
-        Shape::List(Kind::Namespace) => {
-            let list: core::NamespaceList = declared.parse(&raw)?;
-            list_to_json(list.metadata, list.items, namespace_to_json)?
-        }
-        Shape::List(Kind::ConfigMap) => {
-            let list: core::ConfigMapList = declared.parse(&raw)?;
-            list_to_json(list.metadata, list.items, config_map_to_json)?
-        }
-        Shape::List(Kind::Secret) => {
-            let list: core::SecretList = declared.parse(&raw)?;
-            list_to_json(list.metadata, list.items, secret_to_json)?
-        }
-        Shape::List(Kind::ServiceAccount) => {
-            let list: core::ServiceAccountList = declared.parse(&raw)?;
-            list_to_json(list.metadata, list.items, service_account_to_json)?
-        }
-        Shape::List(Kind::Service) => {
-            let list: core::ServiceList = declared.parse(&raw)?;
-            list_to_json(list.metadata, list.items, service_to_json)?
-        }
-        Shape::List(Kind::Event) => {
-            let list: core::EventList = declared.parse(&raw)?;
-            list_to_json(list.metadata, list.items, event_to_json)?
-        }
-        Shape::Status => status_to_json(declared.parse(&raw)?)?,
-        Shape::DeleteOptions => delete_options_to_json(declared.parse(&raw)?),
-        Shape::TokenReview => {
-            let review: authentication::TokenReview = declared.parse(&raw)?;
-            let spec = review.spec.unwrap_or_default();
-            let mut fields = Map::new();
-            if let Some(token) = spec.token {
-                fields.insert("token".into(), Value::String(token));
-            }
-            if !spec.audiences.is_empty() {
-                fields.insert(
-                    "audiences".into(),
-                    spec.audiences.into_iter().map(Value::String).collect(),
-                );
-            }
-            let mut out = Map::new();
-            out.insert("spec".into(), Value::Object(fields));
-            out
-        }
-        Shape::SelfSubjectAccessReview => {
-            let review: authorization::SelfSubjectAccessReview = declared.parse(&raw)?;
-            let spec = review.spec.unwrap_or_default();
-            let mut out = Map::new();
-            out.insert(
-                "spec".into(),
-                access_review_spec(
-                    spec.resource_attributes,
-                    spec.non_resource_attributes,
-                    Map::new(),
-                ),
-            );
-            out
-        }
-        Shape::SubjectAccessReview => {
-            let review: authorization::SubjectAccessReview = declared.parse(&raw)?;
-            let spec = review.spec.unwrap_or_default();
-            let mut subject = Map::new();
-            if let Some(user) = spec.user {
-                subject.insert("user".into(), Value::String(user));
-            }
-            if !spec.groups.is_empty() {
-                subject.insert(
-                    "groups".into(),
-                    spec.groups.into_iter().map(Value::String).collect(),
-                );
-            }
-            if let Some(uid) = spec.uid {
-                subject.insert("uid".into(), Value::String(uid));
-            }
-            if !spec.extra.is_empty() {
-                let extra: Map<String, Value> = spec
-                    .extra
-                    .into_iter()
-                    .map(|(k, v)| (k, v.items.into_iter().map(Value::String).collect()))
-                    .collect();
-                subject.insert("extra".into(), Value::Object(extra));
-            }
-            let mut out = Map::new();
-            out.insert(
-                "spec".into(),
-                access_review_spec(
-                    spec.resource_attributes,
-                    spec.non_resource_attributes,
-                    subject,
-                ),
-            );
-            out
-        }
-    };
+    let fields = Decoder {
+        path: String::new(),
+    }
+    .message(message, &raw)
+    .map_err(|(field, problem)| ProtobufError::MalformedObject {
+        api_version: api_version.clone(),
+        kind: kind.clone(),
+        field,
+        problem,
+    })?;
     let mut object = Map::new();
     object.insert("apiVersion".to_owned(), Value::String(api_version));
     object.insert("kind".to_owned(), Value::String(kind));
-    object.extend(fields);
+    if let Value::Object(fields) = fields {
+        object.extend(fields);
+    }
     Ok(Value::Object(object))
 }
 
-/// Encodes a JSON object of a supported kind (including its List form and meta/v1 `Status`)
-/// into the same envelope: the magic `k8s\0` and a `runtime.Unknown` naming its apiVersion and
-/// kind.
-pub fn encode(object: &Value) -> Result<Vec<u8>, ProtobufError> {
+/// Encodes a JSON object of a built-in kind (or its list, or a `Status`) into the same
+/// envelope: the magic `k8s\0` and a `runtime.Unknown` naming its apiVersion and kind.
+pub fn encode(object: &Value) -> Result<Vec<u8>> {
     let Some(map) = object.as_object() else {
         return Err(ProtobufError::MissingKind);
     };
@@ -291,55 +178,14 @@ pub fn encode(object: &Value) -> Result<Vec<u8>, ProtobufError> {
     let (Some(api_version), Some(kind)) = (type_field("apiVersion"), type_field("kind")) else {
         return Err(ProtobufError::MissingKind);
     };
-    let Some(shape) = Shape::of(api_version, kind) else {
+    let Some(message) = schema::message_of(api_version, kind) else {
         return Err(ProtobufError::UnsupportedObject {
             api_version: api_version.to_owned(),
             kind: kind.to_owned(),
         });
     };
-    let object = Reader::root(map);
-    let raw = match shape {
-        Shape::Object(Kind::Namespace) => namespace_from_json(&object)?.encode_to_vec(),
-        Shape::Object(Kind::ConfigMap) => config_map_from_json(&object)?.encode_to_vec(),
-        Shape::Object(Kind::Secret) => secret_from_json(&object)?.encode_to_vec(),
-        Shape::Object(Kind::ServiceAccount) => service_account_from_json(&object)?.encode_to_vec(),
-        Shape::Object(Kind::Service) => service_from_json(&object)?.encode_to_vec(),
-        Shape::Object(Kind::Event) => event_from_json(&object)?.encode_to_vec(),
-        Shape::List(Kind::Namespace) => {
-            let (metadata, items) = list_from_json(&object, namespace_from_json)?;
-            core::NamespaceList { metadata, items }.encode_to_vec()
-        }
-        Shape::List(Kind::ConfigMap) => {
-            let (metadata, items) = list_from_json(&object, config_map_from_json)?;
-            core::ConfigMapList { metadata, items }.encode_to_vec()
-        }
-        Shape::List(Kind::Secret) => {
-            let (metadata, items) = list_from_json(&object, secret_from_json)?;
-            core::SecretList { metadata, items }.encode_to_vec()
-        }
-        Shape::List(Kind::ServiceAccount) => {
-            let (metadata, items) = list_from_json(&object, service_account_from_json)?;
-            core::ServiceAccountList { metadata, items }.encode_to_vec()
-        }
-        Shape::List(Kind::Service) => {
-            let (metadata, items) = list_from_json(&object, service_from_json)?;
-            core::ServiceList { metadata, items }.encode_to_vec()
-        }
-        Shape::List(Kind::Event) => {
-            let (metadata, items) = list_from_json(&object, event_from_json)?;
-            core::EventList { metadata, items }.encode_to_vec()
-        }
-        Shape::Status => status_from_json(&object)?.encode_to_vec(),
-        Shape::DeleteOptions
-        | Shape::TokenReview
-        | Shape::SelfSubjectAccessReview
-        | Shape::SubjectAccessReview => {
-            return Err(ProtobufError::UnsupportedObject {
-                api_version: api_version.to_owned(),
-                kind: kind.to_owned(),
-            });
-        }
-    };
+    let mut raw = Vec::new();
+    encode_struct(message, map, "", &mut raw)?;
     // Go's marshaller writes every field of the envelope, the empty strings included.
     let unknown = Unknown {
         type_meta: Some(TypeMeta {
@@ -355,1383 +201,586 @@ pub fn encode(object: &Value) -> Result<Vec<u8>, ProtobufError> {
     Ok(body)
 }
 
-/// The object kinds converted here, each also in its `...List` form.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Kind {
-    Namespace,
-    ConfigMap,
-    Secret,
-    ServiceAccount,
-    Service,
-    Event,
+// ---------------------------------------------------------------------------------------------
+// The wire
+// ---------------------------------------------------------------------------------------------
+
+const VARINT: u8 = 0;
+const FIXED64: u8 = 1;
+const LENGTH_DELIMITED: u8 = 2;
+const FIXED32: u8 = 5;
+
+/// One field as read off the wire.
+enum Wire<'a> {
+    Varint(u64),
+    Fixed64(u64),
+    Bytes(&'a [u8]),
+    Fixed32,
 }
 
-/// What an apiVersion/kind pair names: an object, a list of objects, or a `Status`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Shape {
-    Object(Kind),
-    List(Kind),
-    Status,
-    /// Sent as the body of a delete (Helm does); decoded only.
-    DeleteOptions,
-    /// Sent by client-go's typed clients (authenticating proxies); decoded only.
-    TokenReview,
-    /// `kubectl auth can-i` sends these; decoded only.
-    SelfSubjectAccessReview,
-    SubjectAccessReview,
-}
+/// A field that cannot be read: its number, once known, and why.
+type WireError = (Option<u32>, String);
 
-impl Shape {
-    fn of(api_version: &str, kind: &str) -> Option<Shape> {
-        if kind == "Status" {
-            return matches!(api_version, "v1" | "meta.k8s.io/v1").then_some(Shape::Status);
+/// Reads the fields of one message.
+struct WireReader<'a>(&'a [u8]);
+
+impl<'a> WireReader<'a> {
+    fn varint(&mut self) -> Result<u64, String> {
+        let mut value = 0u64;
+        for shift in (0..64).step_by(7) {
+            let (&byte, rest) = self
+                .0
+                .split_first()
+                .ok_or_else(|| "the bytes end inside a number".to_owned())?;
+            self.0 = rest;
+            value |= u64::from(byte & 0x7f) << shift;
+            if byte & 0x80 == 0 {
+                return Ok(value);
+            }
         }
-        if api_version == "authentication.k8s.io/v1" {
-            return (kind == "TokenReview").then_some(Shape::TokenReview);
+        Err("a number is longer than ten bytes".to_owned())
+    }
+
+    fn take(&mut self, n: usize) -> Result<&'a [u8], String> {
+        if self.0.len() < n {
+            return Err(format!(
+                "a field says it has {n} bytes, but {} are left",
+                self.0.len()
+            ));
         }
-        if api_version == "authorization.k8s.io/v1" {
-            return match kind {
-                "SelfSubjectAccessReview" => Some(Shape::SelfSubjectAccessReview),
-                "SubjectAccessReview" => Some(Shape::SubjectAccessReview),
-                _ => None,
-            };
+        let (head, rest) = self.0.split_at(n);
+        self.0 = rest;
+        Ok(head)
+    }
+
+    /// The next field, or why it cannot be read (with its number, once known).
+    fn next(&mut self) -> Result<Option<(u32, Wire<'a>)>, WireError> {
+        if self.0.is_empty() {
+            return Ok(None);
         }
-        if kind == "DeleteOptions" {
-            return matches!(api_version, "v1" | "meta.k8s.io/v1").then_some(Shape::DeleteOptions);
-        }
-        if api_version != "v1" {
-            return None;
-        }
-        let (base, is_list) = match kind.strip_suffix("List") {
-            Some(base) => (base, true),
-            None => (kind, false),
-        };
-        let base = match base {
-            "Namespace" => Kind::Namespace,
-            "ConfigMap" => Kind::ConfigMap,
-            "Secret" => Kind::Secret,
-            "ServiceAccount" => Kind::ServiceAccount,
-            "Service" => Kind::Service,
-            "Event" => Kind::Event,
-            _ => return None,
-        };
-        Some(if is_list {
-            Shape::List(base)
-        } else {
-            Shape::Object(base)
+        let key = self.varint().map_err(|e| (None, e))?;
+        let tag = u32::try_from(key >> 3)
+            .map_err(|_| (None, "a field number is too large".to_owned()))?;
+        self.value(key)
+            .map(|wire| Some((tag, wire)))
+            .map_err(|e| (Some(tag), e))
+    }
+
+    fn value(&mut self, key: u64) -> Result<Wire<'a>, String> {
+        Ok(match (key & 7) as u8 {
+            VARINT => Wire::Varint(self.varint()?),
+            FIXED64 => Wire::Fixed64(u64::from_le_bytes(
+                self.take(8)?.try_into().expect("took eight bytes"),
+            )),
+            LENGTH_DELIMITED => {
+                let n = usize::try_from(self.varint()?)
+                    .map_err(|_| "a length is too large".to_owned())?;
+                Wire::Bytes(self.take(n)?)
+            }
+            FIXED32 => {
+                self.take(4)?;
+                Wire::Fixed32
+            }
+            other => return Err(format!("wire type {other} is not protobuf")),
         })
     }
 }
 
-/// The apiVersion and kind an envelope declares, for parsing its raw bytes.
-struct Declared<'a> {
-    api_version: &'a str,
-    kind: &'a str,
+fn put_varint(mut value: u64, out: &mut Vec<u8>) {
+    while value >= 0x80 {
+        out.push((value as u8 & 0x7f) | 0x80);
+        value >>= 7;
+    }
+    out.push(value as u8);
 }
 
-impl Declared<'_> {
-    fn parse<M: Message + Default>(&self, raw: &[u8]) -> Result<M> {
-        M::decode(raw).map_err(|source| ProtobufError::MalformedObject {
-            api_version: self.api_version.to_owned(),
-            kind: self.kind.to_owned(),
-            source,
-        })
-    }
+fn put_key(tag: u32, wire: u8, out: &mut Vec<u8>) {
+    put_varint(u64::from(tag) << 3 | u64::from(wire), out);
+}
+
+fn put_bytes(tag: u32, bytes: &[u8], out: &mut Vec<u8>) {
+    put_key(tag, LENGTH_DELIMITED, out);
+    put_varint(bytes.len() as u64, out);
+    out.extend_from_slice(bytes);
 }
 
 // ---------------------------------------------------------------------------------------------
 // Protobuf -> JSON
 // ---------------------------------------------------------------------------------------------
 
-/// A JSON object being built from protobuf, one Go `encoding/json` rule per method.
-#[derive(Default)]
-struct Writer(Map<String, Value>);
+/// What went wrong where: the field path and the problem.
+type Malformed = (String, String);
 
-impl Writer {
-    /// A non-pointer scalar tagged `omitempty`: written only when set to a non-zero value.
-    fn omitempty<T: Into<Value> + Default + PartialEq>(
-        &mut self,
-        key: &str,
-        value: Option<T>,
-    ) -> &mut Self {
-        match value {
-            Some(value) if value != T::default() => self.value(key, value),
-            _ => self,
-        }
-    }
-
-    /// A non-pointer scalar without `omitempty`: always written, as the zero value when unset.
-    fn always<T: Into<Value> + Default>(&mut self, key: &str, value: Option<T>) -> &mut Self {
-        self.value(key, value.unwrap_or_default())
-    }
-
-    /// A pointer (`*T`, `omitempty`): written whenever present, even when zero.
-    fn pointer<T: Into<Value>>(&mut self, key: &str, value: Option<T>) -> &mut Self {
-        match value {
-            Some(value) => self.value(key, value),
-            None => self,
-        }
-    }
-
-    /// A non-pointer timestamp without `omitzero`: Go prints a zero time as `null`.
-    fn time_or_null(&mut self, key: &str, value: Option<String>) -> &mut Self {
-        self.value(key, value.map_or(Value::Null, Value::String))
-    }
-
-    /// A value written unconditionally, such as a nested non-pointer struct.
-    fn value(&mut self, key: &str, value: impl Into<Value>) -> &mut Self {
-        self.0.insert(key.to_owned(), value.into());
-        self
-    }
-
-    /// A slice tagged `omitempty`: written only when it has elements.
-    fn list(&mut self, key: &str, values: Vec<impl Into<Value>>) -> &mut Self {
-        if values.is_empty() {
-            return self;
-        }
-        self.value(
-            key,
-            values.into_iter().map(Into::into).collect::<Vec<Value>>(),
-        )
-    }
-
-    /// A `map[string]string` tagged `omitempty`.
-    fn string_map(&mut self, key: &str, values: BTreeMap<String, String>) -> &mut Self {
-        if values.is_empty() {
-            return self;
-        }
-        let map = values
-            .into_iter()
-            .map(|(k, v)| (k, Value::String(v)))
-            .collect::<Map<_, _>>();
-        self.value(key, map)
-    }
-
-    /// A `map[string][]byte` tagged `omitempty`; each value is base64 in JSON.
-    fn bytes_map(&mut self, key: &str, values: BTreeMap<String, Vec<u8>>) -> &mut Self {
-        if values.is_empty() {
-            return self;
-        }
-        let map = values
-            .into_iter()
-            .map(|(k, v)| (k, Value::String(BASE64.encode(v))))
-            .collect::<Map<_, _>>();
-        self.value(key, map)
-    }
-
-    fn finish(&mut self) -> Map<String, Value> {
-        std::mem::take(&mut self.0)
-    }
+/// Decodes messages, keeping the path for errors.
+struct Decoder {
+    path: String,
 }
 
-/// Converts every element with a fallible converter.
-fn convert_all<T>(
-    items: Vec<T>,
-    convert: fn(T) -> Result<Map<String, Value>>,
-) -> Result<Vec<Value>> {
-    items
-        .into_iter()
-        .map(|item| convert(item).map(Value::Object))
-        .collect()
-}
-
-/// A `metav1.Time` as RFC 3339 with seconds precision in UTC, or `None` for Go's zero time.
-/// The wire carries only seconds; like Kubernetes, any `nanos` are ignored.
-fn time_to_json(field: &str, time: Option<meta::Time>) -> Result<Option<String>> {
-    let Some(meta::Time { seconds, nanos }) = time else {
-        return Ok(None);
-    };
-    if seconds.is_none() && nanos.is_none() {
-        return Ok(None);
-    }
-    let seconds = seconds.unwrap_or_default();
-    if seconds == gofmt::ZERO_TIME_UNIX {
-        return Ok(None);
-    }
-    let timestamp = jiff::Timestamp::from_second(seconds).map_err(|e| out_of_range(field, e))?;
-    Ok(Some(gofmt::time(timestamp)))
-}
-
-/// A `metav1.MicroTime` as RFC 3339 with six fractional digits in UTC, or `None` for Go's zero
-/// time. Precision beyond microseconds is truncated, as Kubernetes does.
-fn micro_time_to_json(field: &str, time: Option<meta::MicroTime>) -> Result<Option<String>> {
-    let Some(meta::MicroTime { seconds, nanos }) = time else {
-        return Ok(None);
-    };
-    if seconds.is_none() && nanos.is_none() {
-        return Ok(None);
-    }
-    let seconds = seconds.unwrap_or_default();
-    let nanos = nanos.unwrap_or_default();
-    let nanos = nanos - nanos % 1_000;
-    if seconds == gofmt::ZERO_TIME_UNIX && nanos == 0 {
-        return Ok(None);
-    }
-    let timestamp = jiff::Timestamp::new(seconds, nanos).map_err(|e| out_of_range(field, e))?;
-    Ok(Some(gofmt::micro_time(timestamp)))
-}
-
-fn out_of_range(field: &str, error: jiff::Error) -> ProtobufError {
-    ProtobufError::InvalidField {
-        field: field.to_owned(),
-        problem: format!("holds a timestamp outside the supported range: {error}"),
-    }
-}
-
-/// An `intstr.IntOrString`, or `None` when it is zero (the number 0 or the empty name).
-fn int_or_string_to_json(value: Option<IntOrString>) -> Option<Value> {
-    let IntOrString {
-        r#type,
-        int_val,
-        str_val,
-    } = value?;
-    if r#type == Some(INT_OR_STRING_STRING) {
-        str_val.filter(|s| !s.is_empty()).map(Value::String)
-    } else {
-        int_val.filter(|n| *n != 0).map(Value::from)
-    }
-}
-
-fn object_meta_to_json(metadata: Option<meta::ObjectMeta>) -> Result<Map<String, Value>> {
-    let meta::ObjectMeta {
-        name,
-        generate_name,
-        namespace,
-        self_link,
-        uid,
-        resource_version,
-        generation,
-        creation_timestamp,
-        deletion_timestamp,
-        deletion_grace_period_seconds,
-        labels,
-        annotations,
-        owner_references,
-        finalizers,
-        managed_fields,
-    } = metadata.unwrap_or_default();
-    let managed_fields = convert_all(managed_fields, managed_fields_entry_to_json)?;
-    Ok(Writer::default()
-        .omitempty("name", name)
-        .omitempty("generateName", generate_name)
-        .omitempty("namespace", namespace)
-        .omitempty("selfLink", self_link)
-        .omitempty("uid", uid)
-        .omitempty("resourceVersion", resource_version)
-        .omitempty("generation", generation)
-        .pointer(
-            "creationTimestamp",
-            time_to_json("metadata.creationTimestamp", creation_timestamp)?,
-        )
-        .pointer(
-            "deletionTimestamp",
-            time_to_json("metadata.deletionTimestamp", deletion_timestamp)?,
-        )
-        .pointer("deletionGracePeriodSeconds", deletion_grace_period_seconds)
-        .string_map("labels", labels)
-        .string_map("annotations", annotations)
-        .list(
-            "ownerReferences",
-            owner_references
-                .into_iter()
-                .map(owner_reference_to_json)
-                .collect(),
-        )
-        .list("finalizers", finalizers)
-        .list("managedFields", managed_fields)
-        .finish())
-}
-
-fn owner_reference_to_json(reference: meta::OwnerReference) -> Map<String, Value> {
-    let meta::OwnerReference {
-        api_version,
-        kind,
-        name,
-        uid,
-        controller,
-        block_owner_deletion,
-    } = reference;
-    Writer::default()
-        .always("apiVersion", api_version)
-        .always("kind", kind)
-        .always("name", name)
-        .always("uid", uid)
-        .pointer("controller", controller)
-        .pointer("blockOwnerDeletion", block_owner_deletion)
-        .finish()
-}
-
-fn managed_fields_entry_to_json(entry: meta::ManagedFieldsEntry) -> Result<Map<String, Value>> {
-    let meta::ManagedFieldsEntry {
-        manager,
-        operation,
-        api_version,
-        time,
-        fields_type,
-        fields_v1,
-        subresource,
-    } = entry;
-    let fields_v1 = match fields_v1.and_then(|f| f.raw).filter(|raw| !raw.is_empty()) {
-        Some(raw) => Some(serde_json::from_slice::<Value>(&raw).map_err(|e| {
-            ProtobufError::InvalidField {
-                field: "metadata.managedFields.fieldsV1".to_owned(),
-                problem: format!("is not valid JSON: {e}"),
-            }
-        })?),
-        None => None,
-    };
-    Ok(Writer::default()
-        .omitempty("manager", manager)
-        .omitempty("operation", operation)
-        .omitempty("apiVersion", api_version)
-        .pointer("time", time_to_json("metadata.managedFields.time", time)?)
-        .omitempty("fieldsType", fields_type)
-        .pointer("fieldsV1", fields_v1)
-        .omitempty("subresource", subresource)
-        .finish())
-}
-
-fn list_meta_to_json(metadata: Option<meta::ListMeta>) -> Map<String, Value> {
-    let meta::ListMeta {
-        self_link,
-        resource_version,
-        r#continue,
-        remaining_item_count,
-    } = metadata.unwrap_or_default();
-    Writer::default()
-        .omitempty("selfLink", self_link)
-        .omitempty("resourceVersion", resource_version)
-        .omitempty("continue", r#continue)
-        .pointer("remainingItemCount", remaining_item_count)
-        .finish()
-}
-
-/// A typed list: `metadata` (always) and `items` (always, `[]` when empty). Items carry no
-/// apiVersion/kind, as in kube-apiserver's JSON.
-fn list_to_json<T>(
-    metadata: Option<meta::ListMeta>,
-    items: Vec<T>,
-    item: fn(T) -> Result<Map<String, Value>>,
-) -> Result<Map<String, Value>> {
-    Ok(Writer::default()
-        .value("metadata", list_meta_to_json(metadata))
-        .value("items", convert_all(items, item)?)
-        .finish())
-}
-
-fn namespace_to_json(namespace: core::Namespace) -> Result<Map<String, Value>> {
-    let core::Namespace {
-        metadata,
-        spec,
-        status,
-    } = namespace;
-    let core::NamespaceSpec { finalizers } = spec.unwrap_or_default();
-    let core::NamespaceStatus { phase, conditions } = status.unwrap_or_default();
-    let status = Writer::default()
-        .omitempty("phase", phase)
-        .list(
-            "conditions",
-            convert_all(conditions, namespace_condition_to_json)?,
-        )
-        .finish();
-    Ok(Writer::default()
-        .value("metadata", object_meta_to_json(metadata)?)
-        .value(
-            "spec",
-            Writer::default().list("finalizers", finalizers).finish(),
-        )
-        .value("status", status)
-        .finish())
-}
-
-fn namespace_condition_to_json(condition: core::NamespaceCondition) -> Result<Map<String, Value>> {
-    let core::NamespaceCondition {
-        r#type,
-        status,
-        last_transition_time,
-        reason,
-        message,
-    } = condition;
-    let last_transition_time =
-        time_to_json("status.conditions.lastTransitionTime", last_transition_time)?;
-    Ok(Writer::default()
-        .always("type", r#type)
-        .always("status", status)
-        .time_or_null("lastTransitionTime", last_transition_time)
-        .omitempty("reason", reason)
-        .omitempty("message", message)
-        .finish())
-}
-
-fn config_map_to_json(config_map: core::ConfigMap) -> Result<Map<String, Value>> {
-    let core::ConfigMap {
-        metadata,
-        immutable,
-        data,
-        binary_data,
-    } = config_map;
-    Ok(Writer::default()
-        .value("metadata", object_meta_to_json(metadata)?)
-        .pointer("immutable", immutable)
-        .string_map("data", data)
-        .bytes_map("binaryData", binary_data)
-        .finish())
-}
-
-fn secret_to_json(secret: core::Secret) -> Result<Map<String, Value>> {
-    let core::Secret {
-        metadata,
-        immutable,
-        data,
-        string_data,
-        r#type,
-    } = secret;
-    Ok(Writer::default()
-        .value("metadata", object_meta_to_json(metadata)?)
-        .pointer("immutable", immutable)
-        .bytes_map("data", data)
-        .string_map("stringData", string_data)
-        .omitempty("type", r#type)
-        .finish())
-}
-
-fn service_account_to_json(account: core::ServiceAccount) -> Result<Map<String, Value>> {
-    let core::ServiceAccount {
-        metadata,
-        secrets,
-        image_pull_secrets,
-        automount_service_account_token,
-    } = account;
-    let image_pull_secrets = image_pull_secrets
-        .into_iter()
-        .map(|core::LocalObjectReference { name }| {
-            Writer::default().omitempty("name", name).finish()
-        })
-        .collect();
-    Ok(Writer::default()
-        .value("metadata", object_meta_to_json(metadata)?)
-        .list(
-            "secrets",
-            secrets.into_iter().map(object_reference_to_json).collect(),
-        )
-        .list("imagePullSecrets", image_pull_secrets)
-        .pointer(
-            "automountServiceAccountToken",
-            automount_service_account_token,
-        )
-        .finish())
-}
-
-fn object_reference_to_json(reference: core::ObjectReference) -> Map<String, Value> {
-    let core::ObjectReference {
-        kind,
-        namespace,
-        name,
-        uid,
-        api_version,
-        resource_version,
-        field_path,
-    } = reference;
-    Writer::default()
-        .omitempty("kind", kind)
-        .omitempty("namespace", namespace)
-        .omitempty("name", name)
-        .omitempty("uid", uid)
-        .omitempty("apiVersion", api_version)
-        .omitempty("resourceVersion", resource_version)
-        .omitempty("fieldPath", field_path)
-        .finish()
-}
-
-fn service_to_json(service: core::Service) -> Result<Map<String, Value>> {
-    let core::Service {
-        metadata,
-        spec,
-        status,
-    } = service;
-    Ok(Writer::default()
-        .value("metadata", object_meta_to_json(metadata)?)
-        .value("spec", service_spec_to_json(spec.unwrap_or_default()))
-        .value(
-            "status",
-            service_status_to_json(status.unwrap_or_default())?,
-        )
-        .finish())
-}
-
-fn service_spec_to_json(spec: core::ServiceSpec) -> Map<String, Value> {
-    let core::ServiceSpec {
-        ports,
-        selector,
-        cluster_ip,
-        cluster_ips,
-        r#type,
-        external_ips,
-        session_affinity,
-        load_balancer_ip,
-        load_balancer_source_ranges,
-        external_name,
-        external_traffic_policy,
-        health_check_node_port,
-        publish_not_ready_addresses,
-        session_affinity_config,
-        ip_families,
-        ip_family_policy,
-        allocate_load_balancer_node_ports,
-        load_balancer_class,
-        internal_traffic_policy,
-        traffic_distribution,
-    } = spec;
-    let session_affinity_config =
-        session_affinity_config.map(|core::SessionAffinityConfig { client_ip }| {
-            let client_ip = client_ip.map(|core::ClientIpConfig { timeout_seconds }| {
-                Writer::default()
-                    .pointer("timeoutSeconds", timeout_seconds)
-                    .finish()
-            });
-            Writer::default().pointer("clientIP", client_ip).finish()
-        });
-    Writer::default()
-        .list(
-            "ports",
-            ports.into_iter().map(service_port_to_json).collect(),
-        )
-        .string_map("selector", selector)
-        .omitempty("clusterIP", cluster_ip)
-        .list("clusterIPs", cluster_ips)
-        .omitempty("type", r#type)
-        .list("externalIPs", external_ips)
-        .omitempty("sessionAffinity", session_affinity)
-        .omitempty("loadBalancerIP", load_balancer_ip)
-        .list("loadBalancerSourceRanges", load_balancer_source_ranges)
-        .omitempty("externalName", external_name)
-        .omitempty("externalTrafficPolicy", external_traffic_policy)
-        .omitempty("healthCheckNodePort", health_check_node_port)
-        .omitempty("publishNotReadyAddresses", publish_not_ready_addresses)
-        .pointer("sessionAffinityConfig", session_affinity_config)
-        .list("ipFamilies", ip_families)
-        .pointer("ipFamilyPolicy", ip_family_policy)
-        .pointer(
-            "allocateLoadBalancerNodePorts",
-            allocate_load_balancer_node_ports,
-        )
-        .pointer("loadBalancerClass", load_balancer_class)
-        .pointer("internalTrafficPolicy", internal_traffic_policy)
-        .pointer("trafficDistribution", traffic_distribution)
-        .finish()
-}
-
-fn service_port_to_json(port: core::ServicePort) -> Map<String, Value> {
-    let core::ServicePort {
-        name,
-        protocol,
-        app_protocol,
-        port,
-        target_port,
-        node_port,
-    } = port;
-    Writer::default()
-        .omitempty("name", name)
-        .omitempty("protocol", protocol)
-        .pointer("appProtocol", app_protocol)
-        .always("port", port)
-        .pointer("targetPort", int_or_string_to_json(target_port))
-        .omitempty("nodePort", node_port)
-        .finish()
-}
-
-fn service_status_to_json(status: core::ServiceStatus) -> Result<Map<String, Value>> {
-    let core::ServiceStatus {
-        load_balancer,
-        conditions,
-    } = status;
-    let core::LoadBalancerStatus { ingress } = load_balancer.unwrap_or_default();
-    let load_balancer = Writer::default()
-        .list(
-            "ingress",
-            ingress
-                .into_iter()
-                .map(load_balancer_ingress_to_json)
-                .collect(),
-        )
-        .finish();
-    Ok(Writer::default()
-        .value("loadBalancer", load_balancer)
-        .list("conditions", convert_all(conditions, condition_to_json)?)
-        .finish())
-}
-
-fn load_balancer_ingress_to_json(ingress: core::LoadBalancerIngress) -> Map<String, Value> {
-    let core::LoadBalancerIngress {
-        ip,
-        hostname,
-        ip_mode,
-        ports,
-    } = ingress;
-    let ports = ports
-        .into_iter()
-        .map(
-            |core::PortStatus {
-                 port,
-                 protocol,
-                 error,
-             }| {
-                Writer::default()
-                    .always("port", port)
-                    .always("protocol", protocol)
-                    .pointer("error", error)
-                    .finish()
+impl Decoder {
+    fn at(&self, key: &str) -> Decoder {
+        Decoder {
+            path: if self.path.is_empty() {
+                key.to_owned()
+            } else if key.is_empty() {
+                self.path.clone()
+            } else {
+                format!("{}.{key}", self.path)
             },
-        )
-        .collect();
-    Writer::default()
-        .omitempty("ip", ip)
-        .omitempty("hostname", hostname)
-        .pointer("ipMode", ip_mode)
-        .list("ports", ports)
-        .finish()
-}
-
-fn condition_to_json(condition: meta::Condition) -> Result<Map<String, Value>> {
-    let meta::Condition {
-        r#type,
-        status,
-        observed_generation,
-        last_transition_time,
-        reason,
-        message,
-    } = condition;
-    let last_transition_time =
-        time_to_json("status.conditions.lastTransitionTime", last_transition_time)?;
-    Ok(Writer::default()
-        .always("type", r#type)
-        .always("status", status)
-        .omitempty("observedGeneration", observed_generation)
-        .time_or_null("lastTransitionTime", last_transition_time)
-        .always("reason", reason)
-        .always("message", message)
-        .finish())
-}
-
-fn event_to_json(event: core::Event) -> Result<Map<String, Value>> {
-    let core::Event {
-        metadata,
-        involved_object,
-        reason,
-        message,
-        source,
-        first_timestamp,
-        last_timestamp,
-        count,
-        r#type,
-        event_time,
-        series,
-        action,
-        related,
-        reporting_component,
-        reporting_instance,
-    } = event;
-    let core::EventSource { component, host } = source.unwrap_or_default();
-    let source = Writer::default()
-        .omitempty("component", component)
-        .omitempty("host", host)
-        .finish();
-    let series = match series {
-        Some(core::EventSeries {
-            count,
-            last_observed_time,
-        }) => {
-            let last_observed_time =
-                micro_time_to_json("series.lastObservedTime", last_observed_time)?;
-            Some(
-                Writer::default()
-                    .omitempty("count", count)
-                    .time_or_null("lastObservedTime", last_observed_time)
-                    .finish(),
-            )
         }
-        None => None,
-    };
-    Ok(Writer::default()
-        .value("metadata", object_meta_to_json(metadata)?)
-        .value(
-            "involvedObject",
-            object_reference_to_json(involved_object.unwrap_or_default()),
-        )
-        .omitempty("reason", reason)
-        .omitempty("message", message)
-        .value("source", source)
-        .time_or_null(
-            "firstTimestamp",
-            time_to_json("firstTimestamp", first_timestamp)?,
-        )
-        .time_or_null(
-            "lastTimestamp",
-            time_to_json("lastTimestamp", last_timestamp)?,
-        )
-        .omitempty("count", count)
-        .omitempty("type", r#type)
-        .time_or_null("eventTime", micro_time_to_json("eventTime", event_time)?)
-        .pointer("series", series)
-        .omitempty("action", action)
-        .pointer("related", related.map(object_reference_to_json))
-        .always("reportingComponent", reporting_component)
-        .always("reportingInstance", reporting_instance)
-        .finish())
-}
+    }
 
-/// An access review's spec: what is asked, and (for SubjectAccessReview)
-/// about whom.
-fn access_review_spec(
-    resource: Option<authorization::ResourceAttributes>,
-    non_resource: Option<authorization::NonResourceAttributes>,
-    mut spec: Map<String, Value>,
-) -> Value {
-    if let Some(r) = resource {
-        let mut attributes = Map::new();
-        for (key, value) in [
-            ("namespace", r.namespace),
-            ("verb", r.verb),
-            ("group", r.group),
-            ("version", r.version),
-            ("resource", r.resource),
-            ("subresource", r.subresource),
-            ("name", r.name),
-        ] {
-            if let Some(value) = value.filter(|v| !v.is_empty()) {
-                attributes.insert(key.into(), Value::String(value));
+    fn fail<T>(&self, problem: impl Into<String>) -> Result<T, Malformed> {
+        Err((self.path.clone(), problem.into()))
+    }
+
+    /// The fields of a message in wire order; an error names the field it stopped in.
+    fn read<'a>(
+        &self,
+        message: Option<&Message>,
+        bytes: &'a [u8],
+    ) -> Result<Vec<(u32, Wire<'a>)>, Malformed> {
+        let mut reader = WireReader(bytes);
+        let mut fields = Vec::new();
+        loop {
+            match reader.next() {
+                Ok(Some(field)) => fields.push(field),
+                Ok(None) => return Ok(fields),
+                Err((tag, problem)) => {
+                    let name = tag
+                        .and_then(|t| message?.field_by_tag(t))
+                        .map_or("", |f| f.json);
+                    return self.at(name).fail(problem);
+                }
             }
         }
-        spec.insert("resourceAttributes".into(), Value::Object(attributes));
     }
-    if let Some(n) = non_resource {
-        let mut attributes = Map::new();
-        for (key, value) in [("path", n.path), ("verb", n.verb)] {
-            if let Some(value) = value {
-                attributes.insert(key.into(), Value::String(value));
+
+    /// A message's JSON form (an object, or the value of a special shape).
+    fn message(&self, message: &Message, bytes: &[u8]) -> Result<Value, Malformed> {
+        let wire = self.read(Some(message), bytes)?;
+        let first = |tag: u32| wire.iter().rev().find(|(t, _)| *t == tag).map(|(_, w)| w);
+        let varint = |tag| match first(tag) {
+            Some(Wire::Varint(v)) => *v,
+            _ => 0,
+        };
+        let bytes_of = |tag| match first(tag) {
+            Some(Wire::Bytes(b)) => *b,
+            _ => &[][..],
+        };
+        let text = |tag| String::from_utf8_lossy(bytes_of(tag)).into_owned();
+        Ok(match message.shape {
+            Shape::Struct => Value::Object(self.fields(message, &wire)?),
+            Shape::Time => match time(varint(1) as i64, 0, false) {
+                Some(t) => Value::String(t),
+                None => Value::Null,
+            },
+            Shape::MicroTime => match time(varint(1) as i64, varint(2) as i64 as i32, true) {
+                Some(t) => Value::String(t),
+                None => Value::Null,
+            },
+            Shape::RawJson => {
+                let raw = bytes_of(1);
+                if raw.is_empty() {
+                    Value::Null
+                } else {
+                    serde_json::from_slice(raw)
+                        .or_else(|e| self.fail(format!("does not hold JSON: {e}")))?
+                }
             }
-        }
-        spec.insert("nonResourceAttributes".into(), Value::Object(attributes));
+            Shape::IntOrString if varint(1) == INT_OR_STRING_STRING => Value::String(text(3)),
+            Shape::IntOrString => Value::from(varint(2) as i64 as i32),
+            Shape::Quantity => Value::String(text(1)),
+            Shape::Items => Value::Array(
+                wire.iter()
+                    .filter_map(|(tag, w)| match (tag, w) {
+                        (1, Wire::Bytes(b)) => {
+                            Some(Value::String(String::from_utf8_lossy(b).into()))
+                        }
+                        _ => None,
+                    })
+                    .collect(),
+            ),
+            Shape::SchemaOrArray | Shape::SchemaOrBool | Shape::SchemaOrStringArray => {
+                self.schema_or(message, &wire)?
+            }
+        })
     }
-    Value::Object(spec)
-}
 
-fn delete_options_to_json(options: meta::DeleteOptions) -> Map<String, Value> {
-    let mut out = Map::new();
-    if let Some(grace) = options.grace_period_seconds {
-        out.insert("gracePeriodSeconds".into(), Value::from(grace));
-    }
-    if let Some(preconditions) = options.preconditions {
-        let mut p = Map::new();
-        if let Some(uid) = preconditions.uid {
-            p.insert("uid".into(), Value::String(uid));
-        }
-        if let Some(rv) = preconditions.resource_version {
-            p.insert("resourceVersion".into(), Value::String(rv));
-        }
-        out.insert("preconditions".into(), Value::Object(p));
-    }
-    if let Some(orphan) = options.orphan_dependents {
-        out.insert("orphanDependents".into(), Value::Bool(orphan));
-    }
-    if let Some(policy) = options.propagation_policy {
-        out.insert("propagationPolicy".into(), Value::String(policy));
-    }
-    if !options.dry_run.is_empty() {
-        out.insert(
-            "dryRun".into(),
-            options.dry_run.into_iter().map(Value::String).collect(),
-        );
-    }
-    out
-}
-
-fn status_to_json(status: meta::Status) -> Result<Map<String, Value>> {
-    let meta::Status {
-        metadata,
-        status,
-        message,
-        reason,
-        details,
-        code,
-    } = status;
-    let details = details.map(
-        |meta::StatusDetails {
-             name,
-             group,
-             kind,
-             uid,
-             causes,
-             retry_after_seconds,
-         }| {
-            let causes = causes
-                .into_iter()
-                .map(
-                    |meta::StatusCause {
-                         reason,
-                         message,
-                         field,
-                     }| {
-                        Writer::default()
-                            .omitempty("reason", reason)
-                            .omitempty("message", message)
-                            .omitempty("field", field)
-                            .finish()
-                    },
-                )
+    /// A struct's fields, by Go's `encoding/json` rules (see the module documentation).
+    fn fields(
+        &self,
+        message: &Message,
+        wire: &[(u32, Wire<'_>)],
+    ) -> Result<Map<String, Value>, Malformed> {
+        let mut out = Map::new();
+        for field in message.fields {
+            let values: Vec<&Wire<'_>> = wire
+                .iter()
+                .filter(|(tag, _)| *tag == field.tag)
+                .map(|(_, w)| w)
                 .collect();
-            Writer::default()
-                .omitempty("name", name)
-                .omitempty("group", group)
-                .omitempty("kind", kind)
-                .omitempty("uid", uid)
-                .list("causes", causes)
-                .omitempty("retryAfterSeconds", retry_after_seconds)
-                .finish()
+            let here = self.at(field.json);
+            if field.inline() {
+                let nested = field.message().expect("inline fields hold messages");
+                let bytes = match values.last() {
+                    Some(Wire::Bytes(b)) => *b,
+                    _ => &[][..],
+                };
+                if let Value::Object(fields) = here.message(nested, bytes)? {
+                    out.extend(fields);
+                }
+                continue;
+            }
+            let value = match field.card {
+                Card::One => match values.last() {
+                    Some(wire) => here.single(field, wire)?,
+                    None if field.required() => zero(field),
+                    None => None,
+                },
+                Card::Repeated => {
+                    let mut items = Vec::new();
+                    for (i, wire) in values.iter().enumerate() {
+                        let item = here.at(&format!("[{i}]"));
+                        items.extend(item.packed_or_one(field, wire)?);
+                    }
+                    (!items.is_empty() || field.required()).then_some(Value::Array(items))
+                }
+                Card::Map => {
+                    let mut map = Map::new();
+                    for wire in values {
+                        let Wire::Bytes(entry) = wire else {
+                            return here.fail("a map entry is not a message");
+                        };
+                        let entry = here.read(None, entry)?;
+                        let key = entry.iter().rev().find_map(|(tag, w)| match (tag, w) {
+                            (1, Wire::Bytes(b)) => Some(String::from_utf8_lossy(b).into_owned()),
+                            _ => None,
+                        });
+                        let key = key.unwrap_or_default();
+                        let value = entry
+                            .iter()
+                            .rev()
+                            .find(|(tag, _)| *tag == 2)
+                            .map(|(_, w)| w);
+                        let entry_path = here.at(&key);
+                        let value = match value {
+                            Some(w) => entry_path.value(field, w)?,
+                            None => zero(field).unwrap_or(Value::Null),
+                        };
+                        map.insert(key, value);
+                    }
+                    (!map.is_empty()).then_some(Value::Object(map))
+                }
+            };
+            if let Some(value) = value {
+                out.insert(field.json.to_owned(), value);
+            }
+        }
+        Ok(out)
+    }
+
+    /// A single field's value, or None where Go's `omitempty` leaves it out.
+    fn single(&self, field: &Field, wire: &Wire<'_>) -> Result<Option<Value>, Malformed> {
+        let value = self.value(field, wire)?;
+        let is_zero = match &value {
+            Value::Null => true,
+            Value::String(s) => s.is_empty() && !matches!(field.ty, Ty::Message(_)),
+            Value::Number(n) => n.as_f64() == Some(0.0) && !matches!(field.ty, Ty::Message(_)),
+            Value::Bool(b) => !b,
+            _ => false,
+        };
+        Ok(if is_zero && !field.required() && !field.keeps_zero() {
+            None
+        } else {
+            Some(value)
+        })
+    }
+
+    /// The elements of a repeated field's wire value: numbers may come packed.
+    fn packed_or_one(&self, field: &Field, wire: &Wire<'_>) -> Result<Vec<Value>, Malformed> {
+        match (field.ty, wire) {
+            (Ty::Int32 | Ty::Int64 | Ty::Bool, Wire::Bytes(packed)) => {
+                let mut reader = WireReader(packed);
+                let mut items = Vec::new();
+                while !reader.0.is_empty() {
+                    let v = reader.varint().or_else(|e| self.fail(e))?;
+                    items.push(self.value(field, &Wire::Varint(v))?);
+                }
+                Ok(items)
+            }
+            _ => Ok(vec![self.value(field, wire)?]),
+        }
+    }
+
+    /// The JSON of one value of a field's type.
+    fn value(&self, field: &Field, wire: &Wire<'_>) -> Result<Value, Malformed> {
+        Ok(match (field.ty, wire) {
+            (Ty::String, Wire::Bytes(b)) => Value::String(String::from_utf8_lossy(b).into_owned()),
+            (Ty::Bytes, Wire::Bytes(b)) => Value::String(BASE64.encode(b)),
+            (Ty::Bool, Wire::Varint(v)) => Value::Bool(*v != 0),
+            (Ty::Int32, Wire::Varint(v)) => Value::from(*v as i64 as i32),
+            (Ty::Int64, Wire::Varint(v)) => Value::from(*v as i64),
+            (Ty::Double, Wire::Fixed64(v)) => {
+                serde_json::Number::from_f64(f64::from_bits(*v)).map_or(Value::Null, Value::Number)
+            }
+            (Ty::Message(name), Wire::Bytes(b)) => {
+                let message = schema::message(name).expect("generated types are complete");
+                self.message(message, b)?
+            }
+            _ => return self.fail("has the wrong wire type for its field"),
+        })
+    }
+
+    /// The apiextensions unions: a schema, or an array / boolean / string list.
+    fn schema_or(&self, message: &Message, wire: &[(u32, Wire<'_>)]) -> Result<Value, Malformed> {
+        let fields = self.fields(message, wire)?;
+        let (schema, other) = match message.shape {
+            Shape::SchemaOrArray => ("schema", "jSONSchemas"),
+            Shape::SchemaOrBool => ("schema", "allows"),
+            _ => ("schema", "property"),
+        };
+        Ok(match (fields.get(schema), fields.get(other)) {
+            (Some(s), _) if !s.is_null() => s.clone(),
+            (_, Some(o)) => o.clone(),
+            // `allows: false` is left out as a zero; the union's JSON is then `false`.
+            _ if message.shape == Shape::SchemaOrBool => Value::Bool(false),
+            _ => Value::Array(Vec::new()),
+        })
+    }
+}
+
+/// What Go prints for a field that is not on the wire but always printed.
+fn zero(field: &Field) -> Option<Value> {
+    Some(match field.ty {
+        Ty::String | Ty::Bytes => Value::String(String::new()),
+        Ty::Bool => Value::Bool(false),
+        Ty::Int32 | Ty::Int64 | Ty::Double => Value::from(0),
+        Ty::Message(name) => match schema::message(name)?.shape {
+            Shape::Struct => Value::Object(Map::new()),
+            Shape::Time | Shape::MicroTime => Value::Null,
+            _ => return None,
         },
-    );
-    Ok(Writer::default()
-        .value("metadata", list_meta_to_json(metadata))
-        .omitempty("status", status)
-        .omitempty("message", message)
-        .omitempty("reason", reason)
-        .pointer("details", details)
-        .omitempty("code", code)
-        .finish())
+    })
+}
+
+/// A time as kube-apiserver prints it, or None for Go's zero time.
+fn time(seconds: i64, nanos: i32, micro: bool) -> Option<String> {
+    if nanos == 0 && (seconds == 0 || seconds == gofmt::ZERO_TIME_UNIX) {
+        return None;
+    }
+    let nanos = if micro { nanos - nanos % 1_000 } else { 0 };
+    let timestamp = jiff::Timestamp::new(seconds, nanos).ok()?;
+    Some(if micro {
+        gofmt::micro_time(timestamp)
+    } else {
+        gofmt::time(timestamp)
+    })
 }
 
 // ---------------------------------------------------------------------------------------------
 // JSON -> protobuf
 // ---------------------------------------------------------------------------------------------
 
-/// A JSON object being converted to protobuf, remembering its path for error messages. Absent
-/// fields and `null` both read as unset, as in Go.
-struct Reader<'a> {
-    map: &'a Map<String, Value>,
-    path: String,
+fn path_of(path: &str, key: &str) -> String {
+    match (path.is_empty(), key.is_empty()) {
+        (true, _) => key.to_owned(),
+        (_, true) => path.to_owned(),
+        _ if key.starts_with('[') => format!("{path}{key}"),
+        _ => format!("{path}.{key}"),
+    }
 }
 
-impl<'a> Reader<'a> {
-    fn root(map: &'a Map<String, Value>) -> Self {
-        Reader {
-            map,
-            path: String::new(),
+fn invalid(path: &str, problem: impl Into<String>) -> ProtobufError {
+    ProtobufError::InvalidField {
+        field: path.to_owned(),
+        problem: problem.into(),
+    }
+}
+
+/// Writes a struct's fields from a JSON object, in field-number order.
+fn encode_struct(
+    message: &Message,
+    object: &Map<String, Value>,
+    path: &str,
+    out: &mut Vec<u8>,
+) -> Result<()> {
+    let mut fields: Vec<&Field> = message.fields.iter().collect();
+    fields.sort_by_key(|f| f.tag);
+    for field in fields {
+        if field.inline() {
+            let nested = field.message().expect("inline fields hold messages");
+            let mut bytes = Vec::new();
+            encode_struct(nested, object, path, &mut bytes)?;
+            put_bytes(field.tag, &bytes, out);
+            continue;
         }
-    }
-
-    fn path_of(&self, key: &str) -> String {
-        if self.path.is_empty() {
-            key.to_owned()
-        } else {
-            format!("{}.{key}", self.path)
-        }
-    }
-
-    fn invalid(&self, key: &str, problem: impl Into<String>) -> ProtobufError {
-        ProtobufError::InvalidField {
-            field: self.path_of(key),
-            problem: problem.into(),
-        }
-    }
-
-    fn get(&self, key: &str) -> Option<&'a Value> {
-        self.map.get(key).filter(|value| !value.is_null())
-    }
-
-    fn string(&self, key: &str) -> Result<Option<String>> {
-        self.get(key)
-            .map(|value| {
-                value
-                    .as_str()
-                    .map(str::to_owned)
-                    .ok_or_else(|| self.invalid(key, "must be a string"))
-            })
-            .transpose()
-    }
-
-    fn boolean(&self, key: &str) -> Result<Option<bool>> {
-        self.get(key)
-            .map(|value| {
-                value
-                    .as_bool()
-                    .ok_or_else(|| self.invalid(key, "must be true or false"))
-            })
-            .transpose()
-    }
-
-    fn int64(&self, key: &str) -> Result<Option<i64>> {
-        self.get(key)
-            .map(|value| {
-                value
-                    .as_i64()
-                    .ok_or_else(|| self.invalid(key, "must be a 64-bit integer"))
-            })
-            .transpose()
-    }
-
-    fn int32(&self, key: &str) -> Result<Option<i32>> {
-        self.get(key)
-            .map(|value| {
-                value
-                    .as_i64()
-                    .and_then(|n| i32::try_from(n).ok())
-                    .ok_or_else(|| self.invalid(key, "must be a 32-bit integer"))
-            })
-            .transpose()
-    }
-
-    fn strings(&self, key: &str) -> Result<Vec<String>> {
-        let Some(value) = self.get(key) else {
-            return Ok(Vec::new());
+        let Some(value) = object.get(field.json).filter(|v| !v.is_null()) else {
+            continue;
         };
-        let items = value
-            .as_array()
-            .ok_or_else(|| self.invalid(key, "must be an array of strings"))?;
-        items
-            .iter()
-            .enumerate()
-            .map(|(i, item)| {
-                item.as_str()
-                    .map(str::to_owned)
-                    .ok_or_else(|| self.invalid(&format!("{key}[{i}]"), "must be a string"))
-            })
-            .collect()
-    }
-
-    /// A JSON object of strings; `null` values read as `""`, as Go decodes them.
-    fn string_map(&self, key: &str) -> Result<BTreeMap<String, String>> {
-        self.map_of(key, |entry, value| match value {
-            Value::Null => Ok(String::new()),
-            Value::String(text) => Ok(text.clone()),
-            _ => Err(self.invalid(&format!("{key}.{entry}"), "must be a string")),
-        })
-    }
-
-    /// A JSON object of base64 strings; `null` values read as empty bytes, as Go decodes them.
-    fn bytes_map(&self, key: &str) -> Result<BTreeMap<String, Vec<u8>>> {
-        self.map_of(key, |entry, value| match value {
-            Value::Null => Ok(Vec::new()),
-            Value::String(text) => BASE64.decode(text).map_err(|e| {
-                self.invalid(
-                    &format!("{key}.{entry}"),
-                    format!("is not valid base64: {e}"),
-                )
-            }),
-            _ => Err(self.invalid(&format!("{key}.{entry}"), "must be a base64 string")),
-        })
-    }
-
-    fn map_of<T>(
-        &self,
-        key: &str,
-        convert: impl Fn(&str, &Value) -> Result<T>,
-    ) -> Result<BTreeMap<String, T>> {
-        let Some(value) = self.get(key) else {
-            return Ok(BTreeMap::new());
-        };
-        let map = value
-            .as_object()
-            .ok_or_else(|| self.invalid(key, "must be a JSON object"))?;
-        map.iter()
-            .map(|(entry, value)| Ok((entry.clone(), convert(entry, value)?)))
-            .collect()
-    }
-
-    /// A nested message, converted by `convert` when present.
-    fn object<T>(
-        &self,
-        key: &str,
-        convert: impl Fn(&Reader<'a>) -> Result<T>,
-    ) -> Result<Option<T>> {
-        let Some(value) = self.get(key) else {
-            return Ok(None);
-        };
-        let map = value
-            .as_object()
-            .ok_or_else(|| self.invalid(key, "must be a JSON object"))?;
-        convert(&Reader {
-            map,
-            path: self.path_of(key),
-        })
-        .map(Some)
-    }
-
-    /// A repeated message, each element converted by `convert`.
-    fn objects<T>(&self, key: &str, convert: impl Fn(&Reader<'a>) -> Result<T>) -> Result<Vec<T>> {
-        let Some(value) = self.get(key) else {
-            return Ok(Vec::new());
-        };
-        let items = value
-            .as_array()
-            .ok_or_else(|| self.invalid(key, "must be an array of objects"))?;
-        items
-            .iter()
-            .enumerate()
-            .map(|(i, item)| {
-                let element = format!("{key}[{i}]");
-                let map = item
+        let here = path_of(path, field.json);
+        match field.card {
+            Card::One => encode_value(field, value, &here, out)?,
+            Card::Repeated => {
+                let items = value
+                    .as_array()
+                    .ok_or_else(|| invalid(&here, "must be an array"))?;
+                for (i, item) in items.iter().enumerate() {
+                    encode_value(field, item, &format!("{here}[{i}]"), out)?;
+                }
+            }
+            Card::Map => {
+                let map = value
                     .as_object()
-                    .ok_or_else(|| self.invalid(&element, "must be a JSON object"))?;
-                convert(&Reader {
-                    map,
-                    path: self.path_of(&element),
-                })
-            })
-            .collect()
-    }
-
-    /// An RFC 3339 timestamp as (Unix seconds, non-negative nanoseconds), or `None` when absent
-    /// or Go's zero time.
-    fn timestamp(&self, key: &str) -> Result<Option<(i64, i32)>> {
-        let Some(text) = self.string(key)? else {
-            return Ok(None);
-        };
-        let timestamp: jiff::Timestamp = text.parse().map_err(|e| {
-            self.invalid(
-                key,
-                format!("must be an RFC 3339 timestamp such as 2026-11-30T10:00:00Z: {e}"),
-            )
-        })?;
-        let (mut seconds, mut nanos) = (timestamp.as_second(), timestamp.subsec_nanosecond());
-        if nanos < 0 {
-            seconds -= 1;
-            nanos += 1_000_000_000;
-        }
-        if seconds == gofmt::ZERO_TIME_UNIX && nanos == 0 {
-            return Ok(None);
-        }
-        Ok(Some((seconds, nanos)))
-    }
-
-    /// A `metav1.Time`: whole seconds only, as Go's marshaller writes it.
-    fn time(&self, key: &str) -> Result<Option<meta::Time>> {
-        Ok(self.timestamp(key)?.map(|(seconds, _)| meta::Time {
-            seconds: Some(seconds),
-            nanos: Some(0),
-        }))
-    }
-
-    /// A `metav1.MicroTime`: seconds and nanoseconds truncated to microseconds.
-    fn micro_time(&self, key: &str) -> Result<Option<meta::MicroTime>> {
-        Ok(self
-            .timestamp(key)?
-            .map(|(seconds, nanos)| meta::MicroTime {
-                seconds: Some(seconds),
-                nanos: Some(nanos - nanos % 1_000),
-            }))
-    }
-
-    fn int_or_string(&self, key: &str) -> Result<Option<IntOrString>> {
-        match self.get(key) {
-            None => Ok(None),
-            Some(Value::String(name)) => Ok(Some(IntOrString {
-                r#type: Some(INT_OR_STRING_STRING),
-                int_val: Some(0),
-                str_val: Some(name.clone()),
-            })),
-            Some(value) => {
-                let number = value
-                    .as_i64()
-                    .and_then(|n| i32::try_from(n).ok())
-                    .ok_or_else(|| self.invalid(key, "must be a 32-bit integer or a string"))?;
-                Ok(Some(IntOrString {
-                    r#type: Some(INT_OR_STRING_INT),
-                    int_val: Some(number),
-                    str_val: Some(String::new()),
-                }))
+                    .ok_or_else(|| invalid(&here, "must be an object"))?;
+                for (key, item) in map {
+                    let mut entry = Vec::new();
+                    put_bytes(1, key.as_bytes(), &mut entry);
+                    if !item.is_null() {
+                        encode_value_as(field, 2, item, &path_of(&here, key), &mut entry)?;
+                    }
+                    put_bytes(field.tag, &entry, out);
+                }
             }
         }
     }
+    Ok(())
+}
 
-    /// Any JSON value, as the raw JSON bytes `fieldsV1` carries.
-    fn raw_json(&self, key: &str) -> Result<Option<Vec<u8>>> {
-        self.get(key)
-            .map(|value| {
-                serde_json::to_vec(value)
-                    .map_err(|e| self.invalid(key, format!("cannot be serialized: {e}")))
-            })
-            .transpose()
+fn encode_value(field: &Field, value: &Value, path: &str, out: &mut Vec<u8>) -> Result<()> {
+    encode_value_as(field, field.tag, value, path, out)
+}
+
+/// Writes one value of `field`'s type under field number `tag`.
+fn encode_value_as(
+    field: &Field,
+    tag: u32,
+    value: &Value,
+    path: &str,
+    out: &mut Vec<u8>,
+) -> Result<()> {
+    match field.ty {
+        Ty::String => {
+            let s = value
+                .as_str()
+                .ok_or_else(|| invalid(path, "must be a string"))?;
+            put_bytes(tag, s.as_bytes(), out);
+        }
+        Ty::Bytes => {
+            let s = value
+                .as_str()
+                .ok_or_else(|| invalid(path, "must be a base64 string"))?;
+            let bytes = BASE64
+                .decode(s)
+                .map_err(|e| invalid(path, format!("is not valid base64: {e}")))?;
+            put_bytes(tag, &bytes, out);
+        }
+        Ty::Bool => {
+            let b = value
+                .as_bool()
+                .ok_or_else(|| invalid(path, "must be true or false"))?;
+            put_key(tag, VARINT, out);
+            put_varint(u64::from(b), out);
+        }
+        Ty::Int32 | Ty::Int64 => {
+            let n = value
+                .as_i64()
+                .filter(|n| field.ty == Ty::Int64 || i32::try_from(*n).is_ok())
+                .ok_or_else(|| invalid(path, "must be an integer in range"))?;
+            put_key(tag, VARINT, out);
+            put_varint(n as u64, out);
+        }
+        Ty::Double => {
+            let f = value
+                .as_f64()
+                .ok_or_else(|| invalid(path, "must be a number"))?;
+            put_key(tag, FIXED64, out);
+            out.extend_from_slice(&f.to_bits().to_le_bytes());
+        }
+        Ty::Message(name) => {
+            let message = schema::message(name).expect("generated types are complete");
+            let mut bytes = Vec::new();
+            encode_message(message, value, path, &mut bytes)?;
+            put_bytes(tag, &bytes, out);
+        }
     }
+    Ok(())
 }
 
-fn object_meta_from_json(object: &Reader<'_>) -> Result<meta::ObjectMeta> {
-    Ok(meta::ObjectMeta {
-        name: object.string("name")?,
-        generate_name: object.string("generateName")?,
-        namespace: object.string("namespace")?,
-        self_link: object.string("selfLink")?,
-        uid: object.string("uid")?,
-        resource_version: object.string("resourceVersion")?,
-        generation: object.int64("generation")?,
-        creation_timestamp: object.time("creationTimestamp")?,
-        deletion_timestamp: object.time("deletionTimestamp")?,
-        deletion_grace_period_seconds: object.int64("deletionGracePeriodSeconds")?,
-        labels: object.string_map("labels")?,
-        annotations: object.string_map("annotations")?,
-        owner_references: object.objects("ownerReferences", owner_reference_from_json)?,
-        finalizers: object.strings("finalizers")?,
-        managed_fields: object.objects("managedFields", managed_fields_entry_from_json)?,
-    })
-}
-
-fn owner_reference_from_json(object: &Reader<'_>) -> Result<meta::OwnerReference> {
-    Ok(meta::OwnerReference {
-        api_version: object.string("apiVersion")?,
-        kind: object.string("kind")?,
-        name: object.string("name")?,
-        uid: object.string("uid")?,
-        controller: object.boolean("controller")?,
-        block_owner_deletion: object.boolean("blockOwnerDeletion")?,
-    })
-}
-
-fn managed_fields_entry_from_json(object: &Reader<'_>) -> Result<meta::ManagedFieldsEntry> {
-    Ok(meta::ManagedFieldsEntry {
-        manager: object.string("manager")?,
-        operation: object.string("operation")?,
-        api_version: object.string("apiVersion")?,
-        time: object.time("time")?,
-        fields_type: object.string("fieldsType")?,
-        fields_v1: object
-            .raw_json("fieldsV1")?
-            .map(|raw| meta::FieldsV1 { raw: Some(raw) }),
-        subresource: object.string("subresource")?,
-    })
-}
-
-fn list_meta_from_json(object: &Reader<'_>) -> Result<meta::ListMeta> {
-    Ok(meta::ListMeta {
-        self_link: object.string("selfLink")?,
-        resource_version: object.string("resourceVersion")?,
-        r#continue: object.string("continue")?,
-        remaining_item_count: object.int64("remainingItemCount")?,
-    })
-}
-
-fn list_from_json<T>(
-    object: &Reader<'_>,
-    item: fn(&Reader<'_>) -> Result<T>,
-) -> Result<(Option<meta::ListMeta>, Vec<T>)> {
-    Ok((
-        object.object("metadata", list_meta_from_json)?,
-        object.objects("items", item)?,
-    ))
-}
-
-fn namespace_from_json(object: &Reader<'_>) -> Result<core::Namespace> {
-    Ok(core::Namespace {
-        metadata: object.object("metadata", object_meta_from_json)?,
-        spec: object.object("spec", |spec| {
-            Ok(core::NamespaceSpec {
-                finalizers: spec.strings("finalizers")?,
-            })
-        })?,
-        status: object.object("status", |status| {
-            Ok(core::NamespaceStatus {
-                phase: status.string("phase")?,
-                conditions: status.objects("conditions", namespace_condition_from_json)?,
-            })
-        })?,
-    })
-}
-
-fn namespace_condition_from_json(object: &Reader<'_>) -> Result<core::NamespaceCondition> {
-    Ok(core::NamespaceCondition {
-        r#type: object.string("type")?,
-        status: object.string("status")?,
-        last_transition_time: object.time("lastTransitionTime")?,
-        reason: object.string("reason")?,
-        message: object.string("message")?,
-    })
-}
-
-fn config_map_from_json(object: &Reader<'_>) -> Result<core::ConfigMap> {
-    Ok(core::ConfigMap {
-        metadata: object.object("metadata", object_meta_from_json)?,
-        immutable: object.boolean("immutable")?,
-        data: object.string_map("data")?,
-        binary_data: object.bytes_map("binaryData")?,
-    })
-}
-
-fn secret_from_json(object: &Reader<'_>) -> Result<core::Secret> {
-    Ok(core::Secret {
-        metadata: object.object("metadata", object_meta_from_json)?,
-        immutable: object.boolean("immutable")?,
-        data: object.bytes_map("data")?,
-        string_data: object.string_map("stringData")?,
-        r#type: object.string("type")?,
-    })
-}
-
-fn service_account_from_json(object: &Reader<'_>) -> Result<core::ServiceAccount> {
-    Ok(core::ServiceAccount {
-        metadata: object.object("metadata", object_meta_from_json)?,
-        secrets: object.objects("secrets", object_reference_from_json)?,
-        image_pull_secrets: object.objects("imagePullSecrets", |reference| {
-            Ok(core::LocalObjectReference {
-                name: reference.string("name")?,
-            })
-        })?,
-        automount_service_account_token: object.boolean("automountServiceAccountToken")?,
-    })
-}
-
-fn object_reference_from_json(object: &Reader<'_>) -> Result<core::ObjectReference> {
-    Ok(core::ObjectReference {
-        kind: object.string("kind")?,
-        namespace: object.string("namespace")?,
-        name: object.string("name")?,
-        uid: object.string("uid")?,
-        api_version: object.string("apiVersion")?,
-        resource_version: object.string("resourceVersion")?,
-        field_path: object.string("fieldPath")?,
-    })
-}
-
-fn service_from_json(object: &Reader<'_>) -> Result<core::Service> {
-    Ok(core::Service {
-        metadata: object.object("metadata", object_meta_from_json)?,
-        spec: object.object("spec", service_spec_from_json)?,
-        status: object.object("status", service_status_from_json)?,
-    })
-}
-
-fn service_spec_from_json(object: &Reader<'_>) -> Result<core::ServiceSpec> {
-    Ok(core::ServiceSpec {
-        ports: object.objects("ports", service_port_from_json)?,
-        selector: object.string_map("selector")?,
-        cluster_ip: object.string("clusterIP")?,
-        cluster_ips: object.strings("clusterIPs")?,
-        r#type: object.string("type")?,
-        external_ips: object.strings("externalIPs")?,
-        session_affinity: object.string("sessionAffinity")?,
-        load_balancer_ip: object.string("loadBalancerIP")?,
-        load_balancer_source_ranges: object.strings("loadBalancerSourceRanges")?,
-        external_name: object.string("externalName")?,
-        external_traffic_policy: object.string("externalTrafficPolicy")?,
-        health_check_node_port: object.int32("healthCheckNodePort")?,
-        publish_not_ready_addresses: object.boolean("publishNotReadyAddresses")?,
-        session_affinity_config: object.object("sessionAffinityConfig", |config| {
-            Ok(core::SessionAffinityConfig {
-                client_ip: config.object("clientIP", |client_ip| {
-                    Ok(core::ClientIpConfig {
-                        timeout_seconds: client_ip.int32("timeoutSeconds")?,
-                    })
-                })?,
-            })
-        })?,
-        ip_families: object.strings("ipFamilies")?,
-        ip_family_policy: object.string("ipFamilyPolicy")?,
-        allocate_load_balancer_node_ports: object.boolean("allocateLoadBalancerNodePorts")?,
-        load_balancer_class: object.string("loadBalancerClass")?,
-        internal_traffic_policy: object.string("internalTrafficPolicy")?,
-        traffic_distribution: object.string("trafficDistribution")?,
-    })
-}
-
-fn service_port_from_json(object: &Reader<'_>) -> Result<core::ServicePort> {
-    Ok(core::ServicePort {
-        name: object.string("name")?,
-        protocol: object.string("protocol")?,
-        app_protocol: object.string("appProtocol")?,
-        port: object.int32("port")?,
-        target_port: object.int_or_string("targetPort")?,
-        node_port: object.int32("nodePort")?,
-    })
-}
-
-fn service_status_from_json(object: &Reader<'_>) -> Result<core::ServiceStatus> {
-    Ok(core::ServiceStatus {
-        load_balancer: object.object("loadBalancer", |load_balancer| {
-            Ok(core::LoadBalancerStatus {
-                ingress: load_balancer.objects("ingress", load_balancer_ingress_from_json)?,
-            })
-        })?,
-        conditions: object.objects("conditions", condition_from_json)?,
-    })
-}
-
-fn load_balancer_ingress_from_json(object: &Reader<'_>) -> Result<core::LoadBalancerIngress> {
-    Ok(core::LoadBalancerIngress {
-        ip: object.string("ip")?,
-        hostname: object.string("hostname")?,
-        ip_mode: object.string("ipMode")?,
-        ports: object.objects("ports", |port| {
-            Ok(core::PortStatus {
-                port: port.int32("port")?,
-                protocol: port.string("protocol")?,
-                error: port.string("error")?,
-            })
-        })?,
-    })
-}
-
-fn condition_from_json(object: &Reader<'_>) -> Result<meta::Condition> {
-    Ok(meta::Condition {
-        r#type: object.string("type")?,
-        status: object.string("status")?,
-        observed_generation: object.int64("observedGeneration")?,
-        last_transition_time: object.time("lastTransitionTime")?,
-        reason: object.string("reason")?,
-        message: object.string("message")?,
-    })
-}
-
-fn event_from_json(object: &Reader<'_>) -> Result<core::Event> {
-    Ok(core::Event {
-        metadata: object.object("metadata", object_meta_from_json)?,
-        involved_object: object.object("involvedObject", object_reference_from_json)?,
-        reason: object.string("reason")?,
-        message: object.string("message")?,
-        source: object.object("source", |source| {
-            Ok(core::EventSource {
-                component: source.string("component")?,
-                host: source.string("host")?,
-            })
-        })?,
-        first_timestamp: object.time("firstTimestamp")?,
-        last_timestamp: object.time("lastTimestamp")?,
-        count: object.int32("count")?,
-        r#type: object.string("type")?,
-        event_time: object.micro_time("eventTime")?,
-        series: object.object("series", |series| {
-            Ok(core::EventSeries {
-                count: series.int32("count")?,
-                last_observed_time: series.micro_time("lastObservedTime")?,
-            })
-        })?,
-        action: object.string("action")?,
-        related: object.object("related", object_reference_from_json)?,
-        reporting_component: object.string("reportingComponent")?,
-        reporting_instance: object.string("reportingInstance")?,
-    })
-}
-
-fn status_from_json(object: &Reader<'_>) -> Result<meta::Status> {
-    Ok(meta::Status {
-        metadata: object.object("metadata", list_meta_from_json)?,
-        status: object.string("status")?,
-        message: object.string("message")?,
-        reason: object.string("reason")?,
-        details: object.object("details", |details| {
-            Ok(meta::StatusDetails {
-                name: details.string("name")?,
-                group: details.string("group")?,
-                kind: details.string("kind")?,
-                uid: details.string("uid")?,
-                causes: details.objects("causes", |cause| {
-                    Ok(meta::StatusCause {
-                        reason: cause.string("reason")?,
-                        message: cause.string("message")?,
-                        field: cause.string("field")?,
-                    })
-                })?,
-                retry_after_seconds: details.int32("retryAfterSeconds")?,
-            })
-        })?,
-        code: object.int32("code")?,
-    })
+/// Writes a message's bytes from its JSON form.
+fn encode_message(message: &Message, value: &Value, path: &str, out: &mut Vec<u8>) -> Result<()> {
+    let varint = |tag: u32, v: u64, out: &mut Vec<u8>| {
+        put_key(tag, VARINT, out);
+        put_varint(v, out);
+    };
+    match message.shape {
+        Shape::Struct => {
+            let object = value
+                .as_object()
+                .ok_or_else(|| invalid(path, "must be an object"))?;
+            encode_struct(message, object, path, out)?;
+        }
+        Shape::Time | Shape::MicroTime => {
+            let text = value
+                .as_str()
+                .ok_or_else(|| invalid(path, "must be an RFC 3339 time"))?;
+            let ts: jiff::Timestamp = text
+                .parse()
+                .map_err(|e| invalid(path, format!("is not an RFC 3339 time: {e}")))?;
+            // Go writes both, and drops the nanoseconds of a Time.
+            let nanos = match message.shape {
+                Shape::MicroTime => ts.subsec_nanosecond(),
+                _ => 0,
+            };
+            varint(1, ts.as_second() as u64, out);
+            varint(2, i64::from(nanos) as u64, out);
+        }
+        Shape::RawJson => put_bytes(1, gofmt::json(value).as_bytes(), out),
+        Shape::IntOrString => match value {
+            Value::String(s) => {
+                varint(1, INT_OR_STRING_STRING, out);
+                put_bytes(3, s.as_bytes(), out);
+            }
+            _ => {
+                let n = value
+                    .as_i64()
+                    .and_then(|n| i32::try_from(n).ok())
+                    .ok_or_else(|| invalid(path, "must be an integer or a string"))?;
+                varint(1, 0, out);
+                varint(2, n as u64, out);
+            }
+        },
+        Shape::Quantity => {
+            let text = match value {
+                Value::String(s) => s.clone(),
+                Value::Number(n) => n.to_string(),
+                _ => return Err(invalid(path, "must be a quantity")),
+            };
+            put_bytes(1, text.as_bytes(), out);
+        }
+        Shape::Items => {
+            let items = value
+                .as_array()
+                .ok_or_else(|| invalid(path, "must be an array"))?;
+            for (i, item) in items.iter().enumerate() {
+                let s = item
+                    .as_str()
+                    .ok_or_else(|| invalid(&format!("{path}[{i}]"), "must be a string"))?;
+                put_bytes(1, s.as_bytes(), out);
+            }
+        }
+        Shape::SchemaOrArray | Shape::SchemaOrBool | Shape::SchemaOrStringArray => {
+            let key = match (message.shape, value) {
+                (_, Value::Object(_)) => "schema",
+                (Shape::SchemaOrArray, _) => "jSONSchemas",
+                (Shape::SchemaOrBool, _) => "allows",
+                _ => "property",
+            };
+            let mut object = Map::new();
+            object.insert(key.to_owned(), value.clone());
+            encode_struct(message, &object, path, out)?;
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

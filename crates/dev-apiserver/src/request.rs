@@ -37,6 +37,15 @@ impl Req {
     }
 
     /// Whether the client asked for a meta.k8s.io Table.
+    /// A boolean parameter as Go's `strconv.ParseBool` reads it (the Python
+    /// client sends `watch=True`).
+    pub fn flag(&self, name: &str) -> bool {
+        matches!(
+            self.param(name),
+            Some("1" | "t" | "T" | "true" | "TRUE" | "True")
+        )
+    }
+
     pub fn wants_table(&self) -> bool {
         self.header(header::ACCEPT).contains("as=Table")
     }

@@ -1,13 +1,14 @@
-//! The resource types this server serves: the built-ins the operator and its
-//! clients touch, and every type a CustomResourceDefinition registers.
+//! The resource types this server serves: every built-in resource of
+//! Kubernetes 1.33 (generated, see `schema`), and every type a
+//! CustomResourceDefinition registers.
 
 use std::sync::Arc;
 
 use navique_crd_validation::Schema;
 use serde_json::{Value, json};
 
-use crate::events;
 use crate::table::TableKind;
+use crate::{events, schema};
 
 /// One served resource: a group/version/plural with its kind and behaviour.
 #[derive(Debug)]
@@ -38,6 +39,8 @@ pub struct ResourceType {
     pub storage: Option<(&'static str, &'static str)>,
     /// A review (access or token): created and answered, never stored.
     pub review: bool,
+    /// A built-in resource's generated schema entry.
+    pub builtin: Option<&'static schema::Resource>,
 }
 
 impl ResourceType {
@@ -76,6 +79,10 @@ impl ResourceType {
         if self.review {
             return vec!["create"];
         }
+        // Computed by kube-apiserver on each read, never written.
+        if self.group.is_empty() && self.plural == "componentstatuses" {
+            return vec!["get", "list"];
+        }
         vec![
             "create",
             "delete",
@@ -109,214 +116,90 @@ pub fn kind_group(rt: &ResourceType) -> String {
     }
 }
 
-struct Builtin {
-    group: &'static str,
-    version: &'static str,
-    kind: &'static str,
-    plural: &'static str,
-    short_names: &'static [&'static str],
-    namespaced: bool,
-    status: bool,
-    generation: bool,
-}
-
-const fn builtin(
-    group: &'static str,
-    version: &'static str,
-    kind: &'static str,
-    plural: &'static str,
-    short_names: &'static [&'static str],
-    namespaced: bool,
-) -> Builtin {
-    Builtin {
-        group,
-        version,
-        kind,
-        plural,
-        short_names,
-        namespaced,
-        status: false,
-        generation: false,
-    }
-}
-
-const fn with_status(mut b: Builtin, generation: bool) -> Builtin {
-    b.status = true;
-    b.generation = generation;
-    b
-}
-
-const BUILTINS: &[Builtin] = &[
-    with_status(
-        builtin("", "v1", "Namespace", "namespaces", &["ns"], false),
-        false,
+/// What kube-apiserver's storage declares and the generated schema cannot
+/// carry: each built-in resource's short names and categories.
+const SHORT_NAMES: &[(&str, &[&str], &[&str])] = &[
+    ("pods", &["po"], &["all"]),
+    ("services", &["svc"], &["all"]),
+    ("replicationcontrollers", &["rc"], &["all"]),
+    ("configmaps", &["cm"], &[]),
+    ("namespaces", &["ns"], &[]),
+    ("nodes", &["no"], &[]),
+    ("persistentvolumeclaims", &["pvc"], &[]),
+    ("persistentvolumes", &["pv"], &[]),
+    ("resourcequotas", &["quota"], &[]),
+    ("serviceaccounts", &["sa"], &[]),
+    ("endpoints", &["ep"], &[]),
+    ("events", &["ev"], &[]),
+    ("limitranges", &["limits"], &[]),
+    ("componentstatuses", &["cs"], &[]),
+    ("deployments", &["deploy"], &["all"]),
+    ("daemonsets", &["ds"], &["all"]),
+    ("replicasets", &["rs"], &["all"]),
+    ("statefulsets", &["sts"], &["all"]),
+    ("jobs", &[], &["all"]),
+    ("cronjobs", &["cj"], &["all"]),
+    ("horizontalpodautoscalers", &["hpa"], &["all"]),
+    ("certificatesigningrequests", &["csr"], &[]),
+    ("ingresses", &["ing"], &[]),
+    ("networkpolicies", &["netpol"], &[]),
+    ("poddisruptionbudgets", &["pdb"], &[]),
+    ("priorityclasses", &["pc"], &[]),
+    ("storageclasses", &["sc"], &[]),
+    (
+        "customresourcedefinitions",
+        &["crd", "crds"],
+        &["api-extensions"],
     ),
-    builtin("", "v1", "ConfigMap", "configmaps", &["cm"], true),
-    builtin("", "v1", "Secret", "secrets", &[], true),
-    with_status(
-        builtin("", "v1", "Service", "services", &["svc"], true),
-        false,
-    ),
-    builtin("", "v1", "ServiceAccount", "serviceaccounts", &["sa"], true),
-    with_status(
-        builtin(
-            "",
-            "v1",
-            "PersistentVolumeClaim",
-            "persistentvolumeclaims",
-            &["pvc"],
-            true,
-        ),
-        false,
-    ),
-    builtin("", "v1", "Event", "events", &["ev"], true),
-    builtin("events.k8s.io", "v1", "Event", "events", &["ev"], true),
-    with_status(
-        builtin("apps", "v1", "Deployment", "deployments", &["deploy"], true),
-        true,
-    ),
-    with_status(
-        builtin("apps", "v1", "StatefulSet", "statefulsets", &["sts"], true),
-        true,
-    ),
-    with_status(
-        builtin(
-            "policy",
-            "v1",
-            "PodDisruptionBudget",
-            "poddisruptionbudgets",
-            &["pdb"],
-            true,
-        ),
-        true,
-    ),
-    builtin("coordination.k8s.io", "v1", "Lease", "leases", &[], true),
-    with_status(
-        builtin(
-            "apiextensions.k8s.io",
-            "v1",
-            "CustomResourceDefinition",
-            "customresourcedefinitions",
-            &["crd", "crds"],
-            false,
-        ),
-        true,
-    ),
-    builtin(
-        "admissionregistration.k8s.io",
-        "v1",
-        "ValidatingWebhookConfiguration",
-        "validatingwebhookconfigurations",
-        &[],
-        false,
-    ),
-    builtin(
-        "admissionregistration.k8s.io",
-        "v1",
-        "MutatingWebhookConfiguration",
-        "mutatingwebhookconfigurations",
-        &[],
-        false,
-    ),
-    with_status(
-        builtin(
-            "admissionregistration.k8s.io",
-            "v1",
-            "ValidatingAdmissionPolicy",
-            "validatingadmissionpolicies",
-            &[],
-            false,
-        ),
-        true,
-    ),
-    builtin(
-        "admissionregistration.k8s.io",
-        "v1",
-        "ValidatingAdmissionPolicyBinding",
+    ("apiservices", &[], &["api-extensions"]),
+    ("mutatingwebhookconfigurations", &[], &["api-extensions"]),
+    ("validatingwebhookconfigurations", &[], &["api-extensions"]),
+    ("validatingadmissionpolicies", &[], &["api-extensions"]),
+    (
         "validatingadmissionpolicybindings",
         &[],
-        false,
-    ),
-    builtin(
-        "rbac.authorization.k8s.io",
-        "v1",
-        "Role",
-        "roles",
-        &[],
-        true,
-    ),
-    builtin(
-        "rbac.authorization.k8s.io",
-        "v1",
-        "RoleBinding",
-        "rolebindings",
-        &[],
-        true,
-    ),
-    builtin(
-        "rbac.authorization.k8s.io",
-        "v1",
-        "ClusterRole",
-        "clusterroles",
-        &[],
-        false,
-    ),
-    builtin(
-        "rbac.authorization.k8s.io",
-        "v1",
-        "ClusterRoleBinding",
-        "clusterrolebindings",
-        &[],
-        false,
-    ),
-    builtin(
-        "authentication.k8s.io",
-        "v1",
-        "TokenReview",
-        "tokenreviews",
-        &[],
-        false,
-    ),
-    builtin(
-        "authorization.k8s.io",
-        "v1",
-        "SubjectAccessReview",
-        "subjectaccessreviews",
-        &[],
-        false,
-    ),
-    builtin(
-        "authorization.k8s.io",
-        "v1",
-        "SelfSubjectAccessReview",
-        "selfsubjectaccessreviews",
-        &[],
-        false,
+        &["api-extensions"],
     ),
 ];
 
-/// The built-in resource types.
+/// Every built-in resource of the reported Kubernetes version, from the
+/// generated schema.
 pub fn builtins() -> Vec<Arc<ResourceType>> {
-    BUILTINS
+    schema::RESOURCES
         .iter()
-        .map(|b| {
+        .map(|r| {
+            let message = r.message();
+            let has = |field| message.field(field).is_some();
+            let review = r.list.is_none();
+            let (short_names, categories) = SHORT_NAMES
+                .iter()
+                .find(|(plural, ..)| *plural == r.plural)
+                .map_or((&[][..], &[][..]), |(_, short, categories)| {
+                    (*short, *categories)
+                });
+            let strings = |s: &[&str]| s.iter().map(|s| (*s).to_owned()).collect();
             Arc::new(ResourceType {
-                group: b.group.to_owned(),
-                version: b.version.to_owned(),
-                kind: b.kind.to_owned(),
-                plural: b.plural.to_owned(),
-                singular: b.kind.to_lowercase(),
-                short_names: b.short_names.iter().map(|s| (*s).to_owned()).collect(),
-                categories: Vec::new(),
-                namespaced: b.namespaced,
-                status_subresource: b.status,
-                tracks_generation: b.generation,
+                group: r.group.to_owned(),
+                version: r.version.to_owned(),
+                kind: r.kind.to_owned(),
+                plural: r.plural.to_owned(),
+                singular: r.kind.to_lowercase(),
+                short_names: strings(short_names),
+                categories: strings(categories),
+                namespaced: r.namespaced,
+                status_subresource: has("status") && !review,
+                // The strategies that count spec changes: workloads, policies and
+                // the like outside the core group, and replication controllers.
+                tracks_generation: has("spec")
+                    && has("status")
+                    && (!r.group.is_empty() || r.kind == "ReplicationController"),
                 table: None,
                 schema: None,
                 openapi_schema: None,
                 crd: None,
-                storage: (b.group == "events.k8s.io").then_some(("", "events")),
-                review: matches!(b.group, "authorization.k8s.io" | "authentication.k8s.io"),
+                storage: (r.group == "events.k8s.io").then_some(("", "events")),
+                review,
+                builtin: Some(r),
             })
         })
         .collect()
@@ -397,6 +280,7 @@ pub fn from_crd(crd: &Value) -> Result<Vec<ResourceType>, String> {
             crd: Some(name.to_owned()),
             storage: None,
             review: false,
+            builtin: None,
         });
     }
     Ok(types)

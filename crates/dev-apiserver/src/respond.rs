@@ -12,7 +12,7 @@ use serde_json::Value;
 use crate::request::Req;
 use crate::resources::ResourceType;
 use crate::status::ApiError;
-use crate::{protobuf, table};
+use crate::{gofmt, protobuf, table};
 
 pub type Body = BoxBody<Bytes, Infallible>;
 
@@ -25,7 +25,7 @@ pub fn json(status: StatusCode, value: &Value) -> Response<Body> {
 }
 
 pub fn json_as(status: StatusCode, value: &Value, content_type: &str) -> Response<Body> {
-    let body = serde_json::to_vec(value).unwrap_or_default();
+    let body = gofmt::object_json(value);
     Response::builder()
         .status(status)
         .header(header::CONTENT_TYPE, content_type)

@@ -18,7 +18,7 @@ use crate::state::{Authorization, State};
 use crate::status::ApiError;
 use crate::store::ObjectKey;
 use crate::write::{self, Change, DeleteOptions, Outcome, Place, WriteOptions, to_stored};
-use crate::{apply, faults, patch, protobuf, rbac, table, watch};
+use crate::{apply, faults, patch, protobuf, rbac, scale, table, watch};
 
 /// Routes `/api/v1/...` and `/apis/<group>/<version>/...` below the version.
 pub async fn handle(
@@ -59,8 +59,25 @@ pub async fn handle(
     .await?;
     if target.rt.review {
         return match req.method {
-            Method::POST if target.rt.kind == "TokenReview" => token_review(state, req, &target),
-            Method::POST => access_review(state, req, &target),
+            Method::POST => match target.rt.kind.as_str() {
+                "TokenReview" => token_review(state, req, &target),
+                "SelfSubjectReview" => {
+                    let status = json!({"userInfo": req.user.to_json()});
+                    Ok(answered(decode_body(req)?, &target, status))
+                }
+                // Listing what a user may do is not implemented: kubectl
+                // prints the evaluation error.
+                "SelfSubjectRulesReview" => {
+                    let status = json!({
+                        "resourceRules": [],
+                        "nonResourceRules": [],
+                        "incomplete": true,
+                        "evaluationError": "this dev API server does not list rules",
+                    });
+                    Ok(answered(decode_body(req)?, &target, status))
+                }
+                _ => access_review(state, req, &target),
+            },
             _ => Err(ApiError::method_not_allowed(
                 "the server does not allow this method on the requested resource",
             )),
@@ -68,6 +85,10 @@ pub async fn handle(
     }
     let subresource = target.subresource.as_deref();
     match (&req.method, target.name.is_some(), subresource) {
+        (&Method::GET, true, Some("scale")) => get_scale(state, req, &target),
+        (&Method::PUT | &Method::PATCH, true, Some("scale")) => {
+            update_scale(state, req, &target).await
+        }
         (&Method::GET, true, None | Some("status")) => get(state, req, &target),
         (&Method::GET, false, None) if watching(req) => watch::watch(state, req, &target),
         (&Method::GET, false, None) => list(state, req, &target),
@@ -186,7 +207,7 @@ fn answered(mut review: Value, target: &Target, status: Value) -> Response<Body>
 }
 
 fn watching(req: &Req) -> bool {
-    matches!(req.param("watch"), Some("true" | "1"))
+    req.flag("watch")
 }
 
 fn parse(state: &State, group: &str, version: &str, segments: &[&str]) -> Result<Target, ApiError> {
@@ -218,6 +239,7 @@ fn parse(state: &State, group: &str, version: &str, segments: &[&str]) -> Result
     match subresource.as_deref() {
         None => {}
         Some("status") if rt.status_subresource => {}
+        Some("scale") if scale::has_scale(&rt) => {}
         Some("finalize") if rt.plural == "namespaces" && rt.group.is_empty() => {}
         Some(_) => return Err(ApiError::path_not_found()),
     }
@@ -285,6 +307,7 @@ fn list(state: &State, req: &Req, target: &Target) -> Result<Response<Body>, Api
     if req.wants_table() {
         return Ok(table_response(rt, &items, req, metadata));
     }
+    let items = list_items(rt, items);
     let list = json!({
         "kind": format!("{}List", rt.kind),
         "apiVersion": rt.api_version(),
@@ -292,6 +315,20 @@ fn list(state: &State, req: &Req, target: &Target) -> Result<Response<Body>, Api
         "items": items,
     });
     Ok(respond(req, StatusCode::OK, &list))
+}
+
+/// A list's items: a typed list's carry no `apiVersion` and `kind`, as Go
+/// prints them; a custom resource list's do (it is unstructured).
+fn list_items(rt: &ResourceType, mut items: Vec<Value>) -> Vec<Value> {
+    if !rt.is_custom() {
+        for item in &mut items {
+            if let Some(item) = item.as_object_mut() {
+                item.remove("apiVersion");
+                item.remove("kind");
+            }
+        }
+    }
+    items
 }
 
 fn encode_continue(key: &ObjectKey) -> String {
@@ -462,7 +499,7 @@ async fn patch(state: &Arc<State>, req: &Req, target: &Target) -> Result<Respons
             )
         })?;
         let applied = to_stored(rt, decode_body(req)?)?;
-        let force = req.param("force") == Some("true");
+        let force = req.flag("force");
         let subresource = target.subresource.clone();
         let merge = |live: Option<&Value>| -> Result<Value, ApiError> {
             let live = live.map(|o| served(rt, o.clone()));
@@ -504,30 +541,10 @@ async fn patch(state: &Arc<State>, req: &Req, target: &Target) -> Result<Respons
         return Ok(written(req, StatusCode::OK, rt, outcome));
     }
 
-    let patch_body: Value = serde_json::from_slice(&req.body)
-        .map_err(|e| ApiError::bad_request(format!("error decoding patch: {e}")))?;
-    let kind = match media.as_str() {
-        "application/merge-patch+json" => PatchKind::Merge,
-        "application/json-patch+json" => PatchKind::Json,
-        "application/strategic-merge-patch+json" if !rt.is_custom() => PatchKind::Strategic,
-        _ => {
-            return Err(ApiError::unsupported_media_type(&[
-                "application/json-patch+json",
-                "application/merge-patch+json",
-                "application/apply-patch+yaml",
-            ]));
-        }
-    };
+    let (kind, patch_body) = PatchKind::of(req, rt)?;
     let derive = move |old: &Value| -> Result<Value, ApiError> {
         let mut new = served(rt, old.clone());
-        match kind {
-            PatchKind::Merge => patch::merge_patch(&mut new, &patch_body),
-            PatchKind::Json => patch::json_patch(&mut new, &patch_body),
-            PatchKind::Strategic => {
-                patch::strategic_merge_patch(&mut new, &patch_body, &rt.api_version(), &rt.kind)
-            }
-        }
-        .map_err(|e| ApiError::unprocessable_patch(e.to_string()))?;
+        kind.apply(&mut new, &patch_body)?;
         to_stored(rt, new)
     };
     let outcome =
@@ -540,6 +557,104 @@ enum PatchKind {
     Merge,
     Json,
     Strategic,
+}
+
+impl PatchKind {
+    /// A patch request's kind, by its content type, and its body.
+    fn of(req: &Req, rt: &ResourceType) -> Result<(PatchKind, Value), ApiError> {
+        let content_type = req.header(header::CONTENT_TYPE);
+        let media = content_type.split(';').next().unwrap_or_default().trim();
+        let kind = match media {
+            "application/merge-patch+json" => PatchKind::Merge,
+            "application/json-patch+json" => PatchKind::Json,
+            "application/strategic-merge-patch+json" if !rt.is_custom() => PatchKind::Strategic,
+            _ => {
+                return Err(ApiError::unsupported_media_type(&[
+                    "application/json-patch+json",
+                    "application/merge-patch+json",
+                    "application/apply-patch+yaml",
+                ]));
+            }
+        };
+        let body = serde_json::from_slice(&req.body)
+            .map_err(|e| ApiError::bad_request(format!("error decoding patch: {e}")))?;
+        Ok((kind, body))
+    }
+
+    /// Patches `target`, an object with its apiVersion and kind.
+    fn apply(self, target: &mut Value, patch_body: &Value) -> Result<(), ApiError> {
+        let api_version = target["apiVersion"].as_str().unwrap_or_default().to_owned();
+        let kind = target["kind"].as_str().unwrap_or_default().to_owned();
+        match self {
+            PatchKind::Merge => patch::merge_patch(target, patch_body),
+            PatchKind::Json => patch::json_patch(target, patch_body),
+            PatchKind::Strategic => {
+                patch::strategic_merge_patch(target, patch_body, &api_version, &kind)
+            }
+        }
+        .map_err(|e| ApiError::unprocessable_patch(e.to_string()))
+    }
+}
+
+// === scale ===
+
+fn get_scale(state: &State, req: &Req, target: &Target) -> Result<Response<Body>, ApiError> {
+    let object = state
+        .store
+        .lock()
+        .get(&target.rt.storage_key(), &target.key())
+        .cloned()
+        .ok_or_else(|| {
+            ApiError::not_found(&target.rt, target.name.as_deref().unwrap_or_default())
+        })?;
+    Ok(respond(req, StatusCode::OK, &scale::of(&object)))
+}
+
+/// A PUT of a Scale, or a patch of one: the object's `spec.replicas`
+/// changes, and the new Scale is answered.
+async fn update_scale(
+    state: &Arc<State>,
+    req: &Req,
+    target: &Target,
+) -> Result<Response<Body>, ApiError> {
+    let rt = &target.rt;
+    let name = target.name.clone().unwrap_or_default();
+    let change = if req.method == Method::PUT {
+        (None, decode_body(req)?)
+    } else {
+        let (kind, body) = PatchKind::of(req, rt)?;
+        (Some(kind), body)
+    };
+    let derive = move |old: &Value| -> Result<Value, ApiError> {
+        let wanted = match &change {
+            (None, scale) => scale.clone(),
+            (Some(kind), patch_body) => {
+                let mut scale = scale::of(old);
+                kind.apply(&mut scale, patch_body)?;
+                // A patch is of the Scale as it is: its resourceVersion is not a precondition.
+                if let Some(meta) = scale["metadata"].as_object_mut() {
+                    meta.remove("resourceVersion");
+                }
+                scale
+            }
+        };
+        let mut new = scale::scaled(rt, old, &wanted)?;
+        // The Scale's resourceVersion is checked above; this one is the stored one.
+        new["metadata"]["resourceVersion"] = old["metadata"]["resourceVersion"].clone();
+        Ok(new)
+    };
+    let outcome = write::update(
+        state,
+        &place(target),
+        &write_options(req),
+        &name,
+        Change::Derive(&derive),
+        false,
+    )
+    .await?;
+    let mut response = respond(req, StatusCode::OK, &scale::of(&outcome.object));
+    add_warnings(&mut response, &outcome.warnings);
+    Ok(response)
 }
 
 // === deleting ===
@@ -579,7 +694,7 @@ async fn delete(
     opts.dry_run |= options.dry_run;
     let outcome = write::delete(state, &place(target), &opts, &name, &options).await?;
     let body = write::delete_response(rt, &outcome);
-    let mut response = if outcome.removed {
+    let mut response = if outcome.removed && !write::returns_deleted_object(rt) {
         json(StatusCode::OK, &body)
     } else {
         respond(req, StatusCode::OK, &body)
@@ -622,7 +737,7 @@ async fn delete_collection(
         "kind": format!("{}List", rt.kind),
         "apiVersion": rt.api_version(),
         "metadata": {"resourceVersion": state.store.lock().current_rv().to_string()},
-        "items": items,
+        "items": list_items(rt, items),
     });
     Ok(json(StatusCode::OK, &list))
 }

@@ -8,9 +8,10 @@ use serde_json::{Value, json};
 
 use crate::resources::{ResourceType, kind_group};
 use crate::status::ApiError;
-use crate::{crds, defaults};
+use crate::{crds, defaults, schema};
 
-/// Defaults and prunes a created or updated `object`, collecting warnings
+/// Defaults and prunes a created or updated `object` (a custom resource by
+/// its CRD's schema, a built-in by its kind's fields), collecting warnings
 /// for pruned fields. `field_validation` is the request's `fieldValidation`
 /// parameter (`Strict` refuses unknown fields).
 pub fn prepare(
@@ -20,21 +21,24 @@ pub fn prepare(
     warnings: &mut Vec<String>,
 ) -> Result<(), ApiError> {
     defaults::apply(rt, object);
-    if let Some(schema) = &rt.schema {
-        let pruned = schema.prune(object);
-        match field_validation {
-            Some("Ignore") => {}
-            Some("Strict") if !pruned.is_empty() => {
-                return Err(ApiError::bad_request(
-                    navique_crd_validation::strict_decoding_message(&rt.kind, &rt.version, &pruned),
-                ));
-            }
-            _ => warnings.extend(
-                pruned
-                    .iter()
-                    .map(|p| navique_crd_validation::unknown_field_warning(p)),
-            ),
+    let pruned = match &rt.schema {
+        Some(schema) => schema.prune(object),
+        None => schema::prune(object),
+    };
+    match field_validation {
+        Some("Ignore") => {}
+        Some("Strict") if !pruned.is_empty() => {
+            return Err(ApiError::bad_request(
+                navique_crd_validation::strict_decoding_message(&rt.kind, &rt.version, &pruned),
+            ));
         }
+        _ => warnings.extend(
+            pruned
+                .iter()
+                .map(|p| navique_crd_validation::unknown_field_warning(p)),
+        ),
+    }
+    if let Some(schema) = &rt.schema {
         schema.apply_defaults(object);
     }
     Ok(())

@@ -53,9 +53,7 @@ impl Watcher {
             ),
             _ => object,
         };
-        let mut line =
-            serde_json::to_vec(&json!({"type": kind, "object": object})).unwrap_or_default();
-        line.push(b'\n');
+        let line = crate::gofmt::watch_event_json(kind, &object);
         self.sender.send(Bytes::from(line)).await.is_ok()
     }
 
@@ -101,7 +99,7 @@ pub fn watch(state: &Arc<State>, req: &Req, target: &Target) -> Result<Response<
         .param("timeoutSeconds")
         .and_then(|t| t.parse().ok())
         .map_or(DEFAULT_TIMEOUT, Duration::from_secs);
-    let bookmarks = req.param("allowWatchBookmarks") == Some("true");
+    let bookmarks = req.flag("allowWatchBookmarks");
     let from: Option<u64> = req
         .param("resourceVersion")
         .filter(|rv| !rv.is_empty() && *rv != "0")

@@ -16,7 +16,9 @@ use crate::resources::{ResourceType, kind_group, served};
 use crate::state::State;
 use crate::status::{self, ApiError};
 use crate::store::{ObjectKey, Txn};
-use crate::{admission, aggregation, apply, crds, events, names, namespaces, validation};
+use crate::{
+    admission, aggregation, apply, crds, events, names, namespaces, validation, workloads,
+};
 
 /// The finalizers of a delete with `propagationPolicy: Foreground` or
 /// `Orphan`, which the garbage collector acts on.
@@ -129,6 +131,7 @@ async fn execute(
         }
         let mut object = planned.object;
         let removed = matches!(planned.commit, Commit::Remove);
+        let created = planned.seen.is_none();
         if !matches!(planned.commit, Commit::Nothing) {
             object["metadata"]["resourceVersion"] = json!(txn.next_rv().to_string());
         }
@@ -137,6 +140,9 @@ async fn execute(
                 Commit::Put => {
                     txn.put(rt.storage_key(), key, object.clone());
                     crds::after_write(state, &mut txn, rt, &object);
+                    if created {
+                        namespaces::after_create(&mut txn, rt, &object);
+                    }
                 }
                 Commit::Remove => {
                     txn.remove(rt.storage_key(), key, object.clone());
@@ -466,6 +472,10 @@ fn finish_create(
     if !applied {
         apply::record_update(None, &mut object, &opts.manager, None, &now());
     }
+    // Set by the server, so no manager owns it.
+    if let Some(status) = workloads::initial_status(rt, &object) {
+        object["status"] = status;
+    }
     let admit = attributes(
         place,
         Operation::Create,
@@ -600,6 +610,7 @@ fn plan_update(
     if rt.tracks_generation && spec_of(&old) != spec_of(&new) {
         let generation = old["metadata"]["generation"].as_i64().unwrap_or(0) + 1;
         new["metadata"]["generation"] = json!(generation);
+        workloads::observe_generation(rt, &mut new);
     }
     let mut warnings = Vec::new();
     validation::prepare(
@@ -805,9 +816,15 @@ fn plan_delete(
     })
 }
 
-/// The Status a finished delete answers, or the marked object.
+/// Whether a finished delete answers the deleted object rather than a
+/// Status: the storages that set `ReturnDeletedObject`.
+pub fn returns_deleted_object(rt: &ResourceType) -> bool {
+    rt.group.is_empty() && matches!(rt.plural.as_str(), "services" | "serviceaccounts")
+}
+
+/// The Status a finished delete answers, or the deleted or marked object.
 pub fn delete_response(rt: &ResourceType, outcome: &Outcome) -> Value {
-    if outcome.removed {
+    if outcome.removed && !returns_deleted_object(rt) {
         let name = outcome.object["metadata"]["name"]
             .as_str()
             .unwrap_or_default();

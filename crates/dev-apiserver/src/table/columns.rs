@@ -38,6 +38,11 @@ pub(super) enum Builtin {
     IngressClass,
     NetworkPolicy,
     PodDisruptionBudget,
+    ResourceQuota,
+    RuntimeClass,
+    PodTemplate,
+    CertificateSigningRequest,
+    HorizontalPodAutoscaler,
 }
 
 const CONTAINERS_DESCRIPTION: &str = "Names of each container in the template.";
@@ -107,6 +112,13 @@ impl Builtin {
             ("networking.k8s.io", "ingressclasses") => Builtin::IngressClass,
             ("networking.k8s.io", "networkpolicies") => Builtin::NetworkPolicy,
             ("policy", "poddisruptionbudgets") => Builtin::PodDisruptionBudget,
+            ("", "resourcequotas") => Builtin::ResourceQuota,
+            ("autoscaling", "horizontalpodautoscalers") => Builtin::HorizontalPodAutoscaler,
+            ("", "podtemplates") => Builtin::PodTemplate,
+            ("node.k8s.io", "runtimeclasses") => Builtin::RuntimeClass,
+            ("certificates.k8s.io", "certificatesigningrequests") => {
+                Builtin::CertificateSigningRequest
+            }
             _ => Builtin::Default,
         }
     }
@@ -298,6 +310,40 @@ impl Builtin {
                 "Users|string|1|Users in the roleBinding",
                 "Groups|string|1|Groups in the roleBinding",
                 "ServiceAccounts|string|1|ServiceAccounts in the roleBinding",
+            ],
+            Builtin::ResourceQuota => &[
+                "name",
+                "age",
+                "Request|string|0|Request represents a minimum amount of cpu/memory that a container may consume.",
+                "Limit|string|0|Limits control the maximum amount of cpu/memory that a container may use independent of contention on the node.",
+            ],
+            Builtin::HorizontalPodAutoscaler => &[
+                "name",
+                "Reference|string|0|reference to scaled resource; horizontal pod autoscaler will learn the current resource consumption and will set the desired number of pods by using its Scale subresource.",
+                "Targets|string|0|metrics contains the specifications for which to use to calculate the desired replica count (the maximum replica count across all metrics will be used).",
+                "MinPods|string|0|minReplicas is the lower limit for the number of replicas to which the autoscaler can scale down.",
+                "MaxPods|integer|0|maxReplicas is the upper limit for the number of replicas to which the autoscaler can scale up.",
+                "Replicas|integer|0|currentReplicas is current number of replicas of pods managed by this autoscaler, as last seen by the autoscaler.",
+                "age",
+            ],
+            Builtin::RuntimeClass => &[
+                "name",
+                "Handler|string|0|handler specifies the underlying runtime and configuration that the CRI implementation will use to handle pods of this class.",
+                "age",
+            ],
+            Builtin::PodTemplate => &[
+                "Template|string|0|Name must be unique within a namespace.",
+                "Containers|string|0|Names of each container in the template.",
+                "Images|string|0|Images referenced by each container in the template.",
+                "Pod Labels|string|0|The labels for the pod template.",
+            ],
+            Builtin::CertificateSigningRequest => &[
+                "name",
+                "age",
+                "SignerName|string|0|signerName indicates the requested signer, and is a qualified name.",
+                "Requestor|string|0|Name of the user who requested the certificate.",
+                "RequestedDuration|string|0|requestedDuration is the requested duration of validity of the issued certificate.",
+                "Condition|string|0|The status of the request.",
             ],
             Builtin::PriorityClass => &[
                 "name",

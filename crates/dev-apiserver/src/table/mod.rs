@@ -19,6 +19,8 @@
 mod columns;
 mod jsonpath;
 mod printers;
+
+pub(crate) use printers::selector_string;
 #[cfg(test)]
 mod tests;
 

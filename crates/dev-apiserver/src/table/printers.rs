@@ -305,6 +305,81 @@ impl Builtin {
                     of_kind("ServiceAccount"),
                 ]
             }
+            Builtin::ResourceQuota => {
+                // Status, as the quota controller writes it; `limits.*` apart.
+                let hard = at(o, &["status", "hard"]).and_then(Value::as_object);
+                let (mut requests, mut limits) = (Vec::new(), Vec::new());
+                for (resource, quantity) in hard.into_iter().flatten() {
+                    let used = opt_str_at(o, &["status", "used", resource]).unwrap_or("0");
+                    let cell = format!(
+                        "{resource}: {used}/{}",
+                        quantity.as_str().unwrap_or_default()
+                    );
+                    match resource.split_once('.') {
+                        Some(("limits", _)) => limits.push(cell),
+                        _ => requests.push(cell),
+                    }
+                }
+                vec![
+                    name(),
+                    age(o, now),
+                    s(&requests.join(", ")),
+                    s(&limits.join(", ")),
+                ]
+            }
+            Builtin::HorizontalPodAutoscaler => {
+                let target = at(o, &["spec", "scaleTargetRef"]);
+                let reference = format!(
+                    "{}/{}",
+                    target.map_or("", |t| str_at(t, &["kind"])),
+                    target.map_or("", |t| str_at(t, &["name"]))
+                );
+                let min = at(o, &["spec", "minReplicas"])
+                    .and_then(Value::as_i64)
+                    .map_or_else(|| "<unset>".to_owned(), |m| m.to_string());
+                vec![
+                    name(),
+                    s(&reference),
+                    s(&hpa_metrics(o)),
+                    s(&min),
+                    Value::from(int_at(o, &["spec", "maxReplicas"])),
+                    Value::from(int_at(o, &["status", "currentReplicas"])),
+                    age(o, now),
+                ]
+            }
+            Builtin::RuntimeClass => vec![name(), s(str_at(o, &["handler"])), age(o, now)],
+            Builtin::PodTemplate => {
+                let template = at(o, &["template"]);
+                let (containers, images) = container_cells(template.and_then(|t| t.get("spec")));
+                let labels = template.and_then(|t| at(t, &["metadata", "labels"]));
+                vec![name(), containers, images, s(&format_labels(labels))]
+            }
+            Builtin::CertificateSigningRequest => {
+                let duration = match at(o, &["spec", "expirationSeconds"]).and_then(Value::as_i64) {
+                    Some(seconds) => {
+                        gofmt::human_duration(jiff::SignedDuration::from_secs(seconds))
+                    }
+                    None => "<none>".to_owned(),
+                };
+                let mut condition: Vec<&str> = array_at(o, &["status", "conditions"])
+                    .iter()
+                    .map(|c| str_at(c, &["type"]))
+                    .collect();
+                if condition.is_empty() {
+                    condition.push("Pending");
+                }
+                if !str_at(o, &["status", "certificate"]).is_empty() {
+                    condition.push("Issued");
+                }
+                vec![
+                    name(),
+                    age(o, now),
+                    s(str_at(o, &["spec", "signerName"])),
+                    s(str_at(o, &["spec", "username"])),
+                    s(&duration),
+                    s(&condition.join(",")),
+                ]
+            }
             Builtin::PriorityClass => vec![
                 name(),
                 Value::from(int_at(o, &["value"])),
@@ -395,6 +470,61 @@ impl Builtin {
 }
 
 /// `spec.replicas`, defaulted to 1 as the API server does.
+/// kube-apiserver's `formatHPAMetrics` for resource metrics (`cpu:
+/// 40%/80%`, `<unknown>` before the autoscaler has measured), at most two
+/// then `+ N more...`. An `autoscaling/v1` object's CPU target counts as
+/// one such metric, as its conversion to v2 makes it.
+fn hpa_metrics(o: &Value) -> String {
+    let v1_target = at(o, &["spec", "targetCPUUtilizationPercentage"]).and_then(Value::as_i64);
+    let specs: Vec<Value> = match v1_target {
+        Some(target) => vec![
+            json!({"type": "Resource", "resource": {"name": "cpu", "target": {"averageUtilization": target}}}),
+        ],
+        None => array_at(o, &["spec", "metrics"]).to_vec(),
+    };
+    if specs.is_empty() {
+        return "<none>".to_owned();
+    }
+    let statuses = array_at(o, &["status", "currentMetrics"]);
+    let mut list = Vec::new();
+    for (i, spec) in specs.iter().enumerate() {
+        let source = match str_at(spec, &["type"]) {
+            "ContainerResource" => "containerResource",
+            _ => "resource",
+        };
+        let metric = at(spec, &[source]);
+        let current = statuses.get(i).and_then(|s| at(s, &[source, "current"]));
+        let name = metric.map_or("", |m| str_at(m, &["name"]));
+        let target = metric.and_then(|m| at(m, &["target"]));
+        let cell = match target.and_then(|t| t.get("averageValue")) {
+            Some(value) => format!(
+                "{name}: {}/{}",
+                current
+                    .and_then(|c| opt_str_at(c, &["averageValue"]))
+                    .unwrap_or("<unknown>"),
+                int_or_string(value)
+            ),
+            None => format!(
+                "{name}: {}/{}",
+                current
+                    .and_then(|c| at(c, &["averageUtilization"]))
+                    .and_then(Value::as_i64)
+                    .map_or_else(|| "<unknown>".to_owned(), |u| format!("{u}%")),
+                target
+                    .and_then(|t| at(t, &["averageUtilization"]))
+                    .and_then(Value::as_i64)
+                    .map_or_else(|| "<auto>".to_owned(), |u| format!("{u}%"))
+            ),
+        };
+        list.push(cell);
+        if list.len() > 2 {
+            list.truncate(2);
+            return format!("{} + {} more...", list.join(", "), specs.len() - i);
+        }
+    }
+    list.join(", ")
+}
+
 fn replicas(object: &Value) -> i64 {
     at(object, &["spec", "replicas"])
         .and_then(Value::as_i64)
@@ -904,7 +1034,7 @@ fn format_labels(labels: Option<&Value>) -> String {
 }
 
 /// `metav1.LabelSelectorAsSelector(...).String()`; `None` when the selector is invalid.
-fn selector_string(selector: Option<&Value>) -> Option<String> {
+pub(crate) fn selector_string(selector: Option<&Value>) -> Option<String> {
     let Some(selector) = selector.filter(|s| !s.is_null()) else {
         return Some(String::new());
     };

@@ -251,6 +251,130 @@ fn configmaps_count_data_and_binary_data_keys() {
 }
 
 #[test]
+fn resource_quotas_show_used_over_hard_with_limits_apart() {
+    let object = json!({
+        "metadata": {"name": "compute", "creationTimestamp": "2025-06-01T11:59:00Z"},
+        "status": {
+            "hard": {"pods": "10", "requests.cpu": "4", "limits.memory": "8Gi"},
+            "used": {"pods": "2"}
+        }
+    });
+    let table = table(
+        &TableKind::builtin("", "resourcequotas"),
+        &[object],
+        "None",
+        json!({}),
+        now(),
+    );
+    assert_eq!(
+        table["rows"][0]["cells"],
+        json!([
+            "compute",
+            "60s",
+            "pods: 2/10, requests.cpu: 0/4",
+            "limits.memory: 0/8Gi"
+        ])
+    );
+}
+
+#[test]
+fn autoscalers_show_their_target_and_metrics_unknown_until_measured() {
+    let objects = [
+        json!({
+            "metadata": {"name": "web", "creationTimestamp": "2025-06-01T11:59:00Z"},
+            "spec": {
+                "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"},
+                "minReplicas": 2,
+                "maxReplicas": 10,
+                "metrics": [
+                    {"type": "Resource", "resource": {"name": "cpu", "target": {"type": "Utilization", "averageUtilization": 80}}},
+                    {"type": "Resource", "resource": {"name": "memory", "target": {"type": "AverageValue", "averageValue": "500Mi"}}}
+                ]
+            },
+            "status": {"currentReplicas": 2, "currentMetrics": [
+                {"type": "Resource", "resource": {"name": "cpu", "current": {"averageUtilization": 40}}}
+            ]}
+        }),
+        json!({
+            "metadata": {"name": "v1"},
+            "spec": {"scaleTargetRef": {"kind": "Deployment", "name": "api"}, "maxReplicas": 3, "targetCPUUtilizationPercentage": 50}
+        }),
+    ];
+    let table = table(
+        &TableKind::builtin("autoscaling", "horizontalpodautoscalers"),
+        &objects,
+        "None",
+        json!({}),
+        now(),
+    );
+    assert_eq!(
+        table["rows"][0]["cells"],
+        json!([
+            "web",
+            "Deployment/web",
+            "cpu: 40%/80%, memory: <unknown>/500Mi",
+            "2",
+            10,
+            2,
+            "60s"
+        ])
+    );
+    assert_eq!(
+        table["rows"][1]["cells"],
+        json!([
+            "v1",
+            "Deployment/api",
+            "cpu: <unknown>/50%",
+            "<unset>",
+            3,
+            0,
+            "<unknown>"
+        ])
+    );
+}
+
+#[test]
+fn certificate_signing_requests_show_their_conditions_and_issuance() {
+    let objects = [
+        json!({
+            "metadata": {"name": "alice", "creationTimestamp": "2025-06-01T11:00:00Z"},
+            "spec": {"signerName": "kubernetes.io/kube-apiserver-client", "username": "alice", "expirationSeconds": 86400},
+            "status": {"conditions": [{"type": "Approved", "status": "True"}], "certificate": "LS0t"}
+        }),
+        json!({"metadata": {"name": "bob"}, "spec": {"signerName": "example.com/x", "username": "bob"}}),
+    ];
+    let table = table(
+        &TableKind::builtin("certificates.k8s.io", "certificatesigningrequests"),
+        &objects,
+        "None",
+        json!({}),
+        now(),
+    );
+    assert_eq!(
+        table["rows"][0]["cells"],
+        json!([
+            "alice",
+            "60m",
+            "kubernetes.io/kube-apiserver-client",
+            "alice",
+            "24h",
+            "Approved,Issued"
+        ])
+    );
+    assert_eq!(
+        table["rows"][1]["cells"],
+        json!([
+            "bob",
+            "<unknown>",
+            "example.com/x",
+            "bob",
+            "<none>",
+            "Pending"
+        ])
+    );
+}
+
+#[test]
 fn secrets_show_type_and_data_count() {
     let objects = [
         json!({
@@ -687,6 +811,11 @@ fn every_builtin_row_has_one_cell_per_column() {
         ("networking.k8s.io", "ingressclasses"),
         ("networking.k8s.io", "networkpolicies"),
         ("policy", "poddisruptionbudgets"),
+        ("", "resourcequotas"),
+        ("autoscaling", "horizontalpodautoscalers"),
+        ("", "podtemplates"),
+        ("node.k8s.io", "runtimeclasses"),
+        ("certificates.k8s.io", "certificatesigningrequests"),
         ("example.com", "widgets"),
     ];
     let object = json!({"metadata": {"name": "x"}});

@@ -175,6 +175,46 @@ pub fn health(kind: &str, object: &DynamicObject) -> Option<HealthStatus> {
                 progressing(format!("{ready} of {wanted} replicas ready"))
             })
         }
+        "DaemonSet" => {
+            let wanted = number("/status/desiredNumberScheduled").unwrap_or(0);
+            let updated = number("/status/updatedNumberScheduled").unwrap_or(0);
+            let available = number("/status/numberAvailable").unwrap_or(0);
+            let observed = number("/status/observedGeneration").unwrap_or(0);
+            let generation = number("/metadata/generation").unwrap_or(0);
+            Some(if observed < generation {
+                progressing("waiting for the rollout to be observed".to_owned())
+            } else if updated >= wanted && available >= wanted {
+                healthy()
+            } else {
+                progressing(format!("{available} of {wanted} pods available"))
+            })
+        }
+        "Job" => {
+            // The job controller's terminal conditions.
+            let condition = |type_: &str| {
+                data.pointer("/status/conditions")
+                    .and_then(serde_json::Value::as_array)
+                    .into_iter()
+                    .flatten()
+                    .find(|c| c["type"] == type_ && c["status"] == "True")
+            };
+            Some(if condition("Complete").is_some() {
+                healthy()
+            } else if let Some(failed) = condition("Failed") {
+                HealthStatus {
+                    status: HealthState::Degraded,
+                    message: Some(
+                        failed["message"]
+                            .as_str()
+                            .filter(|m| !m.is_empty())
+                            .unwrap_or("the job failed")
+                            .to_owned(),
+                    ),
+                }
+            } else {
+                progressing("waiting for the job to complete".to_owned())
+            })
+        }
         "PersistentVolumeClaim" => {
             let phase = data.pointer("/status/phase").and_then(|p| p.as_str());
             Some(if phase == Some("Bound") {
@@ -195,6 +235,84 @@ pub fn health(kind: &str, object: &DynamicObject) -> Option<HealthStatus> {
             })
         }
         _ => None,
+    }
+}
+
+#[cfg(test)]
+mod health_tests {
+    use super::*;
+
+    fn object(kind: &str, data: serde_json::Value) -> DynamicObject {
+        let resource = kube::api::ApiResource {
+            group: String::new(),
+            version: "v1".to_owned(),
+            api_version: "v1".to_owned(),
+            kind: kind.to_owned(),
+            plural: String::new(),
+        };
+        DynamicObject::new("x", &resource).data(data)
+    }
+
+    fn state(kind: &str, data: serde_json::Value) -> (HealthState, Option<String>) {
+        let health = health(kind, &object(kind, data)).expect("the kind is judged");
+        (health.status, health.message)
+    }
+
+    #[test]
+    fn a_job_is_healthy_when_complete_degraded_when_failed_and_progressing_otherwise() {
+        let complete = serde_json::json!({"status": {"conditions": [
+            {"type": "SuccessCriteriaMet", "status": "True"},
+            {"type": "Complete", "status": "True"}
+        ]}});
+        assert_eq!(state("Job", complete), (HealthState::Healthy, None));
+        let failed = serde_json::json!({"status": {"conditions": [
+            {"type": "Failed", "status": "True", "reason": "BackoffLimitExceeded", "message": "Job has reached the specified backoff limit"}
+        ]}});
+        assert_eq!(
+            state("Job", failed),
+            (
+                HealthState::Degraded,
+                Some("Job has reached the specified backoff limit".to_owned())
+            )
+        );
+        let running = serde_json::json!({"status": {"active": 1, "ready": 0}});
+        assert_eq!(
+            state("Job", running),
+            (
+                HealthState::Progressing,
+                Some("waiting for the job to complete".to_owned())
+            )
+        );
+    }
+
+    #[test]
+    fn a_daemon_set_is_healthy_when_every_desired_pod_is_updated_and_available() {
+        let status = |available: i64| {
+            serde_json::json!({
+                "metadata": {"generation": 2},
+                "status": {"observedGeneration": 2, "desiredNumberScheduled": 3, "updatedNumberScheduled": 3, "numberAvailable": available}
+            })
+        };
+        assert_eq!(state("DaemonSet", status(3)), (HealthState::Healthy, None));
+        assert_eq!(
+            state("DaemonSet", status(1)),
+            (
+                HealthState::Progressing,
+                Some("1 of 3 pods available".to_owned())
+            )
+        );
+        let unobserved =
+            serde_json::json!({"metadata": {"generation": 3}, "status": {"observedGeneration": 2}});
+        assert_eq!(
+            state("DaemonSet", unobserved),
+            (
+                HealthState::Progressing,
+                Some("waiting for the rollout to be observed".to_owned())
+            )
+        );
+        // A cluster without nodes desires no pod.
+        let no_nodes = serde_json::json!({"metadata": {"generation": 1}, "status": {"observedGeneration": 1, "desiredNumberScheduled": 0, "numberReady": 0}});
+        assert_eq!(state("DaemonSet", no_nodes), (HealthState::Healthy, None));
     }
 }
 
