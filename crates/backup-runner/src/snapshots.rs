@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::jiff::Timestamp;
 use navique_api::grpc::snapshot::v1::{Phase, Snapshot};
+use navique_api::services::BackupPhase;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -14,8 +15,9 @@ use tracing::Instrument;
 
 use crate::Error;
 use crate::engine::{Engine, Report, SnapshotRequest};
+use crate::layout::BackupKey;
 use crate::manifest::Manifest;
-use crate::status::StatusWriter;
+use crate::status::{StatusWriter, backup_phase, backup_status};
 
 /// How long shutdown waits for running attempts to abort their uploads.
 const DRAIN: Duration = Duration::from_secs(20);
@@ -251,10 +253,12 @@ impl Snapshots {
         metrics.started.inc();
         let clock = Instant::now();
         let recording = tokio::spawn(
-            self.status
-                .clone()
-                .follow(attempt.request.backup.clone(), attempt.state.subscribe())
-                .in_current_span(),
+            follow(
+                self.status.clone(),
+                attempt.request.backup.clone(),
+                attempt.state.subscribe(),
+            )
+            .in_current_span(),
         );
         let started_at = attempt
             .state()
@@ -322,6 +326,30 @@ impl Snapshots {
 
     pub fn shutdown(&self) -> &CancellationToken {
         &self.cancel
+    }
+}
+
+/// Writes the status each time the record's phase or message changes,
+/// until the snapshot is COMPLETED or FAILED. PENDING is not written: it
+/// lasts while the store is searched, and a snapshot found there
+/// completed must not flip its record back to Pending.
+async fn follow(writer: StatusWriter, backup: BackupKey, mut state: watch::Receiver<State>) {
+    let mut written: Option<(BackupPhase, String)> = None;
+    loop {
+        let current = state.borrow_and_update().clone();
+        let key = (
+            backup_phase(current.snapshot.phase()),
+            current.message.clone(),
+        );
+        if key.0 != BackupPhase::Pending && written.as_ref() != Some(&key) {
+            writer
+                .write_retrying(&backup, &backup_status(&current.snapshot, &current.message))
+                .await;
+            written = Some(key);
+        }
+        if current.is_terminal() || state.changed().await.is_err() {
+            return;
+        }
     }
 }
 

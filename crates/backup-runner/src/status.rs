@@ -11,11 +11,9 @@ use kube::api::{Api, Patch, PatchParams};
 use navique_api::conditions;
 use navique_api::grpc::snapshot::v1::{Phase, Snapshot};
 use navique_api::services::{BackupPhase, ServiceBackup, ServiceBackupStatus};
-use tokio::sync::watch;
 
 use crate::Error;
 use crate::layout::BackupKey;
-use crate::snapshots::State;
 
 pub const FIELD_MANAGER: &str = "backup-runner";
 const ATTEMPTS: u32 = 4;
@@ -208,29 +206,6 @@ impl StatusWriter {
                     tokio::time::sleep(delay).await;
                     delay *= 2;
                 }
-            }
-        }
-    }
-
-    /// Writes the status each time the record's phase or message changes,
-    /// until the snapshot is COMPLETED or FAILED. PENDING is not written: it
-    /// lasts while the store is searched, and a snapshot found there
-    /// completed must not flip its record back to Pending.
-    pub async fn follow(self, backup: BackupKey, mut state: watch::Receiver<State>) {
-        let mut written: Option<(BackupPhase, String)> = None;
-        loop {
-            let current = state.borrow_and_update().clone();
-            let key = (
-                backup_phase(current.snapshot.phase()),
-                current.message.clone(),
-            );
-            if key.0 != BackupPhase::Pending && written.as_ref() != Some(&key) {
-                self.write_retrying(&backup, &backup_status(&current.snapshot, &current.message))
-                    .await;
-                written = Some(key);
-            }
-            if current.is_terminal() || state.changed().await.is_err() {
-                return;
             }
         }
     }

@@ -62,7 +62,7 @@ pub enum Error {
     InvalidSecret {
         secret: String,
         #[source]
-        source: crate::tls::PairError,
+        source: PairError,
     },
 
     #[error("the CA bundle is not in every webhook configuration yet: {0}")]
@@ -81,6 +81,21 @@ pub enum Error {
 
     #[error(transparent)]
     Runtime(#[from] navique_runtime::Error),
+}
+
+/// Why a PEM certificate chain and key cannot be served.
+#[derive(Debug, thiserror::Error)]
+pub enum PairError {
+    /// The certificate is not PEM (reason, empty when there is none).
+    #[error("holds no PEM certificate{}", detail(.0))]
+    Certificate(String),
+    /// The key is not a usable PEM private key (reason, empty when there is
+    /// none).
+    #[error("holds no usable private key{}", detail(.0))]
+    Key(String),
+    /// The key is not the certificate's.
+    #[error("holds a key that is not the certificate's: {0}")]
+    Mismatch(#[source] rustls::Error),
 }
 
 /// `": reason"`, or nothing for an empty reason.

@@ -17,6 +17,7 @@ use rustls::sign::CertifiedKey;
 use tokio_util::sync::CancellationToken;
 
 use crate::Error;
+use crate::error::PairError;
 
 /// Where the PEM certificate chain and private key are read from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -37,21 +38,6 @@ struct Loaded {
     /// The PEM it was made from: a change is a change of contents.
     certificate_pem: Vec<u8>,
     key_pem: Vec<u8>,
-}
-
-/// Why a PEM certificate chain and key cannot be served.
-#[derive(Debug, thiserror::Error)]
-pub enum PairError {
-    /// The certificate is not PEM (reason, empty when there is none).
-    #[error("holds no PEM certificate{}", crate::error::detail(.0))]
-    Certificate(String),
-    /// The key is not a usable PEM private key (reason, empty when there is
-    /// none).
-    #[error("holds no usable private key{}", crate::error::detail(.0))]
-    Key(String),
-    /// The key is not the certificate's.
-    #[error("holds a key that is not the certificate's: {0}")]
-    Mismatch(#[source] rustls::Error),
 }
 
 impl ServedCertificate {
