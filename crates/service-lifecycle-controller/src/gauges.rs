@@ -121,6 +121,15 @@ fn count_blocked<'a>(
     counts
 }
 
+/// `object`'s conditions (none yet: empty) while it is being deleted.
+fn deleting<'a>(
+    object: &impl Resource,
+    conditions: Option<&'a [Condition]>,
+) -> Option<&'a [Condition]> {
+    object.meta().deletion_timestamp.as_ref()?;
+    Some(conditions.unwrap_or_default())
+}
+
 /// Keeps the gauges current until `token` is cancelled.
 pub async fn run(client: Client, gauges: StateGauges, token: CancellationToken) {
     let services = {
@@ -133,10 +142,10 @@ pub async fn run(client: Client, gauges: StateGauges, token: CancellationToken) 
                 ));
                 gauges.set_blocked(
                     "ManagedService",
-                    count_blocked(all.iter().map(|s| {
-                        s.meta().deletion_timestamp.as_ref()?;
-                        Some(s.status.as_ref().map_or(&[][..], |s| &s.conditions[..]))
-                    })),
+                    count_blocked(
+                        all.iter()
+                            .map(|s| deleting(&**s, s.status.as_ref().map(|s| &s.conditions[..]))),
+                    ),
                 );
             },
         )
@@ -144,10 +153,10 @@ pub async fn run(client: Client, gauges: StateGauges, token: CancellationToken) 
     let stacks = recount(Api::<Stack>::all(client), move |all: &[Arc<Stack>]| {
         gauges.set_blocked(
             "Stack",
-            count_blocked(all.iter().map(|s| {
-                s.meta().deletion_timestamp.as_ref()?;
-                Some(s.status.as_ref().map_or(&[][..], |s| &s.conditions[..]))
-            })),
+            count_blocked(
+                all.iter()
+                    .map(|s| deleting(&**s, s.status.as_ref().map(|s| &s.conditions[..]))),
+            ),
         );
     });
     tokio::select! {
