@@ -11,7 +11,7 @@
 //! object of the same name is never counted.
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::ObjectReference;
@@ -21,7 +21,6 @@ use k8s_openapi::jiff::Timestamp;
 use kube::Resource;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::runtime::events::{Event, EventType};
-use tokio::sync::Mutex;
 
 /// How long a recorded Event can still take repeats; kube-apiserver keeps
 /// Events for an hour, and a repeat after this starts a new Event.
@@ -109,23 +108,30 @@ impl Recorder {
     ) -> Result<(), kube::Error> {
         let now = Timestamp::now();
         let key = series_key(event, regarding);
-        let mut recorded = self.recorded.lock().await;
-        recorded.retain(|_, e| last_seen(e).is_some_and(|seen| seen + SERIES_TTL > now));
+        // The cache is held only between calls, never across one, so a slow
+        // API server does not hold every other Event of the controller.
+        let earlier = {
+            let mut recorded = self.recorded.lock().unwrap_or_else(|e| e.into_inner());
+            recorded.retain(|_, e| last_seen(e).is_some_and(|seen| seen + SERIES_TTL > now));
+            recorded.get(&key).map(|e| {
+                let count = e.series.as_ref().map_or(2, |s| s.count + 1);
+                (e.metadata.name.clone().unwrap_or_default(), count)
+            })
+        };
         let namespace = regarding.namespace.as_deref().unwrap_or("default");
         let api: Api<KubeEvent> = Api::namespaced(self.client.clone(), namespace);
-        if let Some(earlier) = recorded.get_mut(&key) {
+        if let Some((name, count)) = earlier {
             let series = EventSeries {
-                count: earlier.series.as_ref().map_or(2, |s| s.count + 1),
+                count,
                 last_observed_time: MicroTime(now),
             };
             let patch = serde_json::json!({"series": series});
-            let name = earlier.metadata.name.clone().unwrap_or_default();
             match api
                 .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
                 .await
             {
-                Ok(_) => {
-                    earlier.series = Some(series);
+                Ok(patched) => {
+                    self.remember(key, patched);
                     return Ok(());
                 }
                 // Expired or deleted: start again.
@@ -135,8 +141,15 @@ impl Recorder {
         }
         let new = self.event(event, regarding, namespace, now);
         let created = api.create(&PostParams::default(), &new).await?;
-        recorded.insert(key, created);
+        self.remember(key, created);
         Ok(())
+    }
+
+    fn remember(&self, key: SeriesKey, event: KubeEvent) {
+        self.recorded
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(key, event);
     }
 
     fn event(
