@@ -1,120 +1,268 @@
-//! Time from Lock creation to `status.active: true` for 1,000 Locks created
-//! at once, and the lock-controller's memory at that size, measured on the
-//! real lock-controller against the dev API server.
+//! Time from Lock creation to `status.active: true` for Locks created at
+//! once, beside its floor; the lock-controller's memory at that size; and
+//! the API writes it makes at rest. Measured on the real lock-controller
+//! against the dev API server, one fresh environment per scenario:
+//! 1,000 Locks in one namespace, 10,000 in one, 10,000 over 100.
+//!
+//! The floor is the dev API server's own time for the writes a Lock needs,
+//! from a plain client in the same run: its target's marker and its status,
+//! for as many Stacks, all started at once (64 in flight, as many as the
+//! Lock creations). The ratio is activation p99 over floor p99.
 //!
 //! Run: `make bench-locks` (`cargo bench -p navique-e2e --bench lock_activation`;
 //! needs the workspace binaries built in release: `cargo build --release --bins`).
+//! `NAVIQUE_BENCH_SCENARIOS=1000x1,10000x100` picks scenarios (Locks x
+//! namespaces); `NAVIQUE_BENCH_IDLE_SECS` the idle window (60).
 //! Figures are recorded in docs/locks.md.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
+use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use futures::{StreamExt, TryStreamExt};
-use kube::api::{Api, DynamicObject, PostParams, WatchEvent, WatchParams};
+use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams, WatchEvent, WatchParams};
 use kube::core::{ApiResource, GroupVersionKind};
+use kube::{Client, ResourceExt};
 use navique_e2e::locks::{GuardMode, LockEnv};
 
-const LOCKS: usize = 1_000;
-const WRITERS: usize = 16;
+/// Requests in flight from the bench's client.
+const IN_FLIGHT: usize = 64;
+const DEFAULT_SCENARIOS: &str = "1000x1,10000x1,10000x100";
+
+fn resource(kind: &str) -> ApiResource {
+    ApiResource::from_gvk(&GroupVersionKind::gvk("core.navique.com", "v1alpha1", kind))
+}
+
+fn object(kind: &str, name: &str, spec: serde_json::Value) -> DynamicObject {
+    serde_json::from_value(serde_json::json!({
+        "apiVersion": "core.navique.com/v1alpha1", "kind": kind,
+        "metadata": {"name": name}, "spec": spec,
+    }))
+    .expect("object")
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    sorted[((sorted.len() as f64 * p) as usize).min(sorted.len() - 1)]
+}
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
+    let scenarios =
+        std::env::var("NAVIQUE_BENCH_SCENARIOS").unwrap_or_else(|_| DEFAULT_SCENARIOS.into());
+    let idle = Duration::from_secs(
+        std::env::var("NAVIQUE_BENCH_IDLE_SECS").map_or(Ok(60), |s| s.parse())?,
+    );
+    for scenario in scenarios.split(',') {
+        let (locks, namespaces) = scenario
+            .split_once('x')
+            .and_then(|(l, n)| Some((l.parse().ok()?, n.parse().ok()?)))
+            .ok_or_else(|| anyhow::anyhow!("scenario {scenario:?} is not <locks>x<namespaces>"))?;
+        run(locks, namespaces, idle).await?;
+    }
+    Ok(())
+}
+
+async fn run(count: usize, spread: usize, idle: Duration) -> anyhow::Result<()> {
+    println!("== {count} Locks over {spread} namespace(s)");
     let env = LockEnv::start(GuardMode::Policy);
     env.ready().await;
     let client = env.cluster.client().await;
-    let namespace = env.cluster.namespace("bench");
-    let resource = |kind: &str| {
-        ApiResource::from_gvk(&GroupVersionKind::gvk("core.navique.com", "v1alpha1", kind))
+    let namespaces: Vec<String> = (0..spread)
+        .map(|_| env.cluster.namespace("bench"))
+        .collect();
+    // Lock i lives in namespace i % spread and targets stack-i there.
+    let at = |i: usize| (namespaces[i % spread].as_str(), format!("{i:05}"));
+    let api = |kind: &str, ns: &str| {
+        Api::<DynamicObject>::namespaced_with(client.clone(), ns, &resource(kind))
     };
-    let stacks: Api<DynamicObject> =
-        Api::namespaced_with(client.clone(), &namespace, &resource("Stack"));
-    let locks: Api<DynamicObject> =
-        Api::namespaced_with(client.clone(), &namespace, &resource("Lock"));
 
-    for chunk in (0..LOCKS).collect::<Vec<_>>().chunks(LOCKS / WRITERS) {
-        let futures = chunk.iter().map(|i| {
-            let stack: DynamicObject = serde_json::from_value(serde_json::json!({
-                "apiVersion": "core.navique.com/v1alpha1", "kind": "Stack",
-                "metadata": {"name": format!("stack-{i:04}")}, "spec": {"resources": []},
-            }))
-            .expect("stack");
-            let stacks = stacks.clone();
+    let floor = floor(&client, &env, count).await?;
+    let resident_before = resident(env.controller_admin).await?;
+
+    futures::stream::iter(0..count)
+        .map(|i| {
+            let (ns, n) = at(i);
+            let stack = object(
+                "Stack",
+                &format!("stack-{n}"),
+                serde_json::json!({"resources": []}),
+            );
+            let stacks = api("Stack", ns);
             async move { stacks.create(&PostParams::default(), &stack).await }
-        });
-        futures::future::try_join_all(futures).await?;
-    }
+        })
+        .buffer_unordered(IN_FLIGHT)
+        .try_collect::<Vec<_>>()
+        .await?;
 
     // Watch Locks before creating them, and note when each turns active.
-    let mut watch = locks
+    let all_locks = Api::<DynamicObject>::all_with(client.clone(), &resource("Lock"));
+    let mut watch = all_locks
         .watch(&WatchParams::default().timeout(290), "0")
         .await?
         .boxed();
-    let created: HashMap<String, Instant> = {
-        let mut created = HashMap::new();
-        let started = Instant::now();
-        let all: Vec<usize> = (0..LOCKS).collect();
-        for chunk in all.chunks(LOCKS / WRITERS) {
-            let futures = chunk.iter().map(|i| {
-                let lock: DynamicObject = serde_json::from_value(serde_json::json!({
-                    "apiVersion": "core.navique.com/v1alpha1", "kind": "Lock",
-                    "metadata": {"name": format!("lock-{i:04}")},
-                    "spec": {"targetRef": {"kind": "Stack", "name": format!("stack-{i:04}")}},
-                }))
-                .expect("lock");
-                let locks = locks.clone();
-                async move {
-                    locks
-                        .create(&PostParams::default(), &lock)
-                        .await
-                        .map(|_| (format!("lock-{i:04}"), Instant::now()))
-                }
-            });
-            created.extend(futures::future::try_join_all(futures).await?);
-        }
-        println!("created {LOCKS} Locks in {:.2?}", started.elapsed());
-        created
-    };
-    let mut latencies = Vec::with_capacity(LOCKS);
-    let mut active = std::collections::HashSet::new();
-    let deadline = Instant::now() + Duration::from_secs(300);
-    while active.len() < LOCKS && Instant::now() < deadline {
+    let started = Instant::now();
+    let created: HashMap<String, Instant> = futures::stream::iter(0..count)
+        .map(|i| {
+            let (ns, n) = at(i);
+            let lock = object(
+                "Lock",
+                &format!("lock-{n}"),
+                serde_json::json!({"targetRef": {"kind": "Stack", "name": format!("stack-{n}")}}),
+            );
+            let locks = api("Lock", ns);
+            async move {
+                locks
+                    .create(&PostParams::default(), &lock)
+                    .await
+                    .map(|_| (format!("lock-{n}"), Instant::now()))
+            }
+        })
+        .buffer_unordered(IN_FLIGHT)
+        .try_collect()
+        .await?;
+    println!("created {count} Locks in {:.2?}", started.elapsed());
+
+    let mut latencies = Vec::with_capacity(count);
+    let mut active = HashSet::new();
+    let deadline = Instant::now() + Duration::from_secs(600);
+    while active.len() < count && Instant::now() < deadline {
         let Some(event) = tokio::time::timeout(Duration::from_secs(60), watch.try_next()).await??
         else {
             break;
         };
         if let WatchEvent::Added(lock) | WatchEvent::Modified(lock) = event {
-            let name = lock.metadata.name.clone().unwrap_or_default();
+            let name = lock.name_any();
             if lock.data["status"]["active"] == true && active.insert(name.clone()) {
                 latencies.push(created[&name].elapsed());
             }
         }
     }
-    latencies.sort();
-    let percentile =
-        |p: f64| latencies[((latencies.len() as f64 * p) as usize).min(latencies.len() - 1)];
-    println!(
-        "activation of {} Locks: p50 {:.2?}, p99 {:.2?}, max {:.2?}",
-        latencies.len(),
-        percentile(0.50),
-        percentile(0.99),
-        latencies.last().copied().unwrap_or_default()
-    );
-    let metrics = navique_e2e::http_get(env.controller_admin, "/metrics")
-        .await
-        .map_err(anyhow::Error::msg)?;
-    for line in metrics
-        .body
-        .lines()
-        .filter(|l| !l.starts_with('#') && l.contains("memory_bytes "))
-    {
-        let (name, value) = line.rsplit_once(' ').unwrap_or_default();
-        let mib = value.parse::<f64>().unwrap_or_default() / (1024.0 * 1024.0);
-        println!("{name}: {mib:.1} MiB");
-    }
     anyhow::ensure!(
-        latencies.len() == LOCKS,
-        "only {} of {LOCKS} Locks turned active",
+        latencies.len() == count,
+        "only {} of {count} Locks turned active",
         latencies.len()
     );
+    latencies.sort();
+    let p99 = percentile(&latencies, 0.99);
+    println!(
+        "activation: p50 {:.2?}, p99 {p99:.2?}, max {:.2?}",
+        percentile(&latencies, 0.50),
+        latencies.last().copied().unwrap_or_default()
+    );
+    println!(
+        "floor (plain client, target marker + status per Lock): p50 {:.2?}, p99 {:.2?}; ratio at p99 {:.1}x",
+        percentile(&floor, 0.50),
+        percentile(&floor, 0.99),
+        p99.as_secs_f64() / percentile(&floor, 0.99).as_secs_f64()
+    );
+
+    let resident_after = resident(env.controller_admin).await?;
+    println!(
+        "lock-controller resident: {:.1} MiB ({:.1} MiB before the Locks; {:.0} bytes per Lock)",
+        resident_after / MIB,
+        resident_before / MIB,
+        (resident_after - resident_before) / count as f64
+    );
+    println!(
+        "API writes at rest over {idle:?}: {}",
+        writes_during(&client, idle).await?
+    );
     Ok(())
+}
+
+/// Per item, from the start of all of them: a merge patch of a Stack's
+/// annotation and of its status, the shape of a Lock's two writes.
+async fn floor(client: &Client, env: &LockEnv, count: usize) -> anyhow::Result<Vec<Duration>> {
+    let ns = env.cluster.namespace("floor");
+    let stacks = Api::<DynamicObject>::namespaced_with(client.clone(), &ns, &resource("Stack"));
+    futures::stream::iter(0..count)
+        .map(|i| {
+            let stack = object(
+                "Stack",
+                &format!("floor-{i:05}"),
+                serde_json::json!({"resources": []}),
+            );
+            let stacks = stacks.clone();
+            async move { stacks.create(&PostParams::default(), &stack).await }
+        })
+        .buffer_unordered(IN_FLIGHT)
+        .try_collect::<Vec<_>>()
+        .await?;
+    let started = Instant::now();
+    let mut latencies: Vec<Duration> = futures::stream::iter(0..count)
+        .map(|i| {
+            let stacks = stacks.clone();
+            async move {
+                let name = format!("floor-{i:05}");
+                let marker = serde_json::json!({"metadata": {
+                    "annotations": {"bench.navique.com/floor": format!("lock-{i:05}")},
+                    "labels": {"bench.navique.com/floor": "true"},
+                }});
+                stacks
+                    .patch_metadata(&name, &PatchParams::default(), &Patch::Merge(marker))
+                    .await?;
+                let status = serde_json::json!({"status": {"conditions": [{
+                    "type": "Ready", "status": "True", "reason": "Protecting",
+                    "message": format!("protecting Stack stack-{i:05}"),
+                    "observedGeneration": 1,
+                    "lastTransitionTime": "2025-01-01T00:00:00Z",
+                }]}});
+                stacks
+                    .patch_status(&name, &PatchParams::default(), &Patch::Merge(status))
+                    .await?;
+                Ok::<_, kube::Error>(started.elapsed())
+            }
+        })
+        .buffer_unordered(IN_FLIGHT)
+        .try_collect()
+        .await?;
+    latencies.sort();
+    Ok(latencies)
+}
+
+const MIB: f64 = 1024.0 * 1024.0;
+
+/// The lock-controller's resident memory, in bytes.
+async fn resident(admin: SocketAddr) -> anyhow::Result<f64> {
+    let metrics = navique_e2e::http_get(admin, "/metrics")
+        .await
+        .map_err(anyhow::Error::msg)?;
+    metrics
+        .body
+        .lines()
+        .find(|l| !l.starts_with('#') && l.contains("_process_resident_memory_bytes "))
+        .and_then(|l| l.rsplit_once(' ')?.1.parse().ok())
+        .ok_or_else(|| anyhow::anyhow!("no resident memory in the metrics"))
+}
+
+/// Changes to what the lock-controller writes (Locks, Stacks, Namespaces,
+/// CRDs, Events) during `window`. Its Lease renewals are not counted.
+async fn writes_during(client: &Client, window: Duration) -> anyhow::Result<usize> {
+    let kinds = [
+        resource("Lock"),
+        resource("Stack"),
+        ApiResource::from_gvk(&GroupVersionKind::gvk("", "v1", "Namespace")),
+        ApiResource::from_gvk(&GroupVersionKind::gvk(
+            "apiextensions.k8s.io",
+            "v1",
+            "CustomResourceDefinition",
+        )),
+        ApiResource::from_gvk(&GroupVersionKind::gvk("events.k8s.io", "v1", "Event")),
+    ];
+    let mut counts = Vec::new();
+    for kind in &kinds {
+        let api = Api::<DynamicObject>::all_with(client.clone(), kind);
+        let version = api.list_metadata(&Default::default()).await?.metadata;
+        let version = version.resource_version.unwrap_or_default();
+        let stream = api
+            .watch(&WatchParams::default().timeout(290), &version)
+            .await?;
+        counts.push(
+            stream
+                .take_until(tokio::time::sleep(window))
+                .filter(|e| futures::future::ready(!matches!(e, Ok(WatchEvent::Bookmark(_)))))
+                .count(),
+        );
+    }
+    Ok(futures::future::join_all(counts).await.into_iter().sum())
 }

@@ -373,9 +373,24 @@ pub fn crd_patch(name: &str, locked: Option<&str>) -> Value {
     })
 }
 
+/// How many Locks a Namespace or CRD marker names. Bounded, so that each
+/// Lock's change rewrites a value of constant size rather than one growing
+/// with the number of Locks (O(n²) bytes written for n Locks).
+pub const MARKER_NAMES: usize = 10;
+
+/// The first [`MARKER_NAMES`] of `names` in order, then how many more, all
+/// joined by `,`: the denials show `[a, b, ..., and 990 more]`.
 fn joined(mut names: Vec<String>) -> Option<String> {
-    names.sort();
-    (!names.is_empty()).then(|| names.join(","))
+    if names.is_empty() {
+        return None;
+    }
+    names.sort_unstable();
+    let more = names.len().saturating_sub(MARKER_NAMES);
+    names.truncate(MARKER_NAMES);
+    if more > 0 {
+        names.push(format!("and {more} more"));
+    }
+    Some(names.join(","))
 }
 
 /// The Namespace's `core.navique.com/locked`: its active Locks.
@@ -1176,6 +1191,18 @@ mod tests {
             Some("alpha,zeta")
         );
         assert_eq!(namespace_stamp("empty", &locks), None);
+    }
+
+    #[test]
+    fn markers_name_a_bounded_number_of_locks() {
+        let locks = arcs(
+            (0..MARKER_NAMES + 3)
+                .map(|i| active(lock_on_stack("forge", &format!("lock-{i:02}"), "x")))
+                .collect(),
+        );
+        let stamp = namespace_stamp("forge", &locks).unwrap();
+        assert!(stamp.starts_with("lock-00,lock-01,"), "{stamp}");
+        assert!(stamp.ends_with(",lock-09,and 3 more"), "{stamp}");
     }
 
     #[test]

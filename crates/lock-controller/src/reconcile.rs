@@ -6,6 +6,8 @@
 use std::collections::HashMap;
 use std::convert::Infallible;
 use std::fmt::Debug;
+use std::future::Future;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -16,8 +18,8 @@ use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::events::{Event, EventType};
-use kube::runtime::reflector::{ObjectRef, Store};
-use kube::runtime::watcher;
+use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, Resource, ResourceExt};
 use navique_api::constants::finalizers;
 use navique_api::core::Lock;
@@ -42,6 +44,8 @@ use crate::watches::{self, Triggers, Views};
 const MANAGER: &str = crate::NAME;
 /// A safety net only: every change that matters arrives as a watch event.
 const RESYNC: Duration = Duration::from_secs(3600);
+/// kubectl's copy of the last applied object, never read here.
+const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
 /// How long reconciles in flight may take to finish on shutdown.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 /// Wake-ups waiting for the controller; a full queue slows the watches.
@@ -146,6 +150,59 @@ pub struct Context {
     recorder: Recorder,
     /// What each Lock's last reconcile reported, for the `locks` gauges.
     states: Mutex<HashMap<ObjectRef<Lock>, LockState>>,
+    /// The Namespace and CRD marker writes, coalesced per object.
+    shared: Coalesced,
+}
+
+/// Writes of objects every Lock of a namespace or kind stamps, coalesced:
+/// a reconcile waits for one write computed after it asked, so that n Locks
+/// changing at once cost a few writes of their Namespace and CRD, not n.
+#[derive(Default)]
+struct Coalesced {
+    turns: Mutex<HashMap<String, Arc<Turn>>>,
+}
+
+#[derive(Default)]
+struct Turn {
+    /// Requests so far, and how many of them the last write covered.
+    requested: AtomicU64,
+    covered: AtomicU64,
+    writing: tokio::sync::Mutex<()>,
+}
+
+impl Coalesced {
+    /// Runs `write` (which reads the Lock store when it starts) unless a
+    /// write that started after this call already succeeded.
+    async fn write<Fut>(&self, key: &str, write: impl FnOnce() -> Fut) -> Result<(), Error>
+    where
+        Fut: Future<Output = Result<(), Error>>,
+    {
+        let turn = {
+            let mut turns = self.turns.lock().unwrap_or_else(|e| e.into_inner());
+            turns.entry(key.to_owned()).or_default().clone()
+        };
+        let ticket = turn.requested.fetch_add(1, Ordering::SeqCst) + 1;
+        let result = {
+            let _writing = turn.writing.lock().await;
+            if turn.covered.load(Ordering::SeqCst) >= ticket {
+                Ok(())
+            } else {
+                let covers = turn.requested.load(Ordering::SeqCst);
+                let result = write().await;
+                if result.is_ok() {
+                    turn.covered.store(covers, Ordering::SeqCst);
+                }
+                result
+            }
+        };
+        // The last one out forgets the object, so that gone namespaces do
+        // not accumulate.
+        let mut turns = self.turns.lock().unwrap_or_else(|e| e.into_inner());
+        if Arc::strong_count(&turn) == 2 {
+            turns.remove(key);
+        }
+        result
+    }
 }
 
 /// Runs the Lock controller until `token` is cancelled.
@@ -158,8 +215,18 @@ pub async fn run(
     let Some(catalog) = watches::discover_until_ok(&client, groups, &token).await else {
         return Ok(());
     };
-    let controller = Controller::new(Api::<Lock>::all(client.clone()), watcher::Config::default());
-    let locks = controller.store();
+    // Cached without what the reconciles never read: at thousands of
+    // Locks, managedFields are most of each object.
+    let (locks, writer) = reflector::store();
+    let lock_events = watcher(Api::<Lock>::all(client.clone()), watcher::Config::default())
+        .default_backoff()
+        .modify(|lock| {
+            lock.managed_fields_mut().clear();
+            lock.annotations_mut().remove(LAST_APPLIED);
+        })
+        .reflect(writer)
+        .touched_objects();
+    let controller = Controller::for_stream(lock_events, locks.clone());
     let (triggers, views) = Triggers::new(client.clone(), locks.clone(), catalog);
     let (wake, woken) = mpsc::channel(WAKE_QUEUE);
     let recorder = Recorder::new(client.clone(), crate::NAME);
@@ -171,6 +238,7 @@ pub async fn run(
         metrics,
         recorder,
         states: Mutex::default(),
+        shared: Coalesced::default(),
     });
     let controller = controller
         .reconcile_on(ReceiverStream::new(woken))
@@ -343,12 +411,21 @@ impl Context {
                 let outcome = self
                     .stamp_target(lock, kind, &namespace, &locks, &catalog)
                     .await?;
-                self.stamp_crd(kind, decision::crd_stamp(&kind.group_kind(), &locks))
+                self.shared
+                    .write(&kind.crd_name(), || {
+                        let stamp = decision::crd_stamp(&kind.group_kind(), &self.locks.state());
+                        self.stamp_crd(kind, stamp)
+                    })
                     .await?;
                 outcome
             }
         };
-        self.stamp_namespace(&namespace, decision::namespace_stamp(&namespace, &locks))
+        // Keyed apart from CRDs, whose names hold a dot.
+        self.shared
+            .write(&format!("namespace {namespace}"), || {
+                let stamp = decision::namespace_stamp(&namespace, &self.locks.state());
+                self.stamp_namespace(&namespace, stamp)
+            })
             .await?;
         Ok(outcome)
     }
