@@ -163,9 +163,15 @@ async fn run(count: usize, spread: usize, idle: Duration) -> anyhow::Result<()> 
         resident_before / MIB,
         (resident_after - resident_before) / count as f64
     );
+    let writes = writes_during(&client, idle).await?;
     println!(
-        "API writes at rest over {idle:?}: {}",
-        writes_during(&client, idle).await?
+        "API writes at rest over {idle:?}: {} ({})",
+        writes.iter().map(|(_, n)| n).sum::<usize>(),
+        writes
+            .iter()
+            .map(|(kind, n)| format!("{kind} {n}"))
+            .collect::<Vec<_>>()
+            .join(", ")
     );
     Ok(())
 }
@@ -237,7 +243,7 @@ async fn resident(admin: SocketAddr) -> anyhow::Result<f64> {
 
 /// Changes to what the lock-controller writes (Locks, Stacks, Namespaces,
 /// CRDs, Events) during `window`. Its Lease renewals are not counted.
-async fn writes_during(client: &Client, window: Duration) -> anyhow::Result<usize> {
+async fn writes_during(client: &Client, window: Duration) -> anyhow::Result<Vec<(String, usize)>> {
     let kinds = [
         resource("Lock"),
         resource("Stack"),
@@ -257,12 +263,15 @@ async fn writes_during(client: &Client, window: Duration) -> anyhow::Result<usiz
         let stream = api
             .watch(&WatchParams::default().timeout(290), &version)
             .await?;
-        counts.push(
-            stream
+        let kind = kind.kind.clone();
+        counts.push(async move {
+            let count = stream
                 .take_until(tokio::time::sleep(window))
                 .filter(|e| futures::future::ready(!matches!(e, Ok(WatchEvent::Bookmark(_)))))
-                .count(),
-        );
+                .count()
+                .await;
+            (kind, count)
+        });
     }
-    Ok(futures::future::join_all(counts).await.into_iter().sum())
+    Ok(futures::future::join_all(counts).await)
 }
