@@ -108,7 +108,10 @@ impl Views {
 /// The targets' metadata, per kind, as their watches last saw it: a
 /// reconcile reads its target here rather than from the API server.
 #[derive(Clone, Default)]
-pub struct TargetCache(Arc<RwLock<HashMap<GroupKind, (ApiResource, Store<TargetMeta>)>>>);
+pub struct TargetCache(Arc<RwLock<HashMap<GroupKind, KindCache>>>);
+
+/// One kind's store, and the dynamic type its keys carry.
+type KindCache = (ApiResource, Store<TargetMeta>);
 
 impl TargetCache {
     /// The target's metadata, if its kind's watch has listed and seen it.
