@@ -19,7 +19,7 @@ use std::collections::{HashMap, HashSet};
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use futures::{StreamExt, TryStreamExt};
+use futures::{FutureExt, StreamExt, TryStreamExt};
 use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams, WatchEvent, WatchParams};
 use kube::core::{ApiResource, GroupVersionKind};
 use kube::{Client, ResourceExt};
@@ -100,6 +100,10 @@ async fn run(count: usize, spread: usize, idle: Duration) -> anyhow::Result<()> 
         .watch(&WatchParams::default().timeout(290), "0")
         .await?
         .boxed();
+    let (activated, activating) = tokio::sync::oneshot::channel::<()>();
+    let activation_writes = tokio::spawn(count_until(watch_writes(&client).await?, async {
+        let _ = activating.await;
+    }));
     let started = Instant::now();
     let created: HashMap<String, Instant> = futures::stream::iter(0..count)
         .map(|i| {
@@ -142,6 +146,13 @@ async fn run(count: usize, spread: usize, idle: Duration) -> anyhow::Result<()> 
         "only {} of {count} Locks turned active",
         latencies.len()
     );
+    let _ = activated.send(());
+    let writes = activation_writes.await?;
+    println!(
+        "API writes until all were active: {} per Lock ({})",
+        per_lock(&writes, count),
+        by_kind(&writes)
+    );
     latencies.sort();
     let p99 = percentile(&latencies, 0.99);
     println!(
@@ -163,15 +174,11 @@ async fn run(count: usize, spread: usize, idle: Duration) -> anyhow::Result<()> 
         resident_before / MIB,
         (resident_after - resident_before) / count as f64
     );
-    let writes = writes_during(&client, idle).await?;
+    let writes = count_until(watch_writes(&client).await?, tokio::time::sleep(idle)).await;
     println!(
         "API writes at rest over {idle:?}: {} ({})",
         writes.iter().map(|(_, n)| n).sum::<usize>(),
-        writes
-            .iter()
-            .map(|(kind, n)| format!("{kind} {n}"))
-            .collect::<Vec<_>>()
-            .join(", ")
+        by_kind(&writes)
     );
     Ok(())
 }
@@ -241,9 +248,11 @@ async fn resident(admin: SocketAddr) -> anyhow::Result<f64> {
         .ok_or_else(|| anyhow::anyhow!("no resident memory in the metrics"))
 }
 
-/// Changes to what the lock-controller writes (Locks, Stacks, Namespaces,
-/// CRDs, Events) during `window`. Its Lease renewals are not counted.
-async fn writes_during(client: &Client, window: Duration) -> anyhow::Result<Vec<(String, usize)>> {
+type Changes = futures::stream::BoxStream<'static, kube::Result<WatchEvent<DynamicObject>>>;
+
+/// Watches of what the lock-controller and the bench write (Locks, Stacks,
+/// Namespaces, CRDs, Events), from now. Lease renewals are not counted.
+async fn watch_writes(client: &Client) -> anyhow::Result<Vec<(String, Changes)>> {
     let kinds = [
         resource("Lock"),
         resource("Stack"),
@@ -255,7 +264,7 @@ async fn writes_during(client: &Client, window: Duration) -> anyhow::Result<Vec<
         )),
         ApiResource::from_gvk(&GroupVersionKind::gvk("events.k8s.io", "v1", "Event")),
     ];
-    let mut counts = Vec::new();
+    let mut watches = Vec::new();
     for kind in &kinds {
         let api = Api::<DynamicObject>::all_with(client.clone(), kind);
         let version = api.list_metadata(&Default::default()).await?.metadata;
@@ -263,15 +272,40 @@ async fn writes_during(client: &Client, window: Duration) -> anyhow::Result<Vec<
         let stream = api
             .watch(&WatchParams::default().timeout(290), &version)
             .await?;
-        let kind = kind.kind.clone();
-        counts.push(async move {
+        watches.push((kind.kind.clone(), stream.boxed()));
+    }
+    Ok(watches)
+}
+
+/// The changes `watches` see until `end`, by kind.
+async fn count_until(
+    watches: Vec<(String, Changes)>,
+    end: impl std::future::Future<Output = ()> + Send + 'static,
+) -> Vec<(String, usize)> {
+    let end = end.boxed().shared();
+    let counts = watches.into_iter().map(|(kind, stream)| {
+        let end = end.clone();
+        async move {
             let count = stream
-                .take_until(tokio::time::sleep(window))
+                .take_until(end)
                 .filter(|e| futures::future::ready(!matches!(e, Ok(WatchEvent::Bookmark(_)))))
                 .count()
                 .await;
             (kind, count)
-        });
-    }
-    Ok(futures::future::join_all(counts).await)
+        }
+    });
+    futures::future::join_all(counts).await
+}
+
+fn per_lock(writes: &[(String, usize)], locks: usize) -> String {
+    let total: usize = writes.iter().map(|(_, n)| n).sum();
+    format!("{:.2}", total as f64 / locks as f64)
+}
+
+fn by_kind(writes: &[(String, usize)]) -> String {
+    writes
+        .iter()
+        .map(|(kind, n)| format!("{kind} {n}"))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
