@@ -33,7 +33,26 @@ impl UiServer {
     pub fn start(cluster: &Cluster, kubeconfig: &Path, args: &[&str]) -> Self {
         let mut all = vec!["ui", "--no-open"];
         all.extend_from_slice(args);
-        let mut child = crate::plugin::command(cluster, kubeconfig, &all)
+        Self::spawn(crate::plugin::command(cluster, kubeconfig, &all))
+    }
+
+    /// [`UiServer::start`] opening the page with `$BROWSER=<opener>`, as
+    /// on a desktop.
+    pub fn start_opening(
+        cluster: &Cluster,
+        kubeconfig: &Path,
+        args: &[&str],
+        opener: &Path,
+    ) -> Self {
+        let mut all = vec!["ui"];
+        all.extend_from_slice(args);
+        let mut command = crate::plugin::command(cluster, kubeconfig, &all);
+        command.env("BROWSER", opener);
+        Self::spawn(command)
+    }
+
+    fn spawn(mut command: Command) -> Self {
+        let mut child = command
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())

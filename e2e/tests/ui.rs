@@ -464,3 +464,143 @@ async fn requests_without_the_token_for_another_host_or_from_another_site_are_re
     assert!(exists(&ns, "other"));
     assert_eq!(approval(&ns, "other"), "");
 }
+
+/// The read-only panels: what a Lock protects and why, and a ManagedService
+/// whose `Delete` waits for its confirmation, with the annotation to add.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_locks_and_the_services_being_deleted_are_shown() {
+    let env = env();
+    env.ready().await;
+    let dir = tempfile::tempdir().unwrap();
+    let (ns, alice) = project("ui-panels", &dir, "alice");
+    pending_prunes(&ns, &["kept", "old-config"], &["kept"]).await;
+    let reason = "Production — remove this Lock deliberately";
+    let manifest = navique_e2e::locks::lock(
+        &ns,
+        "protect-app",
+        "core.navique.com/v1alpha1",
+        "Stack",
+        "app",
+        reason,
+    );
+    cluster().kubectl_in(&["apply", "-f", "-"], Some(&manifest));
+    env.locks
+        .until_lock(&ns, "protect-app", true, "Protecting")
+        .await;
+    cluster().kubectl_ok(&[
+        "apply",
+        "-f",
+        navique_e2e::repo_root()
+            .join("deploy/examples/catalogue.yaml")
+            .to_str()
+            .unwrap(),
+    ]);
+    let service =
+        std::fs::read_to_string(navique_e2e::repo_root().join("deploy/examples/orders-db.yaml"))
+            .unwrap()
+            .replace("namespace: my-project", &format!("namespace: {ns}"))
+            .replace("    services.kube-dc.com/confirm-delete: orders-db\n", "");
+    cluster().kubectl_in(&["apply", "-f", "-"], Some(&service));
+    cluster().kubectl_ok(&[
+        "delete",
+        "managedservice",
+        "orders-db",
+        "-n",
+        &ns,
+        "--wait=false",
+    ]);
+
+    let ui = UiServer::start(cluster(), &alice, &["-n", &ns]);
+    let browser = Browser::start().await;
+    browser.open(&ui.url).await;
+    let lock = browser
+        .until_text(r#"tr.lock[data-name="protect-app"]"#, "the Lock", |t| {
+            t.contains("locked")
+        })
+        .await;
+    assert_eq!(
+        browser
+            .texts(r#"tr.lock[data-name="protect-app"] td"#)
+            .await,
+        [ns.as_str(), "Stack/app", "protect-app", "locked", reason],
+        "{lock}"
+    );
+    let service = r#"tr.service[data-name="orders-db"]"#;
+    browser
+        .until_text(&format!("{service} .reason"), "the deleting service", |t| {
+            t == "DeletionConfirmationNeeded"
+        })
+        .await;
+    let cells = browser.texts(&format!("{service} td")).await;
+    assert_eq!(
+        cells[..4],
+        [
+            ns.as_str(),
+            "orders-db",
+            "Delete",
+            "DeletionConfirmationNeeded"
+        ]
+    );
+    assert_eq!(
+        cells[4],
+        format!(
+            "{}\nTo confirm: kubectl annotate managedservice orders-db -n {ns} services.kube-dc.com/confirm-delete=orders-db",
+            navique_api::messages::deletion_confirmation_needed("orders-db")
+        )
+    );
+    assert!(browser.text(&row("old-config")).await.is_some());
+    // All three panels: the screenshot docs/stacks.md shows.
+    browser.screenshot("ui-overview").await;
+    browser.close().await;
+}
+
+/// On a desktop the plugin opens the browser itself: on a file of the
+/// user's own (mode 0600) that sends the browser on to the page, so the
+/// token is in no process's arguments, where other local users could read
+/// it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_browser_is_opened_on_a_private_file_that_leads_to_the_page() {
+    let env = env();
+    env.ready().await;
+    let dir = tempfile::tempdir().unwrap();
+    let (ns, alice) = project("ui-open", &dir, "alice");
+    let opener = dir.path().join("browser");
+    let opened = dir.path().join("opened.html");
+    std::fs::write(
+        &opener,
+        format!(
+            "#!/bin/sh\nstat -c %a \"$1\" > {0}/mode\necho \"$@\" > {0}/args\ncp \"$1\" {1}\n",
+            dir.path().display(),
+            opened.display()
+        ),
+    )
+    .unwrap();
+    std::process::Command::new("chmod")
+        .args(["+x", opener.to_str().unwrap()])
+        .status()
+        .unwrap();
+    let ui = UiServer::start_opening(cluster(), &alice, &["-n", &ns], &opener);
+    eventually(WAIT, "the browser to be opened", || async {
+        opened.exists().then_some(())
+    })
+    .await;
+    let read = |name: &str| std::fs::read_to_string(dir.path().join(name)).unwrap();
+    assert_eq!(read("mode"), "600\n");
+    assert!(
+        !read("args").contains(ui.token()),
+        "the token is in the browser's arguments"
+    );
+    assert!(read("opened.html").contains(&ui.url));
+
+    let browser = Browser::start().await;
+    browser.open(&format!("file://{}", opened.display())).await;
+    browser
+        .until_text("#scope", "the page, through the file", |t| {
+            t == format!("namespace {ns}")
+        })
+        .await;
+    browser
+        .until_text("#live", "the live stream", |t| t == "live")
+        .await;
+    browser.close().await;
+}
