@@ -25,7 +25,7 @@ use kubectl_navique::approvals::{ApproveOutcome, ApproveReport};
 use kubectl_navique::cli::UiArgs;
 use kubectl_navique::render;
 use kubectl_navique::ui::guard::{Facts, Guard, Refusal, Token};
-use kubectl_navique::ui::request::{self, ApproveRequest};
+use kubectl_navique::ui::request::{self, ApproveRequest, Selection};
 use kubectl_navique::ui::view::{self, Watched};
 use kubectl_navique::ui::{CONTENT_SECURITY_POLICY, assets, redirect_page};
 use navique_api::core::{Lock, Stack};
@@ -340,8 +340,8 @@ async fn approve_all(
     let mut results = Vec::new();
     for selected in request::select(&stacks, request) {
         results.push(match selected {
-            Ok(pending) => approve_pending(&page.client, &index, pending).await,
-            Err(refused) => refused,
+            Selection::Approve(pending) => approve_pending(&page.client, &index, pending).await,
+            Selection::Refused(refused) => refused,
         });
     }
     Ok(results)

@@ -96,13 +96,19 @@ fn recorded_uid<'a>(stacks: &'a [Stack], pending: &PendingApproval) -> Option<&'
         .as_deref()
 }
 
+/// What becomes of one confirmed item.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Selection {
+    /// Still pending, the same object: approve it.
+    Approve(PendingApproval),
+    /// Not approved, and why.
+    Refused(ApproveOutcome),
+}
+
 /// For each item the user confirmed, once and in order: the pending
 /// approval to carry out, or why not. `stacks` are the Stacks of the
 /// request's namespace, read just now with the user's credentials.
-pub fn select(
-    stacks: &[Stack],
-    request: &ApproveRequest,
-) -> Vec<Result<PendingApproval, ApproveOutcome>> {
+pub fn select(stacks: &[Stack], request: &ApproveRequest) -> Vec<Selection> {
     let namespace = &request.stack.namespace;
     let in_namespace: Vec<Stack> = stacks
         .iter()
@@ -129,7 +135,7 @@ pub fn select(
                     == item_namespace
         });
         let refused = |error: Error| {
-            Err(ApproveOutcome::failed(
+            Selection::Refused(ApproveOutcome::failed(
                 item.target(),
                 Some(item_namespace),
                 found,
@@ -142,7 +148,7 @@ pub fn select(
                 (Some(seen), now) if now != Some(seen.as_str()) => {
                     refused(Error::Replaced(item.target()))
                 }
-                _ => Ok(p.clone()),
+                _ => Selection::Approve(p.clone()),
             },
         });
     }
@@ -185,12 +191,12 @@ mod tests {
         ]
     }
 
-    fn summary(results: &[Result<PendingApproval, ApproveOutcome>]) -> Vec<String> {
+    fn summary(results: &[Selection]) -> Vec<String> {
         results
             .iter()
             .map(|r| match r {
-                Ok(p) => format!("approve {}/{}", p.stack.name, p.resource.name),
-                Err(o) => o.error.clone().unwrap(),
+                Selection::Approve(p) => format!("approve {}/{}", p.stack.name, p.resource.name),
+                Selection::Refused(o) => o.error.clone().unwrap(),
             })
             .collect()
     }
@@ -245,7 +251,9 @@ mod tests {
                 "error: ConfigMap/a was replaced by another object since you confirmed; confirm again"
             ]
         );
-        let Err(outcome) = &results[0] else { panic!() };
+        let Selection::Refused(outcome) = &results[0] else {
+            panic!("approved")
+        };
         assert_eq!(outcome.namespace.as_deref(), Some("forge"));
         assert!(!outcome.approved);
     }
