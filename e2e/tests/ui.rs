@@ -10,6 +10,7 @@
 //! without the token, for another Host, or from another site are refused
 //! ("unauthenticated inside"). Screenshots go to target/ui-screenshots.
 
+use std::os::unix::fs::PermissionsExt;
 use std::sync::OnceLock;
 use std::time::Duration;
 
@@ -575,10 +576,7 @@ async fn the_browser_is_opened_on_a_private_file_that_leads_to_the_page() {
         ),
     )
     .unwrap();
-    std::process::Command::new("chmod")
-        .args(["+x", opener.to_str().unwrap()])
-        .status()
-        .unwrap();
+    std::fs::set_permissions(&opener, std::fs::Permissions::from_mode(0o755)).unwrap();
     let ui = UiServer::start_opening(cluster(), &alice, &["-n", &ns], &opener);
     eventually(WAIT, "the browser to be opened", || async {
         opened.exists().then_some(())

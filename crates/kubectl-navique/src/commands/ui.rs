@@ -77,7 +77,7 @@ pub async fn run(session: &Session, args: &UiArgs) -> Result<ExitCode> {
         tokio::spawn(follow(api, watches.clone(), slot, changed.clone()));
     }
     let (publish, snapshots) = watch::channel(Arc::new(String::new()));
-    tokio::spawn(compose(watches, scope.clone(), changes, publish));
+    let composer = tokio::spawn(compose(watches, scope.clone(), changes, publish));
 
     let url = guard.url();
     let page = Arc::new(Page {
@@ -97,8 +97,11 @@ pub async fn run(session: &Session, args: &UiArgs) -> Result<ExitCode> {
         open_browser(&url)
     };
     axum::serve(listener, app)
-        .with_graceful_shutdown(async {
+        .with_graceful_shutdown(async move {
             let _ = tokio::signal::ctrl_c().await;
+            // Without a publisher the event streams end, so open pages do
+            // not keep the server waiting.
+            composer.abort();
         })
         .await
         .context("the page's server failed")?;
