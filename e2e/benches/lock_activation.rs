@@ -180,6 +180,12 @@ async fn run(count: usize, spread: usize, idle: Duration) -> anyhow::Result<()> 
         writes.iter().map(|(_, n)| n).sum::<usize>(),
         by_kind(&writes)
     );
+    let resident_idle = resident(env.controller_admin).await?;
+    println!(
+        "lock-controller resident at rest: {:.1} MiB ({:.0} bytes per Lock)",
+        resident_idle / MIB,
+        (resident_idle - resident_before) / count as f64
+    );
     Ok(())
 }
 
@@ -243,7 +249,11 @@ async fn resident(admin: SocketAddr) -> anyhow::Result<f64> {
     metrics
         .body
         .lines()
-        .find(|l| !l.starts_with('#') && l.contains("_process_resident_memory_bytes "))
+        .find(|l| {
+            l.split_whitespace()
+                .next()
+                .is_some_and(|name| name.ends_with("process_resident_memory_bytes"))
+        })
         .and_then(|l| l.rsplit_once(' ')?.1.parse().ok())
         .ok_or_else(|| anyhow::anyhow!("no resident memory in the metrics"))
 }

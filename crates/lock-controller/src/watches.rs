@@ -181,12 +181,14 @@ impl Triggers {
             watcher::Config::default(),
         )
         .default_backoff()
+        .modify(trim)
         .reflect(self.namespaces);
         let crds = watcher(
             Api::<CrdMeta>::all(self.client.clone()),
             watcher::Config::default(),
         )
         .default_backoff()
+        .modify(trim)
         .reflect(self.crds);
         let mut watches = Watches {
             client: self.client,
