@@ -2,6 +2,10 @@
 //! a real client over HTTPS: 10,000 ConfigMaps created by 16 concurrent
 //! writers while 20 watchers each receive every event.
 //!
+//! Also the process's resident memory after the run: the server's store,
+//! with its history of changes (bounded by count and by bytes), and the
+//! clients.
+//!
 //! Run: `cargo bench -p dev-apiserver --bench throughput` (release build).
 //! Figures are recorded in docs/dev-apiserver.md.
 
@@ -99,5 +103,15 @@ async fn main() -> anyhow::Result<()> {
         total as f64 / delivered.as_secs_f64()
     );
     println!("list: {listed} objects in {listed_in:.2?}");
+    let status = std::fs::read_to_string("/proc/self/status")?;
+    let kib = |field: &str| -> Option<f64> {
+        let line = status.lines().find(|l| l.starts_with(field))?;
+        line.split_whitespace().nth(1)?.parse().ok()
+    };
+    println!(
+        "resident after the run (server and clients, one process): {:.1} MiB, peak {:.1} MiB",
+        kib("VmRSS:").unwrap_or(f64::NAN) / 1024.0,
+        kib("VmHWM:").unwrap_or(f64::NAN) / 1024.0
+    );
     Ok(())
 }

@@ -16,6 +16,9 @@ pub type ObjectKey = (String, String);
 
 /// How many changes the history keeps before compacting the oldest.
 const HISTORY: usize = 50_000;
+/// And how much memory its objects may take, estimated: a hot loop
+/// rewriting big objects would otherwise hold gigabytes.
+const HISTORY_BYTES: usize = 256 * 1024 * 1024;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum EventType {
@@ -49,11 +52,35 @@ pub struct Change {
     pub rv: u64,
 }
 
+impl Change {
+    /// The memory the change's objects take, estimated.
+    fn footprint(&self) -> usize {
+        footprint(&self.object) + self.previous.as_ref().map_or(0, footprint)
+    }
+}
+
+/// The heap memory a JSON value takes, estimated: its strings and
+/// containers, and a constant per node for serde_json's own layout.
+fn footprint(value: &Value) -> usize {
+    const NODE: usize = std::mem::size_of::<Value>();
+    NODE + match value {
+        Value::String(s) => s.len(),
+        Value::Array(items) => items.iter().map(footprint).sum(),
+        Value::Object(map) => map
+            .iter()
+            .map(|(key, value)| key.len() + NODE + footprint(value))
+            .sum(),
+        Value::Null | Value::Bool(_) | Value::Number(_) => 0,
+    }
+}
+
 #[derive(Default)]
 struct Inner {
     rv: u64,
     objects: BTreeMap<StorageKey, BTreeMap<ObjectKey, Value>>,
     history: VecDeque<Arc<Change>>,
+    /// The footprint of the changes in `history`.
+    history_bytes: usize,
     /// Changes at or before this resourceVersion are no longer in `history`.
     compacted: u64,
 }
@@ -62,14 +89,13 @@ struct Inner {
 pub struct Store {
     inner: Mutex<Inner>,
     changes: broadcast::Sender<Arc<Change>>,
+    /// The history's bounds: changes, and their estimated bytes.
+    history_limit: (usize, usize),
 }
 
 impl Default for Store {
     fn default() -> Self {
-        Self {
-            inner: Mutex::default(),
-            changes: broadcast::channel(16_384).0,
-        }
+        Self::with_history_limit(HISTORY, HISTORY_BYTES)
     }
 }
 
@@ -80,6 +106,14 @@ pub struct Txn<'a> {
 }
 
 impl Store {
+    fn with_history_limit(changes: usize, bytes: usize) -> Self {
+        Self {
+            inner: Mutex::default(),
+            changes: broadcast::channel(16_384).0,
+            history_limit: (changes, bytes),
+        }
+    }
+
     pub fn lock(&self) -> Txn<'_> {
         Txn {
             inner: self.inner.lock().unwrap_or_else(|p| p.into_inner()),
@@ -179,10 +213,14 @@ impl Txn<'_> {
             previous,
             rv: self.inner.rv,
         });
+        self.inner.history_bytes += change.footprint();
         self.inner.history.push_back(change.clone());
-        if self.inner.history.len() > HISTORY
-            && let Some(oldest) = self.inner.history.pop_front()
-        {
+        let (changes, bytes) = self.store.history_limit;
+        while self.inner.history.len() > changes || self.inner.history_bytes > bytes {
+            let Some(oldest) = self.inner.history.pop_front() else {
+                break;
+            };
+            self.inner.history_bytes -= oldest.footprint();
             self.inner.compacted = oldest.rv;
         }
         // No receivers is fine: nobody watches.
@@ -208,7 +246,54 @@ impl Txn<'_> {
     /// holds, so that every watch resumed from one gets 410 Gone.
     pub fn compact(&mut self) {
         self.inner.history.clear();
+        self.inner.history_bytes = 0;
         self.inner.rv += 1;
         self.inner.compacted = self.inner.rv;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn config_map(name: &str, data: &str) -> Value {
+        json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}, "data": {"x": data}})
+    }
+
+    #[test]
+    fn the_history_is_bounded_by_bytes_as_well_as_by_changes() {
+        let store = Store::with_history_limit(1_000, 64 * 1024);
+        let storage: StorageKey = (String::new(), "configmaps".into());
+        let big = "x".repeat(8 * 1024);
+        for _ in 0..100 {
+            let mut txn = store.lock();
+            txn.put(storage.clone(), ("ns".into(), "big".into()), config_map("big", &big));
+        }
+        let txn = store.lock();
+        assert!(txn.inner.history_bytes <= 64 * 1024, "{}", txn.inner.history_bytes);
+        // Each change holds the object before and after: 16 KiB and more.
+        let kept = txn.changes_since(txn.inner.compacted).expect("kept changes");
+        assert!((1..4).contains(&kept.len()), "{} changes kept", kept.len());
+        assert_eq!(kept.last().map(|c| c.rv), Some(100));
+        assert_eq!(txn.changes_since(0).err(), Some(txn.inner.compacted + 1));
+        let footprints: usize = kept.iter().map(|c| c.footprint()).sum();
+        assert_eq!(footprints, txn.inner.history_bytes);
+    }
+
+    #[test]
+    fn the_history_is_bounded_by_changes() {
+        let store = Store::with_history_limit(10, usize::MAX);
+        let storage: StorageKey = (String::new(), "configmaps".into());
+        for i in 0..25 {
+            let name = format!("cm-{i}");
+            store
+                .lock()
+                .put(storage.clone(), ("ns".into(), name.clone()), config_map(&name, "small"));
+        }
+        let txn = store.lock();
+        assert_eq!(txn.changes_since(15).map(|c| c.len()), Ok(10));
+        assert!(txn.changes_since(10).is_err());
     }
 }
