@@ -87,11 +87,13 @@ pub struct Recorder {
     recorded: Arc<Mutex<Series>>,
 }
 
-/// The recent series, by key: only what a repeat needs, not the Event, so
-/// that thousands of objects' Events cost little memory.
+/// The recent series, by a hash of their key: only what a repeat needs,
+/// neither the key nor the Event, so that thousands of objects' Events cost
+/// little memory. Two keys of one hash (odds of 1 in 2⁶⁴ per pair) would
+/// only count one's repeat in the other's series.
 #[derive(Default)]
 struct Series {
-    by_key: HashMap<SeriesKey, Recorded>,
+    by_key: HashMap<u64, Recorded>,
     swept: Option<Timestamp>,
 }
 
@@ -105,17 +107,18 @@ struct Recorded {
 impl Series {
     /// The Event to repeat `key` on and the series' next count, if recent.
     fn repeat(&mut self, key: &SeriesKey, now: Timestamp) -> Option<(String, i32)> {
+        let key = hashed(key);
         if self.swept.is_none_or(|swept| swept + SWEEP_EVERY <= now) {
             self.by_key.retain(|_, e| e.last_seen + SERIES_TTL > now);
             self.swept = Some(now);
         }
         self.by_key
-            .get(key)
+            .get(&key)
             .filter(|e| e.last_seen + SERIES_TTL > now)
             .map(|e| (e.name.clone(), e.count + 1))
     }
 
-    fn remember(&mut self, key: SeriesKey, event: &KubeEvent) {
+    fn remember(&mut self, key: &SeriesKey, event: &KubeEvent) {
         let Some(last_seen) = last_seen(event) else {
             return;
         };
@@ -124,7 +127,7 @@ impl Series {
             count: event.series.as_ref().map_or(1, |s| s.count),
             last_seen,
         };
-        self.by_key.insert(key, recorded);
+        self.by_key.insert(hashed(key), recorded);
     }
 }
 
@@ -168,7 +171,7 @@ impl Recorder {
                 .await
             {
                 Ok(patched) => {
-                    self.series().remember(key, &patched);
+                    self.series().remember(&key, &patched);
                     return Ok(());
                 }
                 // Expired or deleted: start again.
@@ -178,7 +181,7 @@ impl Recorder {
         }
         let new = self.event(event, regarding, namespace, now);
         let created = api.create(&PostParams::default(), &new).await?;
-        self.series().remember(key, &created);
+        self.series().remember(&key, &created);
         Ok(())
     }
 
@@ -220,6 +223,11 @@ impl Recorder {
             ..Default::default()
         }
     }
+}
+
+fn hashed(key: &SeriesKey) -> u64 {
+    use std::hash::{BuildHasher, BuildHasherDefault};
+    BuildHasherDefault::<std::collections::hash_map::DefaultHasher>::default().hash_one(key)
 }
 
 fn last_seen(event: &KubeEvent) -> Option<Timestamp> {
@@ -284,11 +292,11 @@ mod tests {
         let start = Timestamp::UNIX_EPOCH;
         let mut series = Series::default();
         assert_eq!(series.repeat(&key, start), None);
-        series.remember(key.clone(), &recorded("web.1", None, start));
+        series.remember(&key, &recorded("web.1", None, start));
         assert_eq!(series.repeat(&key, start), Some(("web.1".into(), 2)));
         assert_eq!(series.repeat(&other, start), None);
         let later = start + Duration::from_secs(10);
-        series.remember(key.clone(), &recorded("web.1", Some(2), later));
+        series.remember(&key, &recorded("web.1", Some(2), later));
         assert_eq!(series.repeat(&key, later), Some(("web.1".into(), 3)));
         // Past the TTL of its last repeat, a series is over, and then swept.
         let expired = later + SERIES_TTL;
