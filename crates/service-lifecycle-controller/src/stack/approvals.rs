@@ -12,8 +12,9 @@ use k8s_openapi::jiff::Timestamp;
 use navique_api::grpc::approvals::v1::approval_events_server::{
     ApprovalEvents, ApprovalEventsServer,
 };
+use navique_api::core::Approver;
 use navique_api::grpc::approvals::v1::{
-    ApprovalEvent, EventType, ListPendingApprovalsRequest, ListPendingApprovalsResponse, Operation,
+    self as proto, ApprovalEvent, EventType, ListPendingApprovalsRequest, ListPendingApprovalsResponse, Operation,
     PendingApproval, ResourceRef, StackRef, StreamApprovalEventsRequest,
 };
 use prometheus_client::collector::Collector;
@@ -57,6 +58,10 @@ pub struct Waiting {
     pub key: ResourceKey,
     pub uid: String,
     pub operation: Operation,
+    /// Who approved it so far, while it waits.
+    pub approved_by: Vec<Approver>,
+    /// Distinct approvers it needs.
+    pub required: u32,
 }
 
 fn timestamp(time: Timestamp) -> prost_types::Timestamp {
@@ -82,6 +87,15 @@ fn approval(stack: &StackKey, waiting: &Waiting, since: Timestamp) -> PendingApp
         }),
         operation: waiting.operation as i32,
         since: Some(timestamp(since)),
+        approved_by: waiting
+            .approved_by
+            .iter()
+            .map(|a| proto::Approver {
+                user: a.user.clone(),
+                time: Some(timestamp(a.time.0)),
+            })
+            .collect(),
+        approvals_required: waiting.required,
     }
 }
 
@@ -120,7 +134,11 @@ impl Approvals {
                     && p.resource.as_ref().is_some_and(|r| r.uid == item.uid)
             });
             let pending = match known {
-                Some(pending) => pending.clone(),
+                // Still waiting: who approved so far may have changed.
+                Some(pending) => PendingApproval {
+                    since: pending.since,
+                    ..approval(&stack, item, now)
+                },
                 None => {
                     let pending = approval(&stack, item, now);
                     if !announced(&item.key) {
@@ -450,6 +468,8 @@ mod tests {
             },
             uid: format!("uid-{name}"),
             operation,
+            approved_by: Vec::new(),
+            required: 1,
         }
     }
 

@@ -2,9 +2,11 @@
 //! order, prunes what left the list, and tears everything down in reverse
 //! wave order when the Stack is deleted, behind its finalizer. Removals
 //! marked `Prune=confirm` or `Delete=confirm` wait for
-//! `cd.hanzo.ai/deletion-approved: "true"`, and an approval counts only
-//! when given while the removal waits (or declared by the Stack's
-//! manifest); one set earlier is taken away when the wait starts. Sync
+//! `cd.hanzo.ai/deletion-approved: "true"` and `spec.approvals.required`
+//! distinct approvers named at admission in `core.navique.com/approved-by`
+//! ([`approvers`]); an approval counts only when given while the removal
+//! waits (or declared by the Stack's manifest, for one approver); one set
+//! earlier is taken away when the wait starts. Sync
 //! options that are not understood hold the resource: it is neither pruned
 //! nor deleted ([`sync_options`]).
 //!
@@ -22,6 +24,7 @@
 
 pub mod access;
 pub mod approvals;
+pub mod approvers;
 mod error;
 pub mod identity;
 pub mod live;
@@ -58,7 +61,8 @@ use navique_runtime::{Leadership, one_line, set_finalizers};
 use self::approvals::{Approvals, Notifier, Waiting};
 use self::identity::{Acting, Identities};
 use self::live::Deleted;
-use self::plan::{Approval, Desired, Removal, ResourceKey, claim};
+use self::approvers::{Approval, Marks};
+use self::plan::{Desired, Removal, ResourceKey, claim};
 use self::sync_options::{Gate, SyncOptions};
 use crate::managed_service::objects::MANAGER;
 pub use error::Error;
@@ -332,6 +336,8 @@ fn row(key: &ResourceKey, wave: Option<i32>, status: SyncStatus) -> ResourceStat
         uid: None,
         creating: false,
         pending_approvals: None,
+        approved_by: Vec::new(),
+        approvals_required: None,
     }
 }
 
@@ -652,14 +658,49 @@ impl Acting {
         Ok(Some(object))
     }
 
+    /// Records a Normal Event `DeletionApproved` for each approver of a
+    /// waiting removal counted for the first time (not in the stored row).
+    async fn count_approvers(
+        &self,
+        key: &ResourceKey,
+        previous_row: &ResourceStatus,
+        approved_by: &[navique_api::core::Approver],
+        required: u32,
+        verb: &str,
+    ) {
+        for (i, approver) in approved_by.iter().enumerate() {
+            if previous_row.approved_by.iter().any(|a| a.user == approver.user) {
+                continue;
+            }
+            let note = format!(
+                "{} approved the {verb} of {} at {} ({} of {required} distinct approvers)",
+                approver.user,
+                key.display(),
+                approver.time.0,
+                i + 1
+            );
+            self.publish(Some(key), EventType::Normal, events::DELETION_APPROVED, note)
+                .await;
+        }
+    }
+
+    /// `` (2 distinct approvers needed)`` when the Stack asks for more than
+    /// one.
+    fn approval_quorum(&self) -> String {
+        match self.required_approvals {
+            0 | 1 => String::new(),
+            n => format!(" ({n} distinct approvers needed)"),
+        }
+    }
+
     /// Takes away an approval that the manifest does not declare from a
     /// resource of the Stack: nothing of a desired resource waits for one,
     /// and left in place it would approve a later removal before that
     /// waited ("stale authorisation"). A resource put back into the Stack
     /// loses its approval at once.
     async fn withdraw_approval(&self, item: &Desired, object: &DynamicObject) -> Result<(), Error> {
-        let annotated = plan::approved(object.metadata.annotations.as_ref());
-        if plan::approval(annotated, item.declares_approval, false) == Approval::Stale {
+        let marks = Marks::of(object.metadata.annotations.as_ref(), &self.user);
+        if approvers::approval(&marks, item.declares_approval, false, 1) == Approval::Stale {
             self.live.clear_approval(&item.key, object).await?;
         }
         Ok(())
@@ -748,16 +789,26 @@ impl Acting {
         // Options not understood (the resource is held), or conflicting
         // (the most protective value holds): the row and an Event say so.
         let problem = sync_options::value(annotations).and_then(|value| options.problem(value));
-        let approval = plan::approval(
-            plan::approved(annotations),
-            declared,
-            plan::waits_for_approval(previous_row, operation),
-        );
+        let marks = Marks::of(annotations, &self.user);
+        let waits = plan::waits_for_approval(previous_row, operation);
+        let required = self.required_approvals;
+        let approval = approvers::approval(&marks, declared, waits, required);
+        // Only names given while the removal waits count.
+        let approved_by = if waits {
+            approvers::recorded(&marks, &previous_row.approved_by, Timestamp::now())
+        } else {
+            Vec::new()
+        };
         let waiting = Waiting {
             key: key.clone(),
             uid: object.uid().unwrap_or_default(),
             operation,
+            approved_by: approved_by.clone(),
+            required,
         };
+        let verb = if pruning { "prune" } else { "delete" };
+        self.count_approvers(key, previous_row, &approved_by, required, verb)
+            .await;
         let mut decision = plan::removal(gate, approval);
         // Strip, then announce: the wait is recorded only once the early
         // approval is gone; one that changed meanwhile is looked at again.
@@ -783,10 +834,14 @@ impl Acting {
             }
             Removal::AwaitApproval => {
                 row.requires_deletion_approval = true;
-                row.message = Some(format!(
-                    "waiting for approval: annotate cd.hanzo.ai/deletion-approved=true to {}",
-                    if pruning { "prune it" } else { "delete it" }
+                row.message = Some(approvers::waiting_message(
+                    &marks,
+                    &approved_by,
+                    required,
+                    verb,
                 ));
+                row.approved_by = approved_by;
+                row.approvals_required = Some(required);
                 pass.waiting.push(waiting);
             }
             Removal::Delete => {
@@ -796,6 +851,20 @@ impl Acting {
                         let (namespace, stack) = (&key.namespace, stack);
                         if gate == Some(Gate::Confirm) {
                             self.approvals.approved_removal(namespace, stack, &waiting);
+                            let by = if approved_by.is_empty() {
+                                "the Stack's manifest (cd.hanzo.ai/deletion-approved declared)"
+                                    .to_owned()
+                            } else {
+                                approvers::who_and_when(&approved_by)
+                            };
+                            let done = if pruning { "pruned" } else { "deleted" };
+                            self.publish(
+                                Some(key),
+                                EventType::Normal,
+                                events::APPROVED_REMOVAL,
+                                format!("{done} {}, approved by {by}", key.display()),
+                            )
+                            .await;
                         }
                         tracing::info!(resource = %key.display(), %namespace, %stack, ?operation, "deleted");
                         return Ok(());
@@ -906,6 +975,8 @@ impl Acting {
             if item.sync_wave.unwrap_or(0) < wave {
                 let mut kept = item.clone();
                 kept.requires_deletion_approval = false;
+                kept.approved_by.clear();
+                kept.approvals_required = None;
                 kept.message = Some(format!("waits for wave {wave} to be deleted"));
                 pass.rows.push(kept);
                 continue;
@@ -1006,7 +1077,8 @@ impl Acting {
             EventType::Normal,
             events::DELETION_APPROVAL_REQUIRED,
             format!(
-                "waiting for approval to {verb} {list}: annotate cd.hanzo.ai/deletion-approved=true, or run kubectl navique approve --all --stack {name}"
+                "waiting for approval to {verb} {list}: run kubectl navique approve --all --stack {name} -n {namespace}{}",
+                self.approval_quorum()
             ),
         )
         .await;
