@@ -1,6 +1,7 @@
 //! The Stacks environment: the Locks environment (CRDs, the Lock guard as
 //! ValidatingAdmissionPolicies, the lock-controller) plus the real
-//! service-lifecycle-controller, its ApprovalEvents gRPC server, and an HTTP
+//! service-lifecycle-controller, its ApprovalEvents gRPC server, the
+//! chart's approval-identity ValidatingAdmissionPolicy, and an HTTP
 //! endpoint that records the approval notifications it posts.
 
 use std::io::{BufRead, BufReader, Read, Write};
@@ -51,6 +52,12 @@ impl StackEnv {
         locks
             .cluster
             .kubectl_in(&["apply", "-f", "-"], Some(&roles));
+        // Who approved is what the API server authenticated, as the chart
+        // installs it.
+        let identity = helm_template(&["--show-only", "templates/approval-identity-policy.yaml"]);
+        locks
+            .cluster
+            .kubectl_in(&["apply", "-f", "-"], Some(&identity));
         locks.cluster.add_user(
             CONTROLLER_USER,
             &[

@@ -133,6 +133,8 @@ fn annotate(ns: &str, kind: &str, name: &str, key: &str, value: &str) {
     ]);
 }
 
+/// The declarative approval by hand, as the cluster's admin: the
+/// approval-identity policy wants the approver named beside it.
 fn approve(ns: &str, kind: &str, name: &str) {
     cluster().kubectl_ok(&[
         "annotate",
@@ -141,9 +143,14 @@ fn approve(ns: &str, kind: &str, name: &str) {
         "-n",
         ns,
         "cd.hanzo.ai/deletion-approved=true",
+        &format!("{APPROVED_BY}={ADMIN}"),
         "--overwrite",
     ]);
 }
+
+/// The dev API server's admin, whose kubeconfig the tests use.
+const ADMIN: &str = "dev-admin";
+const APPROVED_BY: &str = navique_api::constants::annotations::APPROVED_BY;
 
 /// A client of the controller's ApprovalEvents server: TLS, verified
 /// against the gRPC CA; no client certificate (the subscribers are people).
@@ -289,8 +296,9 @@ async fn waves_apply_in_order_and_a_confirmed_prune_waits_for_approval() {
         next_event(&mut events).await,
         (EventType::ApprovalRequired, "settings".to_owned())
     );
-    assert!(cluster().event_messages(&ns, "DeletionApprovalRequired").contains(
-        "Normal waiting for approval to prune ConfigMap/settings: annotate cd.hanzo.ai/deletion-approved=true, or run kubectl navique approve --all --stack web"
+    assert!(cluster().event_messages(&ns, "DeletionApprovalRequired").contains(&format!(
+        "Normal waiting for approval to prune ConfigMap/settings: run kubectl navique approve --all --stack web -n {ns}"
+    )
     ));
     // The Event names this Stack by uid and resourceVersion, so that
     // `kubectl describe` (which selects by uid) shows it.
@@ -973,7 +981,7 @@ async fn misspelt_sync_options_keep_the_resource_and_say_what_is_accepted() {
     assert_eq!(
         row_message(&waiting, "settings"),
         format!(
-            "waiting for approval: annotate cd.hanzo.ai/deletion-approved=true to prune it; {conflict}"
+            "waiting for approval: run kubectl navique approve, or annotate cd.hanzo.ai/deletion-approved=true and add your user name to core.navique.com/approved-by, to prune it; {conflict}"
         )
     );
     assert!(
@@ -1763,4 +1771,289 @@ async fn every_controller_counts_and_times_its_reconciles() {
             .then_some(())
     })
     .await;
+}
+
+/// Stack `ns/name` listing `resources` and requiring `required` distinct
+/// approvers.
+fn apply_stack_requiring(ns: &str, name: &str, resources: &[Value], required: i64) {
+    bind_service_account(cluster(), ns, STACK_ACCOUNT, "edit");
+    let stack = json!({
+        "apiVersion": "core.navique.com/v1alpha1",
+        "kind": "Stack",
+        "metadata": {"name": name, "namespace": ns},
+        "spec": {"resources": resources, "approvals": {"required": required}},
+    });
+    cluster().kubectl_in(&["apply", "-f", "-"], Some(&stack.to_string()));
+}
+
+/// `kubectl annotate` of ConfigMap `ns/name` as the user of `token`: its
+/// stderr when refused, else empty.
+fn annotate_as(token: &str, ns: &str, name: &str, annotations: &[&str]) -> String {
+    let mut args = vec!["annotate", "configmap", name, "-n", ns, "--overwrite"];
+    args.extend_from_slice(annotations);
+    let token = format!("--token={token}");
+    args.push(&token);
+    let output = cluster().kubectl(&args, None);
+    String::from_utf8_lossy(&output.stderr).trim().to_owned()
+}
+
+/// The policy's denial as kubectl prints it.
+fn identity_denial(message: &str) -> String {
+    format!(
+        "Error from server (Forbidden): configmaps \"settings\" is forbidden: ValidatingAdmissionPolicy 'navique-approval-identity' with binding 'navique-approval-identity' denied request: {message}"
+    )
+}
+
+/// `kubectl navique approve configmap/settings` as the user of `kubeconfig`.
+fn approve_with_plugin(kubeconfig: &std::path::Path, ns: &str) -> String {
+    let run = kubectl_navique(
+        cluster(),
+        kubeconfig,
+        &["approve", "configmap/settings", "-n", ns],
+    );
+    assert_eq!(run.code, Some(0), "{}{}", run.stdout, run.stderr);
+    run.stdout
+}
+
+/// The next `APPROVED` event of `events`: its approvers' names.
+async fn approved_by(events: &mut tonic::Streaming<ApprovalEvent>) -> Vec<String> {
+    loop {
+        let event = tokio::time::timeout(WAIT, events.next())
+            .await
+            .expect("an approval event in time")
+            .expect("the stream goes on")
+            .expect("an event, not an error");
+        if event.r#type() == EventType::Approved {
+            let approval = event.approval.expect("the approval");
+            assert!(approval.approved_by.iter().all(|a| a.time.is_some()));
+            return approval.approved_by.into_iter().map(|a| a.user).collect();
+        }
+    }
+}
+
+/// Identity by name: who approved is the user the API server authenticated.
+/// alice (Project admin) cannot approve in bob's name, nor approve without
+/// being named; `kubectl navique approve` records her as she is, and the
+/// prune's Events and gRPC `APPROVED` event name her.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_approver_is_the_user_the_api_server_authenticated_never_a_name_they_typed() {
+    let env = env();
+    env.ready().await;
+    let k = cluster();
+    for user in ["alice", "bob", "carol"] {
+        k.add_user(user, &[]);
+    }
+    let ns = k.project("who", &PROJECT_MEMBERS);
+    let kept = [config_map("kept", 0, None)];
+    let mut events = subscribe(&ns).await;
+    pending_prune(&ns, "settings", &kept).await;
+
+    // alice writes bob's name: refused, and told what she may write.
+    let forged = annotate_as(
+        "alice-token",
+        &ns,
+        "settings",
+        &[
+            "cd.hanzo.ai/deletion-approved=true",
+            &format!("{APPROVED_BY}=bob"),
+        ],
+    );
+    assert_eq!(
+        forged,
+        identity_denial(
+            "core.navique.com/approved-by may only gain the name of the user who sends the request, alice: set it to \"alice\", not \"bob\""
+        )
+    );
+    // An approval that names nobody: refused too.
+    let unnamed = annotate_as(
+        "alice-token",
+        &ns,
+        "settings",
+        &["cd.hanzo.ai/deletion-approved=true"],
+    );
+    assert_eq!(
+        unnamed,
+        identity_denial(
+            "cd.hanzo.ai/deletion-approved=true needs its approver named: add core.navique.com/approved-by=alice in the same request, or run kubectl navique approve"
+        )
+    );
+    assert_eq!(annotation(&ns, "configmap", "settings", APPROVED_BY), "");
+    assert!(exists(&ns, "configmap", "settings"));
+
+    let dir = tempfile::tempdir().unwrap();
+    let alice = k.kubeconfig_for("alice-token", dir.path());
+    assert_eq!(
+        approve_with_plugin(&alice, &ns),
+        "approved configmap/settings as alice (Prune in Stack app)\n"
+    );
+    until_stack(&ns, "app", "the approved prune", |s| {
+        row(s, "settings").is_none()
+    })
+    .await;
+    assert!(!exists(&ns, "configmap", "settings"));
+    assert_eq!(approved_by(&mut events).await, ["alice"]);
+    let counted = k.event_messages(&ns, "DeletionApproved");
+    assert!(
+        counted.contains("Normal alice approved the prune of ConfigMap/settings at ")
+            && counted.contains("(1 of 1 distinct approvers)"),
+        "{counted}"
+    );
+    let removed = k.event_messages(&ns, "ApprovedRemoval");
+    assert!(
+        removed.contains("Normal pruned ConfigMap/settings, approved by alice at "),
+        "{removed}"
+    );
+}
+
+/// Four eyes: with `spec.approvals.required: 2` a prune waits for two
+/// distinct people. alice's approval counts once however often she gives
+/// it; bob cannot take it away or change it; his own makes two, and the
+/// prune runs. Status, Events and gRPC name both.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn four_eyes_waits_for_a_second_distinct_approver() {
+    let env = env();
+    env.ready().await;
+    let k = cluster();
+    for user in ["alice", "bob", "carol"] {
+        k.add_user(user, &[]);
+    }
+    let ns = k.project("eyes", &PROJECT_MEMBERS);
+    let kept = config_map("kept", 0, None);
+    let settings = config_map("settings", 0, Some("Prune=confirm"));
+    apply_stack_requiring(&ns, "app", &[kept.clone(), settings], 2);
+    until_stack(&ns, "app", "the sync", |s| state(s).1 == "Synced").await;
+    let mut events = subscribe(&ns).await;
+    apply_stack_requiring(&ns, "app", std::slice::from_ref(&kept), 2);
+    let waiting = until_stack(&ns, "app", "the prune to wait", |s| {
+        row(s, "settings").is_some_and(|r| r["requiresDeletionApproval"] == true)
+    })
+    .await;
+    assert_eq!(row(&waiting, "settings").unwrap()["approvalsRequired"], 2);
+    assert_eq!(
+        row_message(&waiting, "settings"),
+        "waiting for approval: 0 of 2 distinct approvers; 2 more must run kubectl navique approve to prune it"
+    );
+    assert!(k.event_messages(&ns, "DeletionApprovalRequired").contains(&format!(
+        "run kubectl navique approve --all --stack app -n {ns} (2 distinct approvers needed)"
+    )));
+
+    let dir = tempfile::tempdir().unwrap();
+    let alice = k.kubeconfig_for("alice-token", dir.path());
+    let bob = k.kubeconfig_for("bob-token", dir.path());
+    assert_eq!(
+        approve_with_plugin(&alice, &ns),
+        "approved configmap/settings as alice (Prune in Stack app; 1 of 2 approvers: alice)\n"
+    );
+    let one = until_stack(&ns, "app", "alice counted", |s| {
+        row(s, "settings").is_some_and(|r| r["approvedBy"].as_array().is_some_and(|a| a.len() == 1))
+    })
+    .await;
+    let row_one = row(&one, "settings").unwrap();
+    assert_eq!(row_one["approvedBy"][0]["user"], "alice");
+    assert!(row_one["approvedBy"][0]["time"].is_string());
+    assert_eq!(
+        row_one["message"],
+        "waiting for approval: 1 of 2 distinct approvers (alice); 1 more must run kubectl navique approve to prune it"
+    );
+    // Twice is still once.
+    approve_with_plugin(&alice, &ns);
+    assert_eq!(
+        annotation(&ns, "configmap", "settings", APPROVED_BY),
+        "alice"
+    );
+    let again = annotate_as(
+        "alice-token",
+        &ns,
+        "settings",
+        &[&format!("{APPROVED_BY}=alice,alice")],
+    );
+    assert_eq!(
+        again,
+        identity_denial(
+            "alice already approved (core.navique.com/approved-by: alice); each approver counts once"
+        )
+    );
+
+    // bob takes alice's approval away, or replaces it with his: refused.
+    let removal = identity_denial(
+        "core.navique.com/approved-by lists who approved (alice); a request may only add its own user name to it, never remove or change one: bob may set it to \"alice,bob\"",
+    );
+    assert_eq!(
+        annotate_as("bob-token", &ns, "settings", &[&format!("{APPROVED_BY}-")]),
+        removal
+    );
+    assert_eq!(
+        annotate_as(
+            "bob-token",
+            &ns,
+            "settings",
+            &[&format!("{APPROVED_BY}=bob")]
+        ),
+        removal
+    );
+    // Nor does he add a third person.
+    assert_eq!(
+        annotate_as(
+            "bob-token",
+            &ns,
+            "settings",
+            &[&format!("{APPROVED_BY}=alice,carol")]
+        ),
+        identity_denial(
+            "core.navique.com/approved-by may only gain the name of the user who sends the request, bob: set it to \"alice,bob\", not \"alice,carol\""
+        )
+    );
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert!(
+        exists(&ns, "configmap", "settings"),
+        "one approver is not enough"
+    );
+
+    assert_eq!(
+        approve_with_plugin(&bob, &ns),
+        "approved configmap/settings as bob (Prune in Stack app; 2 of 2 approvers: alice, bob)\n"
+    );
+    until_stack(&ns, "app", "the approved prune", |s| {
+        row(s, "settings").is_none()
+    })
+    .await;
+    assert!(!exists(&ns, "configmap", "settings"));
+    assert_eq!(approved_by(&mut events).await, ["alice", "bob"]);
+    let counted = k.event_messages(&ns, "DeletionApproved");
+    assert!(counted.contains("(1 of 2 distinct approvers)"), "{counted}");
+    assert!(
+        counted.contains("Normal bob approved the prune of ConfigMap/settings at ")
+            && counted.contains("(2 of 2 distinct approvers)"),
+        "{counted}"
+    );
+    let removed = k.event_messages(&ns, "ApprovedRemoval");
+    assert!(
+        removed.contains("Normal pruned ConfigMap/settings, approved by alice at ")
+            && removed.contains(", bob at "),
+        "{removed}"
+    );
+}
+
+/// Fail closed: a number of approvers the controller would not understand
+/// is refused by the schema, naming the field.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_required_count_below_one_is_refused_naming_the_field() {
+    let env = env();
+    env.ready().await;
+    let ns = cluster().namespace("quorum");
+    for required in [0, -1] {
+        let stack = json!({
+            "apiVersion": "core.navique.com/v1alpha1",
+            "kind": "Stack",
+            "metadata": {"name": "app", "namespace": ns},
+            "spec": {"resources": [], "approvals": {"required": required}},
+        });
+        let error = cluster().kubectl_err(&["apply", "-f", "-"], Some(&stack.to_string()));
+        assert!(
+            error.contains(&format!(
+                "spec.approvals.required: Invalid value: {required}: spec.approvals.required in body should be greater than or equal to 1"
+            )),
+            "{error}"
+        );
+    }
 }

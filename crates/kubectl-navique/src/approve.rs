@@ -101,7 +101,10 @@ pub async fn approve(
             Err(e) => return failed(&e),
         };
         let current = object.annotations().get(APPROVED_BY).map(String::as_str);
-        let already = object.annotations().get(DELETION_APPROVED).map(String::as_str);
+        let already = object
+            .annotations()
+            .get(DELETION_APPROVED)
+            .map(String::as_str);
         let Some(approved_by) = approved_by_after(current, user) else {
             if already == Some("true") {
                 return ApproveOutcome::approved(target, namespace, pending, user, current);
@@ -149,7 +152,9 @@ async fn merge(
         field_manager: Some(FIELD_MANAGER.to_owned()),
         ..PatchParams::default()
     };
-    api.patch(name, &params, &Patch::Merge(patch)).await.map(|_| ())
+    api.patch(name, &params, &Patch::Merge(patch))
+        .await
+        .map(|_| ())
 }
 
 fn conflict(error: &kube::Error) -> bool {
@@ -163,7 +168,10 @@ mod tests {
     #[test]
     fn an_approver_appends_their_own_name_once() {
         assert_eq!(approved_by_after(None, "alice").as_deref(), Some("alice"));
-        assert_eq!(approved_by_after(Some(""), "alice").as_deref(), Some("alice"));
+        assert_eq!(
+            approved_by_after(Some(""), "alice").as_deref(),
+            Some("alice")
+        );
         assert_eq!(
             approved_by_after(Some("alice"), "bob").as_deref(),
             Some("alice,bob")

@@ -9,13 +9,14 @@ use std::time::Duration;
 
 use futures::{Stream, StreamExt};
 use k8s_openapi::jiff::Timestamp;
+use navique_api::core::Approver;
 use navique_api::grpc::approvals::v1::approval_events_server::{
     ApprovalEvents, ApprovalEventsServer,
 };
-use navique_api::core::Approver;
 use navique_api::grpc::approvals::v1::{
-    self as proto, ApprovalEvent, EventType, ListPendingApprovalsRequest, ListPendingApprovalsResponse, Operation,
-    PendingApproval, ResourceRef, StackRef, StreamApprovalEventsRequest,
+    self as proto, ApprovalEvent, EventType, ListPendingApprovalsRequest,
+    ListPendingApprovalsResponse, Operation, PendingApproval, ResourceRef, StackRef,
+    StreamApprovalEventsRequest,
 };
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};

@@ -115,12 +115,7 @@ pub fn who_and_when(approvers: &[Approver]) -> String {
 
 /// The row message of a removal that waits for approval (`verb`: prune or
 /// delete).
-pub fn waiting_message(
-    marks: &Marks,
-    approvers: &[Approver],
-    required: u32,
-    verb: &str,
-) -> String {
+pub fn waiting_message(marks: &Marks, approvers: &[Approver], required: u32, verb: &str) -> String {
     if approvers.is_empty() {
         if marks.approved {
             return format!(
@@ -179,15 +174,26 @@ mod tests {
     fn a_removal_proceeds_only_once_enough_distinct_people_approved_while_it_waits() {
         use Approval::*;
         assert_eq!(approval(&marks(true, Some("alice")), false, true, 1), Given);
-        assert_eq!(approval(&marks(true, Some("alice")), false, true, 2), Missing);
+        assert_eq!(
+            approval(&marks(true, Some("alice")), false, true, 2),
+            Missing
+        );
         assert_eq!(
             approval(&marks(true, Some("alice,alice")), false, true, 2),
             Missing,
             "one person twice is one approver"
         );
-        assert_eq!(approval(&marks(true, Some("alice,bob")), false, true, 2), Given);
         assert_eq!(
-            approval(&marks(true, Some(&format!("alice,{ACCOUNT}"))), false, true, 2),
+            approval(&marks(true, Some("alice,bob")), false, true, 2),
+            Given
+        );
+        assert_eq!(
+            approval(
+                &marks(true, Some(&format!("alice,{ACCOUNT}"))),
+                false,
+                true,
+                2
+            ),
             Missing,
             "the Stack's account is no second person"
         );
@@ -208,8 +214,14 @@ mod tests {
     #[test]
     fn marks_set_before_the_wait_are_stale() {
         use Approval::*;
-        assert_eq!(approval(&marks(true, Some("alice")), false, false, 1), Stale);
-        assert_eq!(approval(&marks(false, Some("alice")), false, false, 1), Stale);
+        assert_eq!(
+            approval(&marks(true, Some("alice")), false, false, 1),
+            Stale
+        );
+        assert_eq!(
+            approval(&marks(false, Some("alice")), false, false, 1),
+            Stale
+        );
         assert_eq!(approval(&marks(true, None), false, false, 1), Stale);
         assert_eq!(approval(&marks(false, None), false, false, 1), Missing);
         assert_eq!(
@@ -225,8 +237,14 @@ mod tests {
         assert_eq!(approval(&marks(true, None), true, false, 1), Given);
         assert_eq!(approval(&marks(false, None), true, false, 1), Given);
         assert_eq!(approval(&marks(true, None), true, true, 2), Missing);
-        assert_eq!(approval(&marks(true, Some("alice")), true, true, 2), Missing);
-        assert_eq!(approval(&marks(true, Some("alice,bob")), true, true, 2), Given);
+        assert_eq!(
+            approval(&marks(true, Some("alice")), true, true, 2),
+            Missing
+        );
+        assert_eq!(
+            approval(&marks(true, Some("alice,bob")), true, true, 2),
+            Given
+        );
     }
 
     #[test]

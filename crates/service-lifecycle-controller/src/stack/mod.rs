@@ -59,9 +59,9 @@ use navique_runtime::events::Recorder;
 use navique_runtime::{Leadership, one_line, set_finalizers};
 
 use self::approvals::{Approvals, Notifier, Waiting};
+use self::approvers::{Approval, Marks};
 use self::identity::{Acting, Identities};
 use self::live::Deleted;
-use self::approvers::{Approval, Marks};
 use self::plan::{Desired, Removal, ResourceKey, claim};
 use self::sync_options::{Gate, SyncOptions};
 use crate::managed_service::objects::MANAGER;
@@ -669,7 +669,11 @@ impl Acting {
         verb: &str,
     ) {
         for (i, approver) in approved_by.iter().enumerate() {
-            if previous_row.approved_by.iter().any(|a| a.user == approver.user) {
+            if previous_row
+                .approved_by
+                .iter()
+                .any(|a| a.user == approver.user)
+            {
                 continue;
             }
             let note = format!(
@@ -679,8 +683,13 @@ impl Acting {
                 approver.time.0,
                 i + 1
             );
-            self.publish(Some(key), EventType::Normal, events::DELETION_APPROVED, note)
-                .await;
+            self.publish(
+                Some(key),
+                EventType::Normal,
+                events::DELETION_APPROVED,
+                note,
+            )
+            .await;
         }
     }
 
