@@ -148,6 +148,12 @@ fn approve(ns: &str, kind: &str, name: &str) {
     ]);
 }
 
+/// The user name a Stack of `ns` acts as: the controller's deletes of its
+/// resources are this user's requests.
+fn stack_account(ns: &str) -> String {
+    format!("system:serviceaccount:{ns}:{STACK_ACCOUNT}")
+}
+
 /// The dev API server's admin, whose kubeconfig the tests use.
 const ADMIN: &str = "dev-admin";
 const APPROVED_BY: &str = navique_api::constants::annotations::APPROVED_BY;
@@ -358,7 +364,7 @@ async fn waves_apply_in_order_and_a_confirmed_prune_waits_for_approval() {
 
     assert_eq!(
         kubectl_navique_ok(cluster(), &["approve", "configmap/settings", "-n", &ns]).trim(),
-        "approved configmap/settings (Prune in Stack web)"
+        "approved configmap/settings as dev-admin (Prune in Stack web)"
     );
     until_stack(&ns, "web", "the sync to complete", |s| {
         state(s).0 == "Succeeded" && row(s, "settings").is_none()
@@ -425,7 +431,7 @@ async fn an_approval_is_used_once() {
     // deletes fail meanwhile).
     cluster().post_raw(
         "/debug/faults",
-        &json!({"faults": [{"verb": "delete", "resource": "configmaps", "namespace": ns, "user": CONTROLLER_USER, "code": 500, "message": "injected"}]}).to_string(),
+        &json!({"faults": [{"verb": "delete", "resource": "configmaps", "namespace": ns, "user": stack_account(&ns), "code": 500, "message": "injected"}]}).to_string(),
     );
     approve(&ns, "configmap", "settings");
     apply_stack(&ns, "app", &[settings, other.clone()]);
@@ -542,7 +548,7 @@ async fn a_deleted_stack_pauses_at_a_confirmed_delete_and_goes_in_reverse_wave_o
     );
     assert_eq!(
         approved.trim(),
-        "approved configmap/data (Delete in Stack shop)"
+        "approved configmap/data as dev-admin (Delete in Stack shop)"
     );
     eventually(WAIT, "the Stack to be gone", || async {
         stack(&ns, "shop").is_none().then_some(())
@@ -1167,7 +1173,7 @@ async fn a_resource_put_back_behind_a_held_wave_loses_its_approval_at_once() {
     ready(0);
     cluster().post_raw(
         "/debug/faults",
-        &json!({"faults": [{"verb": "delete", "resource": "configmaps", "namespace": ns, "user": CONTROLLER_USER, "code": 500, "message": "injected"}]}).to_string(),
+        &json!({"faults": [{"verb": "delete", "resource": "configmaps", "namespace": ns, "user": stack_account(&ns), "code": 500, "message": "injected"}]}).to_string(),
     );
     approve(&ns, "configmap", "settings");
     apply_stack(&ns, "app", &[gate.clone(), settings]);
@@ -1596,7 +1602,7 @@ async fn a_nested_stacks_pending_approval_shows_on_its_parent_and_in_the_plugin(
     );
     assert_eq!(
         approved.trim(),
-        "approved configmap/old (Prune in Stack inner)"
+        "approved configmap/old as dev-admin (Prune in Stack inner)"
     );
     until_stack(&ns, "outer", "the parent to show nothing pending", |s| {
         row(s, "inner").is_some_and(|r| r["pendingApprovals"].is_null())
@@ -1773,6 +1779,10 @@ async fn every_controller_counts_and_times_its_reconciles() {
     .await;
 }
 
+/// The approvers' Project: users of their own, so that these Projects stay
+/// out of what other tests' users are shown.
+const APPROVERS: [(&str, &str); 2] = [("erin", "admin"), ("frank", "edit")];
+
 /// Stack `ns/name` listing `resources` and requiring `required` distinct
 /// approvers.
 fn apply_stack_requiring(ns: &str, name: &str, resources: &[Value], required: i64) {
@@ -1832,7 +1842,7 @@ async fn approved_by(events: &mut tonic::Streaming<ApprovalEvent>) -> Vec<String
 }
 
 /// Identity by name: who approved is the user the API server authenticated.
-/// alice (Project admin) cannot approve in bob's name, nor approve without
+/// erin (Project admin) cannot approve in frank's name, nor approve without
 /// being named; `kubectl navique approve` records her as she is, and the
 /// prune's Events and gRPC `APPROVED` event name her.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1840,33 +1850,33 @@ async fn an_approver_is_the_user_the_api_server_authenticated_never_a_name_they_
     let env = env();
     env.ready().await;
     let k = cluster();
-    for user in ["alice", "bob", "carol"] {
+    for user in ["erin", "frank"] {
         k.add_user(user, &[]);
     }
-    let ns = k.project("who", &PROJECT_MEMBERS);
+    let ns = k.project("who", &APPROVERS);
     let kept = [config_map("kept", 0, None)];
     let mut events = subscribe(&ns).await;
     pending_prune(&ns, "settings", &kept).await;
 
-    // alice writes bob's name: refused, and told what she may write.
+    // erin writes frank's name: refused, and told what she may write.
     let forged = annotate_as(
-        "alice-token",
+        "erin-token",
         &ns,
         "settings",
         &[
             "cd.hanzo.ai/deletion-approved=true",
-            &format!("{APPROVED_BY}=bob"),
+            &format!("{APPROVED_BY}=frank"),
         ],
     );
     assert_eq!(
         forged,
         identity_denial(
-            "core.navique.com/approved-by may only gain the name of the user who sends the request, alice: set it to \"alice\", not \"bob\""
+            "core.navique.com/approved-by may only gain the name of the user who sends the request, erin: set it to \"erin\", not \"frank\""
         )
     );
     // An approval that names nobody: refused too.
     let unnamed = annotate_as(
-        "alice-token",
+        "erin-token",
         &ns,
         "settings",
         &["cd.hanzo.ai/deletion-approved=true"],
@@ -1874,50 +1884,50 @@ async fn an_approver_is_the_user_the_api_server_authenticated_never_a_name_they_
     assert_eq!(
         unnamed,
         identity_denial(
-            "cd.hanzo.ai/deletion-approved=true needs its approver named: add core.navique.com/approved-by=alice in the same request, or run kubectl navique approve"
+            "cd.hanzo.ai/deletion-approved=true needs its approver named: add core.navique.com/approved-by=erin in the same request, or run kubectl navique approve"
         )
     );
     assert_eq!(annotation(&ns, "configmap", "settings", APPROVED_BY), "");
     assert!(exists(&ns, "configmap", "settings"));
 
     let dir = tempfile::tempdir().unwrap();
-    let alice = k.kubeconfig_for("alice-token", dir.path());
+    let erin = k.kubeconfig_for("erin-token", dir.path());
     assert_eq!(
-        approve_with_plugin(&alice, &ns),
-        "approved configmap/settings as alice (Prune in Stack app)\n"
+        approve_with_plugin(&erin, &ns),
+        "approved configmap/settings as erin (Prune in Stack app)\n"
     );
     until_stack(&ns, "app", "the approved prune", |s| {
         row(s, "settings").is_none()
     })
     .await;
     assert!(!exists(&ns, "configmap", "settings"));
-    assert_eq!(approved_by(&mut events).await, ["alice"]);
+    assert_eq!(approved_by(&mut events).await, ["erin"]);
     let counted = k.event_messages(&ns, "DeletionApproved");
     assert!(
-        counted.contains("Normal alice approved the prune of ConfigMap/settings at ")
+        counted.contains("Normal erin approved the prune of ConfigMap/settings at ")
             && counted.contains("(1 of 1 distinct approvers)"),
         "{counted}"
     );
     let removed = k.event_messages(&ns, "ApprovedRemoval");
     assert!(
-        removed.contains("Normal pruned ConfigMap/settings, approved by alice at "),
+        removed.contains("Normal pruned ConfigMap/settings, approved by erin at "),
         "{removed}"
     );
 }
 
 /// Four eyes: with `spec.approvals.required: 2` a prune waits for two
-/// distinct people. alice's approval counts once however often she gives
-/// it; bob cannot take it away or change it; his own makes two, and the
+/// distinct people. erin's approval counts once however often she gives
+/// it; frank cannot take it away or change it; his own makes two, and the
 /// prune runs. Status, Events and gRPC name both.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn four_eyes_waits_for_a_second_distinct_approver() {
     let env = env();
     env.ready().await;
     let k = cluster();
-    for user in ["alice", "bob", "carol"] {
+    for user in ["erin", "frank"] {
         k.add_user(user, &[]);
     }
-    let ns = k.project("eyes", &PROJECT_MEMBERS);
+    let ns = k.project("eyes", &APPROVERS);
     let kept = config_map("kept", 0, None);
     let settings = config_map("settings", 0, Some("Prune=confirm"));
     apply_stack_requiring(&ns, "app", &[kept.clone(), settings], 2);
@@ -1938,69 +1948,74 @@ async fn four_eyes_waits_for_a_second_distinct_approver() {
     )));
 
     let dir = tempfile::tempdir().unwrap();
-    let alice = k.kubeconfig_for("alice-token", dir.path());
-    let bob = k.kubeconfig_for("bob-token", dir.path());
+    let erin = k.kubeconfig_for("erin-token", dir.path());
+    let frank = k.kubeconfig_for("frank-token", dir.path());
     assert_eq!(
-        approve_with_plugin(&alice, &ns),
-        "approved configmap/settings as alice (Prune in Stack app; 1 of 2 approvers: alice)\n"
+        approve_with_plugin(&erin, &ns),
+        "approved configmap/settings as erin (Prune in Stack app; 1 of 2 approvers: erin)\n"
     );
-    let one = until_stack(&ns, "app", "alice counted", |s| {
+    let one = until_stack(&ns, "app", "erin counted", |s| {
         row(s, "settings").is_some_and(|r| r["approvedBy"].as_array().is_some_and(|a| a.len() == 1))
     })
     .await;
     let row_one = row(&one, "settings").unwrap();
-    assert_eq!(row_one["approvedBy"][0]["user"], "alice");
+    assert_eq!(row_one["approvedBy"][0]["user"], "erin");
     assert!(row_one["approvedBy"][0]["time"].is_string());
     assert_eq!(
         row_one["message"],
-        "waiting for approval: 1 of 2 distinct approvers (alice); 1 more must run kubectl navique approve to prune it"
+        "waiting for approval: 1 of 2 distinct approvers (erin); 1 more must run kubectl navique approve to prune it"
     );
     // Twice is still once.
-    approve_with_plugin(&alice, &ns);
+    approve_with_plugin(&erin, &ns);
     assert_eq!(
         annotation(&ns, "configmap", "settings", APPROVED_BY),
-        "alice"
+        "erin"
     );
     let again = annotate_as(
-        "alice-token",
+        "erin-token",
         &ns,
         "settings",
-        &[&format!("{APPROVED_BY}=alice,alice")],
+        &[&format!("{APPROVED_BY}=erin,erin")],
     );
     assert_eq!(
         again,
         identity_denial(
-            "alice already approved (core.navique.com/approved-by: alice); each approver counts once"
+            "erin already approved (core.navique.com/approved-by: erin); each approver counts once"
         )
     );
 
-    // bob takes alice's approval away, or replaces it with his: refused.
+    // frank takes erin's approval away, or replaces it with his: refused.
     let removal = identity_denial(
-        "core.navique.com/approved-by lists who approved (alice); a request may only add its own user name to it, never remove or change one: bob may set it to \"alice,bob\"",
+        "core.navique.com/approved-by lists who approved (erin); a request may only add its own user name to it, never remove or change one: frank may set it to \"erin,frank\"",
     );
     assert_eq!(
-        annotate_as("bob-token", &ns, "settings", &[&format!("{APPROVED_BY}-")]),
+        annotate_as(
+            "frank-token",
+            &ns,
+            "settings",
+            &[&format!("{APPROVED_BY}-")]
+        ),
         removal
     );
     assert_eq!(
         annotate_as(
-            "bob-token",
+            "frank-token",
             &ns,
             "settings",
-            &[&format!("{APPROVED_BY}=bob")]
+            &[&format!("{APPROVED_BY}=frank")]
         ),
         removal
     );
     // Nor does he add a third person.
     assert_eq!(
         annotate_as(
-            "bob-token",
+            "frank-token",
             &ns,
             "settings",
-            &[&format!("{APPROVED_BY}=alice,carol")]
+            &[&format!("{APPROVED_BY}=erin,grace")]
         ),
         identity_denial(
-            "core.navique.com/approved-by may only gain the name of the user who sends the request, bob: set it to \"alice,bob\", not \"alice,carol\""
+            "core.navique.com/approved-by may only gain the name of the user who sends the request, frank: set it to \"erin,frank\", not \"erin,grace\""
         )
     );
     tokio::time::sleep(Duration::from_secs(3)).await;
@@ -2010,26 +2025,26 @@ async fn four_eyes_waits_for_a_second_distinct_approver() {
     );
 
     assert_eq!(
-        approve_with_plugin(&bob, &ns),
-        "approved configmap/settings as bob (Prune in Stack app; 2 of 2 approvers: alice, bob)\n"
+        approve_with_plugin(&frank, &ns),
+        "approved configmap/settings as frank (Prune in Stack app; 2 of 2 approvers: erin, frank)\n"
     );
     until_stack(&ns, "app", "the approved prune", |s| {
         row(s, "settings").is_none()
     })
     .await;
     assert!(!exists(&ns, "configmap", "settings"));
-    assert_eq!(approved_by(&mut events).await, ["alice", "bob"]);
+    assert_eq!(approved_by(&mut events).await, ["erin", "frank"]);
     let counted = k.event_messages(&ns, "DeletionApproved");
     assert!(counted.contains("(1 of 2 distinct approvers)"), "{counted}");
     assert!(
-        counted.contains("Normal bob approved the prune of ConfigMap/settings at ")
+        counted.contains("Normal frank approved the prune of ConfigMap/settings at ")
             && counted.contains("(2 of 2 distinct approvers)"),
         "{counted}"
     );
     let removed = k.event_messages(&ns, "ApprovedRemoval");
     assert!(
-        removed.contains("Normal pruned ConfigMap/settings, approved by alice at ")
-            && removed.contains(", bob at "),
+        removed.contains("Normal pruned ConfigMap/settings, approved by erin at ")
+            && removed.contains(", frank at "),
         "{removed}"
     );
 }

@@ -816,8 +816,6 @@ impl Acting {
             required,
         };
         let verb = if pruning { "prune" } else { "delete" };
-        self.count_approvers(key, previous_row, &approved_by, required, verb)
-            .await;
         let mut decision = plan::removal(gate, approval);
         // Strip, then announce: the wait is recorded only once the early
         // approval is gone; one that changed meanwhile is looked at again.
@@ -849,6 +847,8 @@ impl Acting {
                     required,
                     verb,
                 ));
+                self.count_approvers(key, previous_row, &approved_by, required, verb)
+                    .await;
                 row.approved_by = approved_by;
                 row.approvals_required = Some(required);
                 pass.waiting.push(waiting);
@@ -859,6 +859,10 @@ impl Acting {
                     Deleted::Done => {
                         let (namespace, stack) = (&key.namespace, stack);
                         if gate == Some(Gate::Confirm) {
+                            // Events after the delete: nothing slows the
+                            // step between its decision and the API call.
+                            self.count_approvers(key, previous_row, &approved_by, required, verb)
+                                .await;
                             self.approvals.approved_removal(namespace, stack, &waiting);
                             let by = if approved_by.is_empty() {
                                 "the Stack's manifest (cd.hanzo.ai/deletion-approved declared)"
