@@ -28,6 +28,7 @@ pub mod approvers;
 mod error;
 pub mod identity;
 pub mod live;
+pub mod notifications;
 pub mod plan;
 pub mod sync_options;
 
@@ -58,7 +59,8 @@ use navique_runtime::controller::{ReconcileMetrics, Tracker};
 use navique_runtime::events::Recorder;
 use navique_runtime::{Leadership, one_line, set_finalizers};
 
-use self::approvals::{Approvals, Notifier, Waiting};
+use self::approvals::{Approvals, Waiting};
+use self::notifications::{Notice, Notifier};
 use self::approvers::{Approval, Marks};
 use self::identity::{Acting, Identities};
 use self::live::Deleted;
@@ -658,17 +660,18 @@ impl Acting {
         Ok(Some(object))
     }
 
-    /// Records a Normal Event `DeletionApproved` for each approver of a
-    /// waiting removal counted for the first time (not in the stored row).
+    /// Records a Normal Event `DeletionApproved`, and sends an `approved`
+    /// notification, for each approver of `waiting` (in Stack `stack`)
+    /// counted for the first time (not in the stored row).
     async fn count_approvers(
         &self,
-        key: &ResourceKey,
+        stack: &str,
+        waiting: &Waiting,
         previous_row: &ResourceStatus,
-        approved_by: &[navique_api::core::Approver],
-        required: u32,
         verb: &str,
     ) {
-        for (i, approver) in approved_by.iter().enumerate() {
+        let (key, required) = (&waiting.key, waiting.required);
+        for (i, approver) in waiting.approved_by.iter().enumerate() {
             if previous_row
                 .approved_by
                 .iter()
@@ -683,13 +686,16 @@ impl Acting {
                 approver.time.0,
                 i + 1
             );
-            self.publish(
-                Some(key),
-                EventType::Normal,
-                events::DELETION_APPROVED,
-                note,
-            )
-            .await;
+            self.publish(Some(key), EventType::Normal, events::DELETION_APPROVED, note)
+                .await;
+            if let Some(notifier) = &self.notifier {
+                let so_far = Waiting {
+                    approved_by: waiting.approved_by[..=i].to_vec(),
+                    ..waiting.clone()
+                };
+                let pending = so_far.pending(stack, Timestamp::now());
+                notifier.notify(&Notice::approved(&key.namespace, stack, &pending));
+            }
         }
     }
 
@@ -847,7 +853,7 @@ impl Acting {
                     required,
                     verb,
                 ));
-                self.count_approvers(key, previous_row, &approved_by, required, verb)
+                self.count_approvers(stack, &waiting, previous_row, verb)
                     .await;
                 row.approved_by = approved_by;
                 row.approvals_required = Some(required);
@@ -861,9 +867,13 @@ impl Acting {
                         if gate == Some(Gate::Confirm) {
                             // Events after the delete: nothing slows the
                             // step between its decision and the API call.
-                            self.count_approvers(key, previous_row, &approved_by, required, verb)
+                            self.count_approvers(stack, &waiting, previous_row, verb)
                                 .await;
                             self.approvals.approved_removal(namespace, stack, &waiting);
+                            if let Some(notifier) = &self.notifier {
+                                let removed = waiting.pending(stack, Timestamp::now());
+                                notifier.notify(&Notice::removed(namespace, stack, &removed));
+                            }
                             let by = if approved_by.is_empty() {
                                 "the Stack's manifest (cd.hanzo.ai/deletion-approved declared)"
                                     .to_owned()
@@ -1096,7 +1106,8 @@ impl Acting {
         )
         .await;
         if let Some(notifier) = &self.notifier {
-            notifier.notify(namespace, name, &self.approvals.list(namespace, name));
+            let waiting = self.approvals.list(namespace, name);
+            notifier.notify(&Notice::approval_required(namespace, name, &waiting));
         }
     }
 
@@ -1221,10 +1232,19 @@ impl Acting {
 pub fn register_metrics(
     component: &navique_runtime::Component,
     approvals: &Approvals,
+    notifier: Option<&Notifier>,
 ) -> ReconcileMetrics {
     let gauge = approvals.gauge();
     let oldest = approvals.oldest_age();
+    let notifications = notifier.map(Notifier::counts);
     component.register_metrics(|registry| {
+        if let Some(counts) = notifications {
+            registry.register(
+                "approval_notifications",
+                "Approval notifications by trigger and outcome (sent, retried, failed, invalid)",
+                counts,
+            );
+        }
         registry.register(
             "pending_approvals",
             "Prunes and deletes of Stack resources waiting for approval",
