@@ -161,13 +161,18 @@ impl Notifications {
         format!("http://{}/hooks/approvals", self.addr)
     }
 
-    /// The notifications about Stacks of `namespace`.
+    /// The `approval-required` notifications about Stacks of `namespace`.
     pub fn about(&self, namespace: &str) -> Vec<Value> {
+        self.of(namespace, "approval-required")
+    }
+
+    /// The notifications of `trigger` about Stacks of `namespace`.
+    pub fn of(&self, namespace: &str, trigger: &str) -> Vec<Value> {
         self.received
             .lock()
             .unwrap()
             .iter()
-            .filter(|n| n["stack"]["namespace"] == namespace)
+            .filter(|n| n["stack"]["namespace"] == namespace && n["trigger"] == trigger)
             .cloned()
             .collect()
     }

@@ -2047,6 +2047,66 @@ async fn four_eyes_waits_for_a_second_distinct_approver() {
             && removed.contains(", frank at "),
         "{removed}"
     );
+
+    // The notifications, each trigger once (the generic JSON template).
+    let notifications = &env.notifications;
+    let required = notifications.about(&ns);
+    assert_eq!(required.len(), 1, "{required:?}");
+    assert_eq!(required[0]["approvalsRequired"], 2);
+    assert!(
+        required[0]["text"]
+            .as_str()
+            .unwrap()
+            .ends_with(&format!("Each needs 2 distinct approvers.\nApprove with: kubectl navique approve --all --stack app -n {ns}\nOr review and approve them one by one in: kubectl navique ui")),
+        "{}",
+        required[0]
+    );
+    let approved = eventually(WAIT, "two approved notifications", || async {
+        let approved = notifications.of(&ns, "approved");
+        (approved.len() == 2).then_some(approved)
+    })
+    .await;
+    let users = |n: &Value| -> Vec<String> {
+        n["approvedBy"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|a| a["user"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    let mut counts: Vec<Vec<String>> = approved.iter().map(users).collect();
+    counts.sort();
+    assert_eq!(
+        counts,
+        [
+            vec!["erin".to_owned()],
+            vec!["erin".to_owned(), "frank".to_owned()]
+        ]
+    );
+    let removed = eventually(WAIT, "the removed notification", || async {
+        let removed = notifications.of(&ns, "removed");
+        (!removed.is_empty()).then_some(removed)
+    })
+    .await;
+    assert_eq!(removed.len(), 1);
+    assert_eq!(users(&removed[0]), ["erin", "frank"]);
+    assert_eq!(removed[0]["resources"][0]["name"], "settings");
+    // Counted once sent (the count follows the endpoint's answer).
+    eventually(WAIT, "each trigger counted as sent", || async {
+        let scrape = navique_e2e::http_get(env.controller_admin, "/metrics")
+            .await
+            .ok()?
+            .body;
+        ["approval-required", "approved", "removed"]
+            .iter()
+            .all(|trigger| {
+                scrape.contains(&format!(
+                    "navique_service_lifecycle_controller_approval_notifications_total{{trigger=\"{trigger}\",outcome=\"sent\"}}"
+                ))
+            })
+            .then_some(())
+    })
+    .await;
 }
 
 /// Fail closed: a number of approvers the controller would not understand

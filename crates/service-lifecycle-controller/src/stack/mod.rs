@@ -60,10 +60,10 @@ use navique_runtime::events::Recorder;
 use navique_runtime::{Leadership, one_line, set_finalizers};
 
 use self::approvals::{Approvals, Waiting};
-use self::notifications::{Notice, Notifier};
 use self::approvers::{Approval, Marks};
 use self::identity::{Acting, Identities};
 use self::live::Deleted;
+use self::notifications::{Notice, Notifier};
 use self::plan::{Desired, Removal, ResourceKey, claim};
 use self::sync_options::{Gate, SyncOptions};
 use crate::managed_service::objects::MANAGER;
@@ -686,8 +686,13 @@ impl Acting {
                 approver.time.0,
                 i + 1
             );
-            self.publish(Some(key), EventType::Normal, events::DELETION_APPROVED, note)
-                .await;
+            self.publish(
+                Some(key),
+                EventType::Normal,
+                events::DELETION_APPROVED,
+                note,
+            )
+            .await;
             if let Some(notifier) = &self.notifier {
                 let so_far = Waiting {
                     approved_by: waiting.approved_by[..=i].to_vec(),

@@ -217,10 +217,10 @@ impl Notice {
             stack: json!({"namespace": namespace, "name": stack}),
             resources: pending.iter().filter_map(resource).collect(),
             approved_by: pending.first().map(approvers).unwrap_or_default(),
-            approvals_required: pending
-                .first()
-                .map_or(1, |p| p.approvals_required.max(1)),
-            approve_command: format!("kubectl navique approve --all --stack {stack} -n {namespace}"),
+            approvals_required: pending.first().map_or(1, |p| p.approvals_required.max(1)),
+            approve_command: format!(
+                "kubectl navique approve --all --stack {stack} -n {namespace}"
+            ),
             ui_command: "kubectl navique ui",
         }
     }
@@ -244,7 +244,13 @@ impl Notice {
         ));
         lines.push("Or review and approve them one by one in: kubectl navique ui".to_owned());
         let title = format!("Deletion approval required: Stack {namespace}/{stack}");
-        Self::new(Trigger::ApprovalRequired, (namespace, stack), title, lines, waiting)
+        Self::new(
+            Trigger::ApprovalRequired,
+            (namespace, stack),
+            title,
+            lines,
+            waiting,
+        )
     }
 
     /// `pending`'s latest approver was counted (`pending.approved_by`: all
@@ -335,7 +341,9 @@ impl Notifier {
     }
 
     fn count(&self, trigger: &'static str, outcome: &'static str) {
-        self.counts.get_or_create(&Labels { trigger, outcome }).inc();
+        self.counts
+            .get_or_create(&Labels { trigger, outcome })
+            .inc();
     }
 
     /// Sends `notice` in the background, retrying with backoff; never
@@ -473,7 +481,9 @@ mod tests {
             &pending("a", Operation::Prune, &["alice", "bob"], 2),
         );
         let card = |lines: &[&str]| {
-            let mut body = vec![json!({"type": "TextBlock", "text": "Deletion approved by bob: Stack team/web", "weight": "Bolder", "size": "Medium", "wrap": true})];
+            let mut body = vec![
+                json!({"type": "TextBlock", "text": "Deletion approved by bob: Stack team/web", "weight": "Bolder", "size": "Medium", "wrap": true}),
+            ];
             body.extend(
                 lines
                     .iter()
@@ -568,7 +578,9 @@ mod tests {
                 .starts_with("the notification template rendered no JSON"),
             "{error}"
         );
-        let missing = Template::from_arg("/nonexistent/template.j2").err().unwrap();
+        let missing = Template::from_arg("/nonexistent/template.j2")
+            .err()
+            .unwrap();
         assert!(
             missing
                 .to_string()
