@@ -7,6 +7,12 @@ packages=()
 command -v cc >/dev/null || packages+=(gcc libc6-dev)
 command -v curl >/dev/null || packages+=(curl)
 command -v openssl >/dev/null || packages+=(openssl)
+# The browser tests of `kubectl navique ui` (e2e/tests/ui.rs) drive Debian's
+# headless Chromium through its chromedriver; they fail without them.
+[[ -x /usr/bin/chromium ]] || packages+=(chromium)
+[[ -x /usr/bin/chromedriver ]] || packages+=(chromium-driver)
+# A font for the page's text in screenshots.
+[[ -e /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf ]] || packages+=(fonts-dejavu-core)
 
 if ((${#packages[@]})); then
   if [[ $(id -u) -ne 0 ]]; then

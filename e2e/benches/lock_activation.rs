@@ -19,7 +19,7 @@ use std::collections::{HashMap, HashSet};
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use futures::{StreamExt, TryStreamExt};
+use futures::{FutureExt, StreamExt, TryStreamExt};
 use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams, WatchEvent, WatchParams};
 use kube::core::{ApiResource, GroupVersionKind};
 use kube::{Client, ResourceExt};
@@ -100,6 +100,10 @@ async fn run(count: usize, spread: usize, idle: Duration) -> anyhow::Result<()> 
         .watch(&WatchParams::default().timeout(290), "0")
         .await?
         .boxed();
+    let (activated, activating) = tokio::sync::oneshot::channel::<()>();
+    let activation_writes = tokio::spawn(count_until(watch_writes(&client).await?, async {
+        let _ = activating.await;
+    }));
     let started = Instant::now();
     let created: HashMap<String, Instant> = futures::stream::iter(0..count)
         .map(|i| {
@@ -142,6 +146,13 @@ async fn run(count: usize, spread: usize, idle: Duration) -> anyhow::Result<()> 
         "only {} of {count} Locks turned active",
         latencies.len()
     );
+    let _ = activated.send(());
+    let writes = activation_writes.await?;
+    println!(
+        "API writes until all were active: {} per Lock ({})",
+        per_lock(&writes, count),
+        by_kind(&writes)
+    );
     latencies.sort();
     let p99 = percentile(&latencies, 0.99);
     println!(
@@ -163,9 +174,17 @@ async fn run(count: usize, spread: usize, idle: Duration) -> anyhow::Result<()> 
         resident_before / MIB,
         (resident_after - resident_before) / count as f64
     );
+    let writes = count_until(watch_writes(&client).await?, tokio::time::sleep(idle)).await;
     println!(
-        "API writes at rest over {idle:?}: {}",
-        writes_during(&client, idle).await?
+        "API writes at rest over {idle:?}: {} ({})",
+        writes.iter().map(|(_, n)| n).sum::<usize>(),
+        by_kind(&writes)
+    );
+    let resident_idle = resident(env.controller_admin).await?;
+    println!(
+        "lock-controller resident at rest: {:.1} MiB ({:.0} bytes per Lock)",
+        resident_idle / MIB,
+        (resident_idle - resident_before) / count as f64
     );
     Ok(())
 }
@@ -230,14 +249,20 @@ async fn resident(admin: SocketAddr) -> anyhow::Result<f64> {
     metrics
         .body
         .lines()
-        .find(|l| !l.starts_with('#') && l.contains("_process_resident_memory_bytes "))
+        .find(|l| {
+            l.split_whitespace()
+                .next()
+                .is_some_and(|name| name.ends_with("process_resident_memory_bytes"))
+        })
         .and_then(|l| l.rsplit_once(' ')?.1.parse().ok())
         .ok_or_else(|| anyhow::anyhow!("no resident memory in the metrics"))
 }
 
-/// Changes to what the lock-controller writes (Locks, Stacks, Namespaces,
-/// CRDs, Events) during `window`. Its Lease renewals are not counted.
-async fn writes_during(client: &Client, window: Duration) -> anyhow::Result<usize> {
+type Changes = futures::stream::BoxStream<'static, kube::Result<WatchEvent<DynamicObject>>>;
+
+/// Watches of what the lock-controller and the bench write (Locks, Stacks,
+/// Namespaces, CRDs, Events), from now. Lease renewals are not counted.
+async fn watch_writes(client: &Client) -> anyhow::Result<Vec<(String, Changes)>> {
     let kinds = [
         resource("Lock"),
         resource("Stack"),
@@ -249,7 +274,7 @@ async fn writes_during(client: &Client, window: Duration) -> anyhow::Result<usiz
         )),
         ApiResource::from_gvk(&GroupVersionKind::gvk("events.k8s.io", "v1", "Event")),
     ];
-    let mut counts = Vec::new();
+    let mut watches = Vec::new();
     for kind in &kinds {
         let api = Api::<DynamicObject>::all_with(client.clone(), kind);
         let version = api.list_metadata(&Default::default()).await?.metadata;
@@ -257,12 +282,40 @@ async fn writes_during(client: &Client, window: Duration) -> anyhow::Result<usiz
         let stream = api
             .watch(&WatchParams::default().timeout(290), &version)
             .await?;
-        counts.push(
-            stream
-                .take_until(tokio::time::sleep(window))
-                .filter(|e| futures::future::ready(!matches!(e, Ok(WatchEvent::Bookmark(_)))))
-                .count(),
-        );
+        watches.push((kind.kind.clone(), stream.boxed()));
     }
-    Ok(futures::future::join_all(counts).await.into_iter().sum())
+    Ok(watches)
+}
+
+/// The changes `watches` see until `end`, by kind.
+async fn count_until(
+    watches: Vec<(String, Changes)>,
+    end: impl std::future::Future<Output = ()> + Send + 'static,
+) -> Vec<(String, usize)> {
+    let end = end.boxed().shared();
+    let counts = watches.into_iter().map(|(kind, stream)| {
+        let end = end.clone();
+        async move {
+            let count = stream
+                .take_until(end)
+                .filter(|e| futures::future::ready(!matches!(e, Ok(WatchEvent::Bookmark(_)))))
+                .count()
+                .await;
+            (kind, count)
+        }
+    });
+    futures::future::join_all(counts).await
+}
+
+fn per_lock(writes: &[(String, usize)], locks: usize) -> String {
+    let total: usize = writes.iter().map(|(_, n)| n).sum();
+    format!("{:.2}", total as f64 / locks as f64)
+}
+
+fn by_kind(writes: &[(String, usize)]) -> String {
+    writes
+        .iter()
+        .map(|(kind, n)| format!("{kind} {n}"))
+        .collect::<Vec<_>>()
+        .join(", ")
 }

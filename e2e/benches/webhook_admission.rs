@@ -9,6 +9,11 @@
 //! clients: once over HTTP/2 on one connection, as kube-apiserver calls
 //! webhooks, and once over 16 HTTP/1.1 connections.
 //!
+//! The floor, in the same run: a bare TLS server (rustls and hyper, as the
+//! webhook uses, on a runtime of its own) answering every request with one
+//! fixed AdmissionReview, to the same clients over the same protocols. The
+//! ratio is the webhook's p99 over the floor's.
+//!
 //! Run: `make bench-webhook` (`cargo bench -p navique-e2e --bench
 //! webhook_admission`; needs the workspace binaries built in release:
 //! `cargo build --release --bins`). Figures are recorded in
@@ -23,7 +28,8 @@ use hyper::body::Bytes;
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
-use navique_api::messages::DELETION_PROTECTION_ENABLED;
+use navique_api::messages::{DELETION_PROTECTION_ENABLED, deletion_warning};
+use navique_api::services::DeletionPolicy;
 use navique_e2e::{Cluster, Process, free_port, repo_root, wait_for_status};
 use serde_json::{Value, json};
 
@@ -60,7 +66,11 @@ async fn main() -> anyhow::Result<()> {
     cluster.kubectl_ok(&["apply", "-f", catalogue.to_str().unwrap()]);
     let namespace = cluster.namespace("bench");
 
-    let (tls, cert_file, key_file) = certificate(dir.path())?;
+    let (tls, server_tls, cert_file, key_file) = certificate(dir.path())?;
+    let floor_url = format!(
+        "https://{}/validate/services?timeout=10s",
+        bare_tls_server(server_tls)?
+    );
     let admin = SocketAddr::from(([127, 0, 0, 1], free_port()));
     let listen = SocketAddr::from(([127, 0, 0, 1], free_port()));
     // A direct child, so that dropping it (on any exit, error or panic)
@@ -109,28 +119,47 @@ async fn main() -> anyhow::Result<()> {
                 .map(|_| https_client(&webhook.tls, protocol))
                 .collect(),
         };
-        run(&webhook, &clients, WARM_UP).await?;
+        run(&webhook.url, &webhook.namespace, &clients, WARM_UP, true).await?;
         let cpu = cpu_time(webhook.pid)?;
         let started = Instant::now();
-        let mut latencies = run(&webhook, &clients, REQUESTS).await?;
+        let mut latencies = run(&webhook.url, &webhook.namespace, &clients, REQUESTS, true).await?;
         let elapsed = started.elapsed();
         let cpu = cpu_time(webhook.pid)? - cpu;
         reviews += WARM_UP + REQUESTS;
         latencies.sort();
-        let percentile =
-            |p: f64| latencies[((latencies.len() as f64 * p) as usize).min(latencies.len() - 1)];
         let after = memory(webhook.admin).await?;
         println!(
             "{name}, {CLIENTS} concurrent clients, {REQUESTS} DELETE reviews (half denied): \
              {:.0} reviews/s; latency p50 {:.2?}, p99 {:.2?}, max {:.2?}; \
              webhook CPU {:.0} µs/review; resident {:.1} MiB (peak {:.1} MiB)",
             REQUESTS as f64 / elapsed.as_secs_f64(),
-            percentile(0.50),
-            percentile(0.99),
+            percentile(&latencies, 0.50),
+            percentile(&latencies, 0.99),
             latencies.last().copied().unwrap_or_default(),
             cpu.as_secs_f64() * 1e6 / REQUESTS as f64,
             mib(after.resident),
             mib(after.peak),
+        );
+
+        // Fresh clients, so that the floor's connections are its own.
+        let clients: Vec<HttpsClient> = match protocol {
+            Protocol::Http2 => vec![https_client(&webhook.tls, protocol); CLIENTS],
+            Protocol::Http1 => (0..CLIENTS)
+                .map(|_| https_client(&webhook.tls, protocol))
+                .collect(),
+        };
+        run(&floor_url, &webhook.namespace, &clients, WARM_UP, false).await?;
+        let started = Instant::now();
+        let mut floor = run(&floor_url, &webhook.namespace, &clients, REQUESTS, false).await?;
+        let elapsed = started.elapsed();
+        floor.sort();
+        println!(
+            "  floor (bare TLS server, fixed answer), {name}: {:.0} reviews/s; latency p50 {:.2?}, \
+             p99 {:.2?}; webhook p99 / floor p99 = {:.2}x",
+            REQUESTS as f64 / elapsed.as_secs_f64(),
+            percentile(&floor, 0.50),
+            percentile(&floor, 0.99),
+            percentile(&latencies, 0.99).as_secs_f64() / percentile(&floor, 0.99).as_secs_f64(),
         );
     }
 
@@ -156,18 +185,24 @@ async fn main() -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Posts `total` reviews, spread over the clients, each client sending its
-/// next one when the last is answered; every answer is checked. Returns the
-/// latencies.
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    sorted[((sorted.len() as f64 * p) as usize).min(sorted.len() - 1)]
+}
+
+/// Posts `total` reviews to `url`, spread over the clients, each client
+/// sending its next one when the last is answered; with `verify`, every
+/// answer is checked. Returns the latencies.
 async fn run(
-    webhook: &Webhook,
+    url: &str,
+    namespace: &str,
     clients: &[HttpsClient],
     total: usize,
+    verify: bool,
 ) -> anyhow::Result<Vec<Duration>> {
     let tasks = clients.iter().enumerate().map(|(worker, client)| {
         let client = client.clone();
-        let url = webhook.url.clone();
-        let namespace = webhook.namespace.clone();
+        let url = url.to_owned();
+        let namespace = namespace.to_owned();
         tokio::spawn(async move {
             let mut latencies = Vec::with_capacity(total / CLIENTS);
             for i in (worker..total).step_by(CLIENTS) {
@@ -183,7 +218,9 @@ async fn run(
                 let body = response.into_body().collect().await?.to_bytes();
                 latencies.push(started.elapsed());
                 anyhow::ensure!(status == 200, "status {status}: {body:?}");
-                check(&serde_json::from_slice(&body)?, &uid, protected)?;
+                if verify {
+                    check(&serde_json::from_slice(&body)?, &uid, protected)?;
+                }
             }
             anyhow::Ok(latencies)
         })
@@ -196,7 +233,7 @@ async fn run(
 }
 
 /// A protected delete is denied with the seed's exact answer; any other is
-/// allowed. Both echo the uid.
+/// allowed, with the warning of what Retain does. Both echo the uid.
 fn check(answer: &Value, uid: &str, protected: bool) -> anyhow::Result<()> {
     let expected = if protected {
         json!({
@@ -210,7 +247,12 @@ fn check(answer: &Value, uid: &str, protected: bool) -> anyhow::Result<()> {
             }
         })
     } else {
-        json!({"uid": uid, "allowed": true, "status": {}})
+        json!({
+            "uid": uid,
+            "allowed": true,
+            "status": {},
+            "warnings": [deletion_warning(DeletionPolicy::Retain, "", false)],
+        })
     };
     anyhow::ensure!(
         answer["response"] == expected,
@@ -264,8 +306,11 @@ fn review(uid: &str, namespace: &str, name: &str, protected: bool) -> String {
 }
 
 /// A CA and a certificate for 127.0.0.1 it signed, written to `dir`; the
-/// client configuration trusting only that CA.
-fn certificate(dir: &std::path::Path) -> anyhow::Result<(rustls::ClientConfig, String, String)> {
+/// client configuration trusting only that CA, and a server configuration
+/// with the certificate, for the floor.
+fn certificate(
+    dir: &std::path::Path,
+) -> anyhow::Result<(rustls::ClientConfig, rustls::ServerConfig, String, String)> {
     let ca_key = rcgen::KeyPair::generate()?;
     let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new())?;
     ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
@@ -286,8 +331,69 @@ fn certificate(dir: &std::path::Path) -> anyhow::Result<(rustls::ClientConfig, S
     .with_safe_default_protocol_versions()?
     .with_root_certificates(roots)
     .with_no_client_auth();
+    let mut server = rustls::ServerConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()?
+    .with_no_client_auth()
+    .with_single_cert(
+        vec![cert.der().clone()],
+        rustls::pki_types::PrivateKeyDer::Pkcs8(key.serialize_der().into()),
+    )?;
+    server.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
     let path = |p: std::path::PathBuf| p.to_string_lossy().into_owned();
-    Ok((config, path(cert_file), path(key_file)))
+    Ok((config, server, path(cert_file), path(key_file)))
+}
+
+/// The floor's server, on a thread and runtime of its own as the webhook
+/// has a process of its own: reads each request and answers one fixed
+/// AdmissionReview, over whichever protocol the client chose.
+fn bare_tls_server(config: rustls::ServerConfig) -> anyhow::Result<SocketAddr> {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
+    listener.set_nonblocking(true)?;
+    let addr = listener.local_addr()?;
+    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+    let answer = Bytes::from(
+        json!({
+            "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+            "response": {"uid": "00000000-0000-4000-8000-000000000000", "allowed": true, "status": {}},
+        })
+        .to_string(),
+    );
+    let runtime = tokio::runtime::Runtime::new()?;
+    std::thread::spawn(move || -> anyhow::Result<()> {
+        runtime.block_on(async move {
+            let listener = tokio::net::TcpListener::from_std(listener)?;
+            loop {
+                let (stream, _) = listener.accept().await?;
+                stream.set_nodelay(true)?;
+                let (acceptor, answer) = (acceptor.clone(), answer.clone());
+                tokio::spawn(async move {
+                    let Ok(stream) = acceptor.accept(stream).await else {
+                        return;
+                    };
+                    let service = hyper::service::service_fn(
+                        move |request: hyper::Request<hyper::body::Incoming>| {
+                            let answer = answer.clone();
+                            async move {
+                                request.into_body().collect().await?;
+                                let mut response = hyper::Response::new(Full::new(answer));
+                                response.headers_mut().insert(
+                                    "content-type",
+                                    http::HeaderValue::from_static("application/json"),
+                                );
+                                Ok::<_, hyper::Error>(response)
+                            }
+                        },
+                    );
+                    let _ = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new())
+                        .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
+                        .await;
+                });
+            }
+        })
+    });
+    Ok(addr)
 }
 
 fn https_client(tls: &rustls::ClientConfig, protocol: Protocol) -> HttpsClient {

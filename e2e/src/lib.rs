@@ -2,6 +2,7 @@
 //! and talks to them over the network, as a cluster would.
 #![forbid(unsafe_code)]
 
+pub mod browser;
 mod cluster;
 pub mod lock_scenarios;
 pub mod locks;

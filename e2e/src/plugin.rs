@@ -35,7 +35,7 @@ pub fn kubectl_navique(cluster: &Cluster, kubeconfig: &Path, args: &[&str]) -> P
     }
 }
 
-fn command(cluster: &Cluster, kubeconfig: &Path, args: &[&str]) -> Command {
+pub(crate) fn command(cluster: &Cluster, kubeconfig: &Path, args: &[&str]) -> Command {
     let plugin = binary("kubectl-navique");
     let folder = plugin.parent().expect("the plugin is in a folder");
     let path: Vec<_> = std::iter::once(folder.to_path_buf())

@@ -66,6 +66,21 @@ pub enum Command {
     /// Approves pending prunes or deletes: sets `cd.hanzo.ai/deletion-approved: "true"`
     /// on each resource with your own credentials.
     Approve(ApproveArgs),
+    /// Serves a page on 127.0.0.1 that lists pending approvals live, approves
+    /// them with your own credentials, and shows Locks and services being
+    /// deleted; opens it in the browser.
+    Ui(UiArgs),
+}
+
+/// `ui`.
+#[derive(Args, Debug, Clone, PartialEq, Eq)]
+pub struct UiArgs {
+    /// The port on 127.0.0.1 to serve on (0: any free port).
+    #[arg(long, default_value_t = 0)]
+    pub port: u16,
+    /// Print the page's URL without opening a browser.
+    #[arg(long)]
+    pub no_open: bool,
 }
 
 /// `approvals`.
@@ -188,6 +203,28 @@ mod tests {
         assert!(args.all);
         assert_eq!(args.stack.as_deref(), Some("app"));
         assert!(args.targets.is_empty());
+    }
+
+    #[test]
+    fn ui_takes_a_port_and_may_leave_the_browser_closed() {
+        let cli = parse(&["ui", "-A"]).unwrap();
+        assert_eq!(
+            cli.command,
+            Command::Ui(UiArgs {
+                port: 0,
+                no_open: false
+            })
+        );
+        assert!(cli.global.all_namespaces);
+        let cli = parse(&["ui", "--port", "8080", "--no-open"]).unwrap();
+        assert_eq!(
+            cli.command,
+            Command::Ui(UiArgs {
+                port: 8080,
+                no_open: true
+            })
+        );
+        assert!(parse(&["ui", "--port", "70000"]).is_err());
     }
 
     #[test]

@@ -10,6 +10,12 @@ pub enum Error {
     /// The resource is not in any Stack's pending approvals of the namespace.
     #[error("{0} is not waiting for a deletion approval")]
     NotPending(String),
+    /// The page's approval names an object other than the one now pending.
+    #[error("{0} was replaced by another object since you confirmed; confirm again")]
+    Replaced(String),
+    /// The page sent an approval request this version cannot read.
+    #[error("invalid approval request: {0}")]
+    UiRequest(String),
     /// The name matches pending resources of several API groups.
     #[error(
         "{target} names several pending resources ({candidates}); add the API group, e.g. {example}"

@@ -36,6 +36,11 @@
 //! - **Locks protect while `status.active`**: the per-object summary is
 //!   computed from the Locks alone (no read of each target, so listing
 //!   needs only `list` on Locks).
+//! - **`ui` serves a page on 127.0.0.1 that acts as the user**: it watches
+//!   Stacks, Locks and ManagedServices and approves with the same
+//!   kubeconfig credentials and the same approve function as the command
+//!   line; a one-time token in the URL and `Host`/`Origin` checks keep
+//!   other local pages and users from driving it ([`ui::guard`]).
 #![forbid(unsafe_code)]
 
 pub mod approvals;
@@ -46,6 +51,7 @@ pub mod events;
 pub mod locks;
 pub mod render;
 pub mod resources;
+pub mod ui;
 
 mod error;
 pub use error::Error;

@@ -7,7 +7,8 @@
 //! of what an object carries: any reconcile can recompute it, so a crash,
 //! a lost race or a tampered object is repaired by the next one.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::hash::Hash;
 use std::sync::Arc;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -379,18 +380,23 @@ pub fn crd_patch(name: &str, locked: Option<&str>) -> Value {
 pub const MARKER_NAMES: usize = 10;
 
 /// The first [`MARKER_NAMES`] of `names` in order, then how many more, all
-/// joined by `,`: the denials show `[a, b, ..., and 990 more]`.
-fn joined(mut names: Vec<String>) -> Option<String> {
+/// joined by `,`: the denials show `[a, b, ..., and 990 more]`. Only those
+/// first few are sorted and formatted, whatever the number of Locks.
+fn joined<T: Ord + std::fmt::Display>(mut names: Vec<T>) -> Option<String> {
     if names.is_empty() {
         return None;
     }
-    names.sort_unstable();
     let more = names.len().saturating_sub(MARKER_NAMES);
-    names.truncate(MARKER_NAMES);
     if more > 0 {
-        names.push(format!("and {more} more"));
+        names.select_nth_unstable(MARKER_NAMES - 1);
+        names.truncate(MARKER_NAMES);
     }
-    Some(names.join(","))
+    names.sort_unstable();
+    let mut joined: Vec<String> = names.iter().map(ToString::to_string).collect();
+    if more > 0 {
+        joined.push(format!("and {more} more"));
+    }
+    Some(joined.join(","))
 }
 
 /// The Namespace's `core.navique.com/locked`: its active Locks.
@@ -398,9 +404,19 @@ pub fn namespace_stamp(ns: &str, locks: &[Arc<Lock>]) -> Option<String> {
     joined(
         all(locks)
             .filter(|lock| namespace(lock) == ns && is_active(lock))
-            .map(|lock| name(lock).to_owned())
+            .map(name)
             .collect(),
     )
+}
+
+/// `<namespace>/<lock>`, ordered by namespace then name.
+#[derive(PartialEq, Eq, PartialOrd, Ord)]
+struct Qualified<'a>(&'a str, &'a str);
+
+impl std::fmt::Display for Qualified<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.0, self.1)
+    }
 }
 
 /// A CRD's `core.navique.com/locked`: `<namespace>/<lock>` of every active
@@ -409,7 +425,7 @@ pub fn crd_stamp(kind: &GroupKind, locks: &[Arc<Lock>]) -> Option<String> {
     joined(
         all(locks)
             .filter(|lock| is_active(lock) && kind.is_kind_of(&lock.spec.target_ref))
-            .map(|lock| format!("{}/{}", namespace(lock), name(lock)))
+            .map(|lock| Qualified(namespace(lock), name(lock)))
             .collect(),
     )
 }
@@ -464,13 +480,61 @@ impl LockState {
     }
 }
 
-/// How many of `states` are in each state, every state listed.
-pub fn count_states(states: impl IntoIterator<Item = LockState>) -> BTreeMap<LockState, i64> {
-    let mut counts: BTreeMap<LockState, i64> = LockState::ALL.iter().map(|s| (*s, 0)).collect();
-    for state in states {
-        *counts.entry(state).or_default() += 1;
+/// What each Lock's last reconcile reported, and how many report each state,
+/// kept as they change: recounting all Locks on every reconcile would cost
+/// O(n²) for n Locks.
+#[derive(Debug)]
+pub struct StateCounts<K> {
+    by_lock: HashMap<K, LockState>,
+    counts: BTreeMap<LockState, i64>,
+}
+
+impl<K: Hash + Eq> Default for StateCounts<K> {
+    fn default() -> Self {
+        Self {
+            by_lock: HashMap::new(),
+            counts: LockState::ALL.iter().map(|s| (*s, 0)).collect(),
+        }
     }
-    counts
+}
+
+impl<K: Hash + Eq> StateCounts<K> {
+    /// Records what `lock` reported; `None` once it no longer counts.
+    pub fn set(&mut self, lock: K, state: Option<LockState>) {
+        let old = match state {
+            Some(state) => self.by_lock.insert(lock, state),
+            None => self.by_lock.remove(&lock),
+        };
+        if let Some(old) = old {
+            *self.counts.entry(old).or_default() -= 1;
+        }
+        if let Some(state) = state {
+            *self.counts.entry(state).or_default() += 1;
+        }
+    }
+
+    /// Forgets the Locks `keep` refuses (gone without a last reconcile).
+    pub fn retain(&mut self, keep: impl Fn(&K) -> bool) {
+        let gone: Vec<LockState> = self
+            .by_lock
+            .iter()
+            .filter(|(lock, _)| !keep(lock))
+            .map(|(_, state)| *state)
+            .collect();
+        self.by_lock.retain(|lock, _| keep(lock));
+        for state in gone {
+            *self.counts.entry(state).or_default() -= 1;
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.by_lock.len()
+    }
+
+    /// How many Locks are in each state, every state listed.
+    pub fn counts(&self) -> &BTreeMap<LockState, i64> {
+        &self.counts
+    }
 }
 
 /// The Ready condition `outcome` gives `lock`: (status, reason, message).
@@ -1605,15 +1669,30 @@ mod tests {
 
     #[test]
     fn every_state_is_counted_even_when_empty() {
-        let counts = count_states([
-            Outcome::InvalidTarget("x".into()).state(),
-            Outcome::InvalidTarget("y".into()).state(),
-            Outcome::Protecting.state(),
-        ]);
-        let labelled: Vec<(&str, i64)> = counts.iter().map(|(s, n)| (s.label(), *n)).collect();
+        let mut counts = StateCounts::default();
+        counts.set("a", Some(Outcome::InvalidTarget("x".into()).state()));
+        counts.set("b", Some(Outcome::InvalidTarget("y".into()).state()));
+        counts.set("c", Some(Outcome::MissingReference.state()));
+        counts.set("c", Some(Outcome::Protecting.state()));
+        counts.set("d", Some(Outcome::Protecting.state()));
+        counts.set("d", None);
+        counts.set("never", None);
+        let labelled = |counts: &StateCounts<&str>| -> Vec<(&str, i64)> {
+            counts
+                .counts()
+                .iter()
+                .map(|(s, n)| (s.label(), *n))
+                .collect()
+        };
         assert_eq!(
-            labelled,
+            labelled(&counts),
             vec![("active", 1), ("invalid", 2), ("missing", 0)]
+        );
+        counts.retain(|lock| *lock != "a");
+        assert_eq!(counts.len(), 2);
+        assert_eq!(
+            labelled(&counts),
+            vec![("active", 1), ("invalid", 1), ("missing", 0)]
         );
     }
 }

@@ -6,11 +6,15 @@
 //! locked kinds, so that those cannot be deleted from under a Lock either.
 //!
 //! `decision` holds the rules as pure functions, `reconcile` the kube-rs
-//! controller, `watches` discovery and what wakes a Lock besides itself.
+//! controller, `watches` discovery and what wakes a Lock besides itself, `index` which
+//! Locks point at an object, `superseded` the Lock versions already written
+//! over.
 #![forbid(unsafe_code)]
 
 mod decision;
+mod index;
 mod reconcile;
+mod superseded;
 mod watches;
 
 use navique_api::constants::DEFAULT_ENFORCEABLE_GROUPS;

@@ -9,7 +9,7 @@ use std::fmt::Debug;
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use futures::{FutureExt, StreamExt};
 use k8s_openapi::api::core::v1::Namespace;
@@ -35,19 +35,23 @@ use tokio_stream::wrappers::ReceiverStream;
 use tokio_util::sync::CancellationToken;
 
 use crate::decision::{
-    self, Catalog, Classification, LockEvent, LockState, Markers, Outcome, ServedKind, Target,
+    self, Catalog, Classification, LockEvent, LockState, Markers, Outcome, ServedKind, StateCounts,
+    Target,
 };
-use crate::watches::{self, Triggers, Views};
+use crate::index::LockIndex;
+use crate::superseded::{self, Superseded};
+use crate::watches::{self, TargetMeta, Triggers, Views};
 
 /// The field manager of every write, so that server-side apply removes
 /// exactly the markers this controller set and no longer wants.
 const MANAGER: &str = crate::NAME;
 /// A safety net only: every change that matters arrives as a watch event.
 const RESYNC: Duration = Duration::from_secs(3600);
-/// kubectl's copy of the last applied object, never read here.
-const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
 /// How long reconciles in flight may take to finish on shutdown.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
+/// Reconciles at once. Unbounded, a burst of Locks opens a connection per
+/// reconcile and the API server spends itself on handshakes.
+const CONCURRENCY: u16 = 32;
 /// Wake-ups waiting for the controller; a full queue slows the watches.
 const WAKE_QUEUE: usize = 1024;
 
@@ -142,6 +146,7 @@ pub struct Context {
     client: Client,
     /// Every Lock, as the controller's watch last saw it.
     locks: Store<Lock>,
+    index: LockIndex,
     views: Views,
     metrics: Metrics,
     /// Counts reconciles and spaces out each failing Lock's retries; a
@@ -149,9 +154,21 @@ pub struct Context {
     tracker: Tracker<Lock>,
     recorder: Recorder,
     /// What each Lock's last reconcile reported, for the `locks` gauges.
-    states: Mutex<HashMap<ObjectRef<Lock>, LockState>>,
+    states: Mutex<StateCounts<ObjectRef<Lock>>>,
     /// The Namespace and CRD marker writes, coalesced per object.
     shared: Coalesced,
+    superseded: Superseded,
+}
+
+/// Events on Locks, recorded once the reconcile's writes are done.
+type StampEvents = Vec<(Arc<Lock>, LockEvent)>;
+
+/// What stamping a Lock's target found.
+struct Stamped {
+    outcome: Outcome,
+    /// The target's kind, when valid.
+    kind: Option<ServedKind>,
+    events: StampEvents,
 }
 
 /// Writes of objects every Lock of a namespace or kind stamps, coalesced:
@@ -215,33 +232,38 @@ pub async fn run(
     let Some(catalog) = watches::discover_until_ok(&client, groups, &token).await else {
         return Ok(());
     };
-    // Cached without what the reconciles never read: at thousands of
-    // Locks, managedFields are most of each object.
     let (locks, writer) = reflector::store();
+    let index = LockIndex::new(locks.clone());
+    let indexing = index.clone();
     let lock_events = watcher(Api::<Lock>::all(client.clone()), watcher::Config::default())
         .default_backoff()
-        .modify(|lock| {
-            lock.managed_fields_mut().clear();
-            lock.annotations_mut().remove(LAST_APPLIED);
-        })
+        .modify(watches::trim)
         .reflect(writer)
+        .inspect(move |event| {
+            if let Ok(event) = event {
+                indexing.apply(event);
+            }
+        })
         .touched_objects();
     let controller = Controller::for_stream(lock_events, locks.clone());
-    let (triggers, views) = Triggers::new(client.clone(), locks.clone(), catalog);
+    let (triggers, views) = Triggers::new(client.clone(), locks.clone(), index.clone(), catalog);
     let (wake, woken) = mpsc::channel(WAKE_QUEUE);
     let recorder = Recorder::new(client.clone(), crate::NAME);
     let context = Arc::new(Context {
         client,
         locks: locks.clone(),
+        index,
         views: views.clone(),
         tracker: Tracker::ungated(metrics.reconciles.clone()),
         metrics,
         recorder,
-        states: Mutex::default(),
+        states: Mutex::new(StateCounts::default()),
         shared: Coalesced::default(),
+        superseded: Superseded::default(),
     });
     let controller = controller
         .reconcile_on(ReceiverStream::new(woken))
+        .with_config(kube::runtime::controller::Config::default().concurrency(CONCURRENCY))
         .graceful_shutdown_on(token.clone().cancelled_owned())
         .run(reconcile, error_policy, context)
         .for_each(log_outcome);
@@ -295,15 +317,12 @@ impl Context {
     /// Sets the `locks` gauges from what the reconciles of the Locks that
     /// still exist reported. A Lock not reconciled yet is not counted.
     fn count_states(&self) {
-        let existing: std::collections::HashSet<ObjectRef<Lock>> = self
-            .locks
-            .state()
-            .iter()
-            .map(|lock| ObjectRef::from_obj(&**lock))
-            .collect();
         let mut states = self.states.lock().unwrap_or_else(|e| e.into_inner());
-        states.retain(|lock, _| existing.contains(lock));
-        let counts = decision::count_states(states.values().copied());
+        // More states than Locks: some went without a last reconcile.
+        if states.len() > self.index.len() {
+            states.retain(|lock| self.index.contains(lock));
+        }
+        let counts = states.counts().clone();
         drop(states);
         for (state, count) in counts {
             self.metrics
@@ -320,11 +339,7 @@ impl Context {
 
     fn set_state(&self, lock: &Lock, state: Option<LockState>) {
         let mut states = self.states.lock().unwrap_or_else(|e| e.into_inner());
-        let key = ObjectRef::from_obj(lock);
-        match state {
-            Some(state) => states.insert(key, state),
-            None => states.remove(&key),
-        };
+        states.set(ObjectRef::from_obj(lock), state);
     }
 
     /// Records `event` on `lock`; a failure is logged, never retried.
@@ -357,20 +372,31 @@ impl Context {
     /// The finalizer goes on before anything is stamped and comes off once
     /// the deleted Lock's name is off every stamp.
     async fn reconcile(&self, lock: &Lock) -> Result<Action, Error> {
+        if !decision::is_deleting(lock) && self.superseded.is_stale(lock, Instant::now()) {
+            return Ok(Action::requeue(superseded::REMEMBERED));
+        }
         let has_finalizer = lock.finalizers().iter().any(|f| f == finalizers::LOCK);
         match (decision::is_deleting(lock), has_finalizer) {
-            // The update wakes the Lock again.
+            // Goes on from the written Lock; a stale copy waits for the
+            // newer one's own reconcile.
             (false, false) => {
                 let mut finalizers = lock.finalizers().to_vec();
                 finalizers.push(finalizers::LOCK.to_owned());
-                self.set_finalizers(lock, finalizers).await?;
-                Ok(Action::await_change())
+                match self.set_finalizers(lock, finalizers).await? {
+                    Some(written) => {
+                        self.superseded.wrote_over(lock, Instant::now());
+                        self.apply(&written).await
+                    }
+                    None => Ok(Action::await_change()),
+                }
             }
             (false, true) => self.apply(lock).await,
             // Being deleted, the Lock no longer counts in any stamp.
             (true, true) => {
                 self.set_state(lock, None);
-                self.sync_stamps(lock).await?;
+                let stamped = self.stamp_own_target(lock).await?;
+                self.stamp_shared(lock, stamped.kind.as_ref()).await?;
+                self.record_all(stamped.events).await;
                 let mut finalizers = lock.finalizers().to_vec();
                 finalizers.retain(|f| f != finalizers::LOCK);
                 self.set_finalizers(lock, finalizers).await?;
@@ -383,51 +409,110 @@ impl Context {
         }
     }
 
-    /// Writes the Lock's finalizers (see `navique_runtime::set_finalizers`).
-    async fn set_finalizers(&self, lock: &Lock, finalizers: Vec<String>) -> Result<(), Error> {
+    /// Writes the Lock's finalizers (see `navique_runtime::write_finalizers`):
+    /// the Lock as written, or `None` when the copy was stale.
+    async fn set_finalizers(
+        &self,
+        lock: &Lock,
+        finalizers: Vec<String>,
+    ) -> Result<Option<Lock>, Error> {
         let namespace = lock.namespace().ok_or(Error::Unnamed)?;
         let api = Api::<Lock>::namespaced(self.client.clone(), &namespace);
-        navique_runtime::set_finalizers(&api, &lock.name_any(), lock.resource_version(), finalizers)
-            .await
-            .map_err(Error::Finalizer)
+        navique_runtime::write_finalizers(
+            &api,
+            &lock.name_any(),
+            lock.resource_version(),
+            finalizers,
+        )
+        .await
+        .map_err(Error::Finalizer)
     }
 
+    /// The target's stamp, then the status: the target's marker is what
+    /// protects it, and what the Lock's user waits for. The namespace and
+    /// CRD markers name active Locks only, so they follow the status.
     async fn apply(&self, lock: &Lock) -> Result<Action, Error> {
-        let outcome = self.sync_stamps(lock).await?;
-        self.write_status(lock, &outcome).await?;
-        self.set_state(lock, Some(outcome.state()));
+        let stamped = self.stamp_own_target(lock).await?;
+        if self.write_status(lock, &stamped.outcome).await? {
+            self.superseded.wrote_over(lock, Instant::now());
+        }
+        self.set_state(lock, Some(stamped.outcome.state()));
+        self.stamp_shared(lock, stamped.kind.as_ref()).await?;
+        self.record_all(stamped.events).await;
         Ok(Action::requeue(RESYNC))
     }
 
-    /// Brings the markers of the Lock's target, namespace and kind's CRD to
-    /// what all Locks call for, and says what it found of the target.
-    async fn sync_stamps(&self, lock: &Lock) -> Result<Outcome, Error> {
+    async fn record_all(&self, events: Vec<(Arc<Lock>, LockEvent)>) {
+        for (lock, event) in events {
+            self.record(&lock, event).await;
+        }
+    }
+
+    /// Brings the marker of the Lock's target to what all Locks call for.
+    async fn stamp_own_target(&self, lock: &Lock) -> Result<Stamped, Error> {
         let namespace = lock.namespace().ok_or(Error::Unnamed)?;
         let catalog = self.views.catalog();
-        let locks = self.locks.state();
-        let outcome = match decision::classify(&lock.spec.target_ref, &catalog) {
-            Classification::Invalid(message) => Outcome::InvalidTarget(message),
+        match decision::classify(&lock.spec.target_ref, &catalog) {
+            Classification::Invalid(message) => Ok(Stamped {
+                outcome: Outcome::InvalidTarget(message),
+                kind: None,
+                events: Vec::new(),
+            }),
             Classification::Valid(kind) => {
-                let outcome = self
-                    .stamp_target(lock, kind, &namespace, &locks, &catalog)
-                    .await?;
-                self.shared
-                    .write(&kind.crd_name(), || {
-                        let stamp = decision::crd_stamp(&kind.group_kind(), &self.locks.state());
-                        self.stamp_crd(kind, stamp)
-                    })
-                    .await?;
-                outcome
+                let (outcome, events) = self.stamp_target(lock, kind, &namespace, &catalog).await?;
+                Ok(Stamped {
+                    outcome,
+                    kind: Some(kind.clone()),
+                    events,
+                })
             }
-        };
+        }
+    }
+
+    /// Brings the markers of the Lock's namespace and of its target kind's
+    /// CRD to what all Locks call for.
+    async fn stamp_shared(&self, lock: &Lock, kind: Option<&ServedKind>) -> Result<(), Error> {
+        let namespace = lock.namespace().ok_or(Error::Unnamed)?;
+        if let Some(kind) = kind {
+            self.shared
+                .write(&kind.crd_name(), || {
+                    let stamp = decision::crd_stamp(&kind.group_kind(), &self.locks.state());
+                    self.stamp_crd(kind, stamp)
+                })
+                .await?;
+        }
         // Keyed apart from CRDs, whose names hold a dot.
         self.shared
             .write(&format!("namespace {namespace}"), || {
-                let stamp = decision::namespace_stamp(&namespace, &self.locks.state());
-                self.stamp_namespace(&namespace, stamp)
+                let locks = self.index.in_namespace(&namespace);
+                self.stamp_namespace(&namespace, decision::namespace_stamp(&namespace, &locks))
             })
-            .await?;
-        Ok(outcome)
+            .await
+    }
+
+    /// The target's metadata from its kind's watch. From the API server
+    /// when the watch has not seen it (not listed yet, or the target is
+    /// newer than the watch's last event), so that a target created with
+    /// its Lock is never reported missing.
+    async fn target_meta(
+        &self,
+        api: &Api<DynamicObject>,
+        kind: &ServedKind,
+        name: &str,
+    ) -> Result<Option<Arc<TargetMeta>>, Error> {
+        let namespace = api.namespace().unwrap_or_default();
+        if let Some(cached) = self.views.targets.get(&kind.group_kind(), namespace, name) {
+            return Ok(Some(cached));
+        }
+        let current = api
+            .get_metadata_opt(name)
+            .await
+            .map_err(|source| Error::ReadTarget {
+                kind: kind.kind.clone(),
+                name: name.to_owned(),
+                source,
+            })?;
+        Ok(current.map(Arc::new))
     }
 
     async fn stamp_target(
@@ -435,30 +520,23 @@ impl Context {
         lock: &Lock,
         kind: &ServedKind,
         namespace: &str,
-        locks: &[Arc<Lock>],
         catalog: &Catalog,
-    ) -> Result<Outcome, Error> {
+    ) -> Result<(Outcome, StampEvents), Error> {
         let name = &lock.spec.target_ref.name;
         let api: Api<DynamicObject> =
             Api::namespaced_with(self.client.clone(), namespace, &kind.api_resource());
-        let current = api
-            .get_metadata_opt(name)
-            .await
-            .map_err(|source| Error::ReadTarget {
-                kind: kind.kind.clone(),
-                name: name.clone(),
-                source,
-            })?;
-        let Some(current) = current else {
-            return Ok(Outcome::MissingReference);
+        let Some(current) = self.target_meta(&api, kind, name).await? else {
+            return Ok((Outcome::MissingReference, Vec::new()));
         };
+        let locks = self.index.pointing_at(namespace, name);
         let target = Target {
             kind: &kind.group_kind(),
             namespace,
             name,
         };
-        let stamp = decision::target_stamp(target, locks, catalog);
+        let stamp = decision::target_stamp(target, &locks, catalog);
         let markers = Markers::of(&current.metadata);
+        let mut events = Vec::new();
         if markers != Markers::wanted(stamp.as_ref()) {
             let patch = decision::target_patch(kind, namespace, name, stamp.as_ref());
             apply_markers(&api, name, patch, stamp.is_none())
@@ -482,11 +560,11 @@ impl Context {
                         && l.metadata.name.as_deref() == Some(lock_name.as_str())
                 });
                 if let Some(named) = named {
-                    self.record(named, event).await;
+                    events.push((named.clone(), event));
                 }
             }
         }
-        Ok(Outcome::Protecting)
+        Ok((Outcome::Protecting, events))
     }
 
     async fn stamp_namespace(&self, name: &str, locked: Option<String>) -> Result<(), Error> {
@@ -539,9 +617,10 @@ impl Context {
         Ok(())
     }
 
-    async fn write_status(&self, lock: &Lock, outcome: &Outcome) -> Result<(), Error> {
+    /// Writes the status `outcome` calls for; whether it changed.
+    async fn write_status(&self, lock: &Lock, outcome: &Outcome) -> Result<bool, Error> {
         let Some(status) = decision::lock_status(lock, outcome, Timestamp::now()) else {
-            return Ok(());
+            return Ok(false);
         };
         let event = decision::outcome_event(lock, outcome);
         let (namespace, name) = (lock.namespace().ok_or(Error::Unnamed)?, lock.name_any());
@@ -562,7 +641,7 @@ impl Context {
         if let Some(event) = event {
             self.record(lock, event).await;
         }
-        Ok(())
+        Ok(true)
     }
 }
 

@@ -7,13 +7,13 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::pin::pin;
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
-use futures::{Stream, StreamExt};
+use futures::{FutureExt, Stream, StreamExt};
 use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{Api, DynamicObject};
+use kube::api::{Api, ApiResource, DynamicObject};
 use kube::core::PartialObjectMeta;
 use kube::discovery::{Discovery, Scope};
 use kube::runtime::WatchStreamExt;
@@ -27,11 +27,13 @@ use tokio::task::{AbortHandle, JoinSet};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::decision::{self, Catalog, ServedKind, Target};
+use crate::decision::{self, Catalog, GroupKind, ServedKind, Target};
+use crate::index::LockIndex;
 
 type Wake = mpsc::Sender<ObjectRef<Lock>>;
 type NamespaceMeta = PartialObjectMeta<Namespace>;
 type CrdMeta = PartialObjectMeta<CustomResourceDefinition>;
+pub type TargetMeta = PartialObjectMeta<DynamicObject>;
 
 const RETRY_FIRST: Duration = Duration::from_secs(1);
 const RETRY_MAX: Duration = Duration::from_secs(30);
@@ -80,12 +82,13 @@ pub async fn discover_until_ok(
 }
 
 /// What the reconciler reads of the watches: the current catalog and the
-/// namespaces' and CRDs' metadata.
+/// namespaces', CRDs' and targets' metadata.
 #[derive(Clone)]
 pub struct Views {
     catalog: watch::Receiver<Arc<Catalog>>,
     pub namespaces: Store<NamespaceMeta>,
     pub crds: Store<CrdMeta>,
+    pub targets: TargetCache,
 }
 
 impl Views {
@@ -102,17 +105,54 @@ impl Views {
     }
 }
 
+/// The targets' metadata, per kind, as their watches last saw it: a
+/// reconcile reads its target here rather than from the API server.
+#[derive(Clone, Default)]
+pub struct TargetCache(Arc<RwLock<HashMap<GroupKind, KindCache>>>);
+
+/// One kind's store, and the dynamic type its keys carry.
+type KindCache = (ApiResource, Store<TargetMeta>);
+
+impl TargetCache {
+    /// The target's metadata, if its kind's watch has listed and seen it.
+    pub fn get(&self, kind: &GroupKind, namespace: &str, name: &str) -> Option<Arc<TargetMeta>> {
+        let (resource, store) = {
+            let kinds = self.0.read().unwrap_or_else(|e| e.into_inner());
+            kinds.get(kind)?.clone()
+        };
+        store.wait_until_ready().now_or_never()?.ok()?;
+        store.get(&ObjectRef::new_with(name, resource).within(namespace))
+    }
+
+    fn insert(&self, kind: GroupKind, resource: ApiResource, store: Store<TargetMeta>) {
+        let mut kinds = self.0.write().unwrap_or_else(|e| e.into_inner());
+        kinds.insert(kind, (resource, store));
+    }
+
+    fn remove(&self, kind: &GroupKind) {
+        let mut kinds = self.0.write().unwrap_or_else(|e| e.into_inner());
+        kinds.remove(kind);
+    }
+}
+
 /// The watches, not yet running.
 pub struct Triggers {
     client: Client,
     locks: Store<Lock>,
+    index: LockIndex,
+    targets: TargetCache,
     catalog: watch::Sender<Arc<Catalog>>,
     namespaces: Writer<NamespaceMeta>,
     crds: Writer<CrdMeta>,
 }
 
 impl Triggers {
-    pub fn new(client: Client, locks: Store<Lock>, catalog: Catalog) -> (Self, Views) {
+    pub fn new(
+        client: Client,
+        locks: Store<Lock>,
+        index: LockIndex,
+        catalog: Catalog,
+    ) -> (Self, Views) {
         let (catalog, catalog_view) = watch::channel(Arc::new(catalog));
         let (namespaces_view, namespaces) = reflector::store();
         let (crds_view, crds) = reflector::store();
@@ -120,10 +160,13 @@ impl Triggers {
             catalog: catalog_view,
             namespaces: namespaces_view,
             crds: crds_view,
+            targets: TargetCache::default(),
         };
         let triggers = Self {
             client,
             locks,
+            index,
+            targets: views.targets.clone(),
             catalog,
             namespaces,
             crds,
@@ -138,16 +181,20 @@ impl Triggers {
             watcher::Config::default(),
         )
         .default_backoff()
+        .modify(trim)
         .reflect(self.namespaces);
         let crds = watcher(
             Api::<CrdMeta>::all(self.client.clone()),
             watcher::Config::default(),
         )
         .default_backoff()
+        .modify(trim)
         .reflect(self.crds);
         let mut watches = Watches {
             client: self.client,
             locks: self.locks,
+            index: self.index,
+            cache: self.targets,
             catalog: self.catalog,
             wake,
             targets: JoinSet::new(),
@@ -165,6 +212,8 @@ impl Triggers {
 struct Watches {
     client: Client,
     locks: Store<Lock>,
+    index: LockIndex,
+    cache: TargetCache,
     catalog: watch::Sender<Arc<Catalog>>,
     wake: Wake,
     /// One metadata watch per kind of target; dropping the set stops them.
@@ -204,7 +253,7 @@ impl Watches {
     async fn on_namespace(&mut self, event: Result<Event<NamespaceMeta>, watcher::Error>) {
         match event {
             Ok(Event::Apply(namespace) | Event::InitApply(namespace)) => {
-                let locks = self.locks.state();
+                let locks = self.index.in_namespace(&namespace.name_any());
                 let woken = decision::lock_woken_by_namespace(&namespace.metadata, &locks);
                 self.send(woken).await;
             }
@@ -299,6 +348,7 @@ impl Watches {
             let keep = wanted.contains(&kind);
             if !keep {
                 watch.abort();
+                self.cache.remove(&kind.group_kind());
             }
             keep
         });
@@ -307,8 +357,12 @@ impl Watches {
                 let watch = self.targets.spawn(watch_targets(
                     self.client.clone(),
                     kind.clone(),
-                    self.locks.clone(),
-                    self.catalog.subscribe(),
+                    Known {
+                        locks: self.locks.clone(),
+                        index: self.index.clone(),
+                        cache: self.cache.clone(),
+                        catalog: self.catalog.subscribe(),
+                    },
                     self.wake.clone(),
                 ));
                 self.target_watches.insert(kind.clone(), watch);
@@ -325,23 +379,44 @@ impl Watches {
     }
 }
 
-/// Watches the metadata of one kind's objects and wakes the Locks whose
-/// target appeared, went, or carries the wrong markers.
-async fn watch_targets(
-    client: Client,
-    kind: ServedKind,
+/// kubectl's copy of the last applied object, never read here.
+const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
+
+/// Removes from a cached object what no reconcile reads: at thousands of
+/// objects, managedFields and kubectl's last applied copy are most of each.
+pub fn trim<K: ResourceExt>(object: &mut K) {
+    object.managed_fields_mut().clear();
+    object.annotations_mut().remove(LAST_APPLIED);
+}
+
+/// What a target watch reads and fills.
+struct Known {
     locks: Store<Lock>,
+    index: LockIndex,
+    cache: TargetCache,
     catalog: watch::Receiver<Arc<Catalog>>,
-    wake: Wake,
-) {
-    let api = Api::<PartialObjectMeta<DynamicObject>>::all_with(client, &kind.api_resource());
+}
+
+/// Watches the metadata of one kind's objects, caches it without what
+/// reconciles never read, and wakes the Locks whose target appeared, went,
+/// or carries the wrong markers.
+async fn watch_targets(client: Client, kind: ServedKind, known: Known, wake: Wake) {
+    let resource = kind.api_resource();
+    let api = Api::<TargetMeta>::all_with(client, &resource);
     let group_kind = kind.group_kind();
-    let mut events = pin!(watcher(api, watcher::Config::default()).default_backoff());
+    let writer = Writer::new(resource.clone());
+    known
+        .cache
+        .insert(group_kind.clone(), resource, writer.as_reader());
+    let events = watcher(api, watcher::Config::default())
+        .default_backoff()
+        .modify(trim)
+        .reflect(writer);
+    let mut events = pin!(events);
     while let Some(event) = events.next().await {
         let woken: Vec<ObjectRef<Lock>> = {
-            let locks = locks.state();
-            let catalog = catalog.borrow().clone();
-            let on_target = |object: &PartialObjectMeta<DynamicObject>, gone: bool| {
+            let catalog = known.catalog.borrow().clone();
+            let on_target = |object: &TargetMeta, gone: bool| {
                 let (namespace, name) = (object.namespace().unwrap_or_default(), object.name_any());
                 let target = Target {
                     kind: &group_kind,
@@ -349,6 +424,7 @@ async fn watch_targets(
                     name: &name,
                 };
                 let meta = (!gone).then_some(&object.metadata);
+                let locks = known.index.pointing_at(&namespace, &name);
                 decision::locks_woken_by_target(target, meta, &locks, &catalog)
                     .into_iter()
                     .map(ObjectRef::from_obj)
@@ -357,10 +433,12 @@ async fn watch_targets(
             match event {
                 Ok(Event::Apply(object) | Event::InitApply(object)) => on_target(&object, false),
                 Ok(Event::Delete(object)) => on_target(&object, true),
-                Ok(Event::InitDone) => decision::locks_woken_by_relist(&group_kind, &locks)
-                    .into_iter()
-                    .map(ObjectRef::from_obj)
-                    .collect(),
+                Ok(Event::InitDone) => {
+                    decision::locks_woken_by_relist(&group_kind, &known.locks.state())
+                        .into_iter()
+                        .map(ObjectRef::from_obj)
+                        .collect()
+                }
                 Ok(Event::Init) => continue,
                 Err(e) => {
                     tracing::warn!(kind = %kind.kind, error = %one_line(&e), "target watch failed");

@@ -25,6 +25,9 @@ use kube::runtime::events::{Event, EventType};
 /// How long a recorded Event can still take repeats; kube-apiserver keeps
 /// Events for an hour, and a repeat after this starts a new Event.
 const SERIES_TTL: Duration = Duration::from_secs(6 * 60);
+/// How often expired series are forgotten: sweeping on every Event would
+/// cost O(n²) for n Events.
+const SWEEP_EVERY: Duration = Duration::from_secs(60);
 
 /// An object's identity in a series key: resourceVersion left out.
 type Identity = (
@@ -81,7 +84,48 @@ pub struct Recorder {
     client: kube::Client,
     controller: String,
     instance: String,
-    recorded: Arc<Mutex<HashMap<SeriesKey, KubeEvent>>>,
+    recorded: Arc<Mutex<Series>>,
+}
+
+/// The recent series, by key: only what a repeat needs, not the Event, so
+/// that thousands of objects' Events cost little memory.
+#[derive(Default)]
+struct Series {
+    by_key: HashMap<SeriesKey, Recorded>,
+    swept: Option<Timestamp>,
+}
+
+struct Recorded {
+    name: String,
+    /// The series' count so far: 1 for a single Event.
+    count: i32,
+    last_seen: Timestamp,
+}
+
+impl Series {
+    /// The Event to repeat `key` on and the series' next count, if recent.
+    fn repeat(&mut self, key: &SeriesKey, now: Timestamp) -> Option<(String, i32)> {
+        if self.swept.is_none_or(|swept| swept + SWEEP_EVERY <= now) {
+            self.by_key.retain(|_, e| e.last_seen + SERIES_TTL > now);
+            self.swept = Some(now);
+        }
+        self.by_key
+            .get(key)
+            .filter(|e| e.last_seen + SERIES_TTL > now)
+            .map(|e| (e.name.clone(), e.count + 1))
+    }
+
+    fn remember(&mut self, key: SeriesKey, event: &KubeEvent) {
+        let Some(last_seen) = last_seen(event) else {
+            return;
+        };
+        let recorded = Recorded {
+            name: event.metadata.name.clone().unwrap_or_default(),
+            count: event.series.as_ref().map_or(1, |s| s.count),
+            last_seen,
+        };
+        self.by_key.insert(key, recorded);
+    }
 }
 
 impl Recorder {
@@ -110,14 +154,7 @@ impl Recorder {
         let key = series_key(event, regarding);
         // The cache is held only between calls, never across one, so a slow
         // API server does not hold every other Event of the controller.
-        let earlier = {
-            let mut recorded = self.recorded.lock().unwrap_or_else(|e| e.into_inner());
-            recorded.retain(|_, e| last_seen(e).is_some_and(|seen| seen + SERIES_TTL > now));
-            recorded.get(&key).map(|e| {
-                let count = e.series.as_ref().map_or(2, |s| s.count + 1);
-                (e.metadata.name.clone().unwrap_or_default(), count)
-            })
-        };
+        let earlier = self.series().repeat(&key, now);
         let namespace = regarding.namespace.as_deref().unwrap_or("default");
         let api: Api<KubeEvent> = Api::namespaced(self.client.clone(), namespace);
         if let Some((name, count)) = earlier {
@@ -131,7 +168,7 @@ impl Recorder {
                 .await
             {
                 Ok(patched) => {
-                    self.remember(key, patched);
+                    self.series().remember(key, &patched);
                     return Ok(());
                 }
                 // Expired or deleted: start again.
@@ -141,15 +178,12 @@ impl Recorder {
         }
         let new = self.event(event, regarding, namespace, now);
         let created = api.create(&PostParams::default(), &new).await?;
-        self.remember(key, created);
+        self.series().remember(key, &created);
         Ok(())
     }
 
-    fn remember(&self, key: SeriesKey, event: KubeEvent) {
-        self.recorded
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(key, event);
+    fn series(&self) -> std::sync::MutexGuard<'_, Series> {
+        self.recorded.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     fn event(
@@ -220,6 +254,46 @@ mod tests {
             action: "Reconcile".into(),
             secondary: None,
         }
+    }
+
+    fn recorded(name: &str, count: Option<i32>, at: Timestamp) -> KubeEvent {
+        KubeEvent {
+            metadata: ObjectMeta {
+                name: Some(name.into()),
+                ..Default::default()
+            },
+            event_time: Some(MicroTime(at)),
+            series: count.map(|count| EventSeries {
+                count,
+                last_observed_time: MicroTime(at),
+            }),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn a_repeat_continues_a_recent_series_and_an_old_one_starts_again() {
+        let key = series_key(
+            &event("Protecting", "protecting Stack web"),
+            &reference("u", "1"),
+        );
+        let other = series_key(
+            &event("Protecting", "protecting Stack db"),
+            &reference("u", "1"),
+        );
+        let start = Timestamp::UNIX_EPOCH;
+        let mut series = Series::default();
+        assert_eq!(series.repeat(&key, start), None);
+        series.remember(key.clone(), &recorded("web.1", None, start));
+        assert_eq!(series.repeat(&key, start), Some(("web.1".into(), 2)));
+        assert_eq!(series.repeat(&other, start), None);
+        let later = start + Duration::from_secs(10);
+        series.remember(key.clone(), &recorded("web.1", Some(2), later));
+        assert_eq!(series.repeat(&key, later), Some(("web.1".into(), 3)));
+        // Past the TTL of its last repeat, a series is over, and then swept.
+        let expired = later + SERIES_TTL;
+        assert_eq!(series.repeat(&key, expired), None);
+        assert!(series.by_key.is_empty());
     }
 
     #[test]

@@ -19,6 +19,23 @@ pub async fn set_finalizers<K>(
 where
     K: Clone + DeserializeOwned + Debug,
 {
+    write_finalizers(api, name, resource_version, finalizers)
+        .await
+        .map(drop)
+}
+
+/// [`set_finalizers`], returning the object as written, or `None` when the
+/// copy was stale and nothing was written: a caller that goes on from the
+/// written object needs no second reconcile.
+pub async fn write_finalizers<K>(
+    api: &Api<K>,
+    name: &str,
+    resource_version: Option<String>,
+    finalizers: Vec<String>,
+) -> Result<Option<K>, kube::Error>
+where
+    K: Clone + DeserializeOwned + Debug,
+{
     let patch = serde_json::json!({"metadata": {
         "finalizers": finalizers,
         "resourceVersion": resource_version,
@@ -27,8 +44,8 @@ where
         .patch(name, &PatchParams::default(), &Patch::Merge(patch))
         .await
     {
-        Ok(_) => Ok(()),
-        Err(kube::Error::Api(status)) if status.is_not_found() || status.is_conflict() => Ok(()),
+        Ok(written) => Ok(Some(written)),
+        Err(kube::Error::Api(status)) if status.is_not_found() || status.is_conflict() => Ok(None),
         Err(e) => Err(e),
     }
 }

@@ -28,7 +28,7 @@ pub use args::{CommonArgs, LeaderElectionArgs, LogFormat};
 pub use component::Component;
 pub use error::Error;
 pub use failures::{Attempts, FailureBackoff, Retry, intent};
-pub use finalizers::set_finalizers;
+pub use finalizers::{set_finalizers, write_finalizers};
 pub use leader::Leadership;
 pub use telemetry::trace_headers;
 

@@ -83,7 +83,7 @@ pub async fn run(session: &Session, args: &ApproveArgs) -> Result<ExitCode> {
 }
 
 /// The server's resource types, from aggregated discovery.
-async fn discover(client: &Client) -> Result<ResourceIndex> {
+pub(super) async fn discover(client: &Client) -> Result<ResourceIndex> {
     let (core, groups) = tokio::try_join!(
         client.list_core_api_versions_aggregated(),
         client.list_api_groups_aggregated()
@@ -120,4 +120,21 @@ fn plan_pending(index: &ResourceIndex, pending: PendingApproval) -> Plan {
         ));
     };
     Plan::Patch(Box::new((pending, resource_type.clone())))
+}
+
+/// Approves one pending resource as `user` (the name
+/// [`kubectl_navique::approve::whoami`] gave for `client`), as `approve
+/// --all` does: the page's Approve and Approve all.
+pub(super) async fn approve_pending(
+    client: &Client,
+    user: &str,
+    index: &ResourceIndex,
+    pending: PendingApproval,
+) -> ApproveOutcome {
+    match plan_pending(index, pending) {
+        Plan::Patch(patch) => {
+            kubectl_navique::approve::approve(client, user, &patch.0, &patch.1).await
+        }
+        Plan::Refused(outcome) => outcome,
+    }
 }

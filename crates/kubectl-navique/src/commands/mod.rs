@@ -3,6 +3,7 @@
 mod approvals;
 mod approve;
 mod locks;
+mod ui;
 mod watch;
 
 use std::io::Write;
@@ -23,6 +24,7 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
         Command::Approvals(args) if args.watch => watch::run(&session, args).await,
         Command::Approvals(_) => approvals::run(&session).await,
         Command::Approve(args) => approve::run(&session, args).await,
+        Command::Ui(args) => ui::run(&session, args).await,
     }
 }
 
