@@ -232,8 +232,9 @@ async fn waves_apply_in_order_and_a_confirmed_prune_waits_for_approval() {
     apply_stack(&ns, "web", &[deployment.clone(), settings, flags.clone()]);
 
     // Wave 1 waits for wave 0 to be healthy.
+    // Past the pass that records the create ("creating Deployment/db").
     let waiting = until_stack(&ns, "web", "wave 0 to hold wave 1 back", |s| {
-        state(s).0 == "Progressing" && row(s, "db").is_some()
+        state(s).0 == "Progressing" && row(s, "db").is_some_and(|r| r.get("creating").is_none())
     })
     .await;
     assert_eq!(
