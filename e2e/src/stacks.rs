@@ -1,6 +1,7 @@
 //! The Stacks environment: the Locks environment (CRDs, the Lock guard as
 //! ValidatingAdmissionPolicies, the lock-controller) plus the real
-//! service-lifecycle-controller, its ApprovalEvents gRPC server, and an HTTP
+//! service-lifecycle-controller, its ApprovalEvents gRPC server, the
+//! chart's approval-identity ValidatingAdmissionPolicy, and an HTTP
 //! endpoint that records the approval notifications it posts.
 
 use std::io::{BufRead, BufReader, Read, Write};
@@ -51,6 +52,12 @@ impl StackEnv {
         locks
             .cluster
             .kubectl_in(&["apply", "-f", "-"], Some(&roles));
+        // Who approved is what the API server authenticated, as the chart
+        // installs it.
+        let identity = helm_template(&["--show-only", "templates/approval-identity-policy.yaml"]);
+        locks
+            .cluster
+            .kubectl_in(&["apply", "-f", "-"], Some(&identity));
         locks.cluster.add_user(
             CONTROLLER_USER,
             &[
@@ -154,13 +161,18 @@ impl Notifications {
         format!("http://{}/hooks/approvals", self.addr)
     }
 
-    /// The notifications about Stacks of `namespace`.
+    /// The `approval-required` notifications about Stacks of `namespace`.
     pub fn about(&self, namespace: &str) -> Vec<Value> {
+        self.of(namespace, "approval-required")
+    }
+
+    /// The notifications of `trigger` about Stacks of `namespace`.
+    pub fn of(&self, namespace: &str, trigger: &str) -> Vec<Value> {
         self.received
             .lock()
             .unwrap()
             .iter()
-            .filter(|n| n["stack"]["namespace"] == namespace)
+            .filter(|n| n["stack"]["namespace"] == namespace && n["trigger"] == trigger)
             .cloned()
             .collect()
     }

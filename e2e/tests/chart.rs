@@ -390,8 +390,15 @@ fn every_tls_mode_renders_its_certificates_and_ca_bundles() {
 #[test]
 fn the_lock_guard_renders_as_policies_as_a_webhook_or_not_at_all() {
     let policies = |objects: &[Value]| {
-        of_kind(objects, "ValidatingAdmissionPolicy").len()
-            + of_kind(objects, "ValidatingAdmissionPolicyBinding").len()
+        let lock = |o: &&&Value| name_of(o).starts_with("navique-lock");
+        of_kind(objects, "ValidatingAdmissionPolicy")
+            .iter()
+            .filter(lock)
+            .count()
+            + of_kind(objects, "ValidatingAdmissionPolicyBinding")
+                .iter()
+                .filter(lock)
+                .count()
     };
     let guard_webhook = |objects: &[Value]| {
         objects.iter().any(|o| {
@@ -433,6 +440,30 @@ fn the_lock_guard_renders_as_policies_as_a_webhook_or_not_at_all() {
         &["navique-services", "navique-lock-guard"],
         &["get", "patch"],
     )));
+}
+
+/// Who approved is checked at admission unless turned off.
+#[test]
+fn the_approval_identity_policy_renders_unless_turned_off() {
+    let named = |objects: &[Value], kind: &str| {
+        objects
+            .iter()
+            .any(|o| kind_of(o) == kind && name_of(o) == "navique-approval-identity")
+    };
+    let objects = render(&[]);
+    assert!(named(&objects, "ValidatingAdmissionPolicy"));
+    let binding = find(
+        &objects,
+        "ValidatingAdmissionPolicyBinding",
+        "navique-approval-identity",
+    );
+    assert_eq!(
+        binding["spec"]["validationActions"][0].as_str(),
+        Some("Deny")
+    );
+    let objects = render(&["--set", "approvalIdentity.enabled=false"]);
+    assert!(!named(&objects, "ValidatingAdmissionPolicy"));
+    assert!(!named(&objects, "ValidatingAdmissionPolicyBinding"));
 }
 
 #[test]

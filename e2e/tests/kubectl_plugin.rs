@@ -178,7 +178,7 @@ fn approve_annotates_pending_resources_and_refuses_others() {
 
     assert_eq!(
         kubectl_navique_ok(k, &["approve", "ConfigMap/old-config", "-n", &ns]),
-        "approved configmap/old-config (Prune in Stack app)\n"
+        "approved configmap/old-config as dev-admin (Prune in Stack app)\n"
     );
     assert_eq!(approval(k, &["configmap", "old-config", "-n", &ns]), "true");
 
@@ -213,7 +213,9 @@ fn approve_annotates_pending_resources_and_refuses_others() {
             "namespace": ns,
             "approved": true,
             "stack": {"namespace": ns, "name": "app"},
-            "operation": "Delete"
+            "operation": "Delete",
+            "approver": "dev-admin",
+            "approvedBy": ["dev-admin"]
         }]})
     );
     assert_eq!(approval(k, &["deployment", "web", "-n", &ns]), "true");
@@ -242,7 +244,7 @@ fn approve_all_approves_every_pending_resource_of_one_stack() {
 
     assert_eq!(
         kubectl_navique_ok(k, &["approve", "--all", "--stack", "a", "-n", &ns]),
-        "approved configmap/a1 (Prune in Stack a)\napproved configmap/a2 (Delete in Stack a)\n"
+        "approved configmap/a1 as dev-admin (Prune in Stack a)\napproved configmap/a2 as dev-admin (Delete in Stack a)\n"
     );
     for cm in ["a1", "a2"] {
         assert_eq!(approval(k, &["configmap", cm, "-n", &ns]), "true");
@@ -255,7 +257,10 @@ fn approve_all_approves_every_pending_resource_of_one_stack() {
         &["approve", "--all", "--stack", "c", "-n", &ns],
     );
     assert_eq!(partly.code, Some(1));
-    assert_eq!(partly.stdout, "approved configmap/c1 (Prune in Stack c)\n");
+    assert_eq!(
+        partly.stdout,
+        "approved configmap/c1 as dev-admin (Prune in Stack c)\n"
+    );
     assert_eq!(
         partly.stderr,
         "Error from server (NotFound): configmaps \"gone\" not found\n"
@@ -352,11 +357,24 @@ subjects:
 
     assert_eq!(
         kubectl_navique(&cluster, &carol, &["approve", "cm/old-config", "-n", &ns]).stdout,
-        "approved configmap/old-config (Prune in Stack app)\n"
+        "approved configmap/old-config as carol (Prune in Stack app)\n"
     );
     assert_eq!(
         approval(&cluster, &["configmap", "old-config", "-n", &ns]),
         "true"
+    );
+    // Recorded as the user the API server says carol is.
+    assert_eq!(
+        cluster.kubectl_ok(&[
+            "get",
+            "configmap",
+            "old-config",
+            "-n",
+            &ns,
+            "-o",
+            r#"jsonpath={.metadata.annotations.core\.navique\.com/approved-by}"#,
+        ]),
+        "carol"
     );
 }
 

@@ -133,6 +133,8 @@ fn annotate(ns: &str, kind: &str, name: &str, key: &str, value: &str) {
     ]);
 }
 
+/// The declarative approval by hand, as the cluster's admin: the
+/// approval-identity policy wants the approver named beside it.
 fn approve(ns: &str, kind: &str, name: &str) {
     cluster().kubectl_ok(&[
         "annotate",
@@ -141,9 +143,20 @@ fn approve(ns: &str, kind: &str, name: &str) {
         "-n",
         ns,
         "cd.hanzo.ai/deletion-approved=true",
+        &format!("{APPROVED_BY}={ADMIN}"),
         "--overwrite",
     ]);
 }
+
+/// The user name a Stack of `ns` acts as: the controller's deletes of its
+/// resources are this user's requests.
+fn stack_account(ns: &str) -> String {
+    format!("system:serviceaccount:{ns}:{STACK_ACCOUNT}")
+}
+
+/// The dev API server's admin, whose kubeconfig the tests use.
+const ADMIN: &str = "dev-admin";
+const APPROVED_BY: &str = navique_api::constants::annotations::APPROVED_BY;
 
 /// A client of the controller's ApprovalEvents server: TLS, verified
 /// against the gRPC CA; no client certificate (the subscribers are people).
@@ -219,8 +232,9 @@ async fn waves_apply_in_order_and_a_confirmed_prune_waits_for_approval() {
     apply_stack(&ns, "web", &[deployment.clone(), settings, flags.clone()]);
 
     // Wave 1 waits for wave 0 to be healthy.
+    // Past the pass that records the create ("creating Deployment/db").
     let waiting = until_stack(&ns, "web", "wave 0 to hold wave 1 back", |s| {
-        state(s).0 == "Progressing" && row(s, "db").is_some()
+        state(s).0 == "Progressing" && row(s, "db").is_some_and(|r| r.get("creating").is_none())
     })
     .await;
     assert_eq!(
@@ -289,8 +303,9 @@ async fn waves_apply_in_order_and_a_confirmed_prune_waits_for_approval() {
         next_event(&mut events).await,
         (EventType::ApprovalRequired, "settings".to_owned())
     );
-    assert!(cluster().event_messages(&ns, "DeletionApprovalRequired").contains(
-        "Normal waiting for approval to prune ConfigMap/settings: annotate cd.hanzo.ai/deletion-approved=true, or run kubectl navique approve --all --stack web"
+    assert!(cluster().event_messages(&ns, "DeletionApprovalRequired").contains(&format!(
+        "Normal waiting for approval to prune ConfigMap/settings: run kubectl navique approve --all --stack web -n {ns}"
+    )
     ));
     // The Event names this Stack by uid and resourceVersion, so that
     // `kubectl describe` (which selects by uid) shows it.
@@ -350,7 +365,7 @@ async fn waves_apply_in_order_and_a_confirmed_prune_waits_for_approval() {
 
     assert_eq!(
         kubectl_navique_ok(cluster(), &["approve", "configmap/settings", "-n", &ns]).trim(),
-        "approved configmap/settings (Prune in Stack web)"
+        "approved configmap/settings as dev-admin (Prune in Stack web)"
     );
     until_stack(&ns, "web", "the sync to complete", |s| {
         state(s).0 == "Succeeded" && row(s, "settings").is_none()
@@ -417,7 +432,7 @@ async fn an_approval_is_used_once() {
     // deletes fail meanwhile).
     cluster().post_raw(
         "/debug/faults",
-        &json!({"faults": [{"verb": "delete", "resource": "configmaps", "namespace": ns, "user": CONTROLLER_USER, "code": 500, "message": "injected"}]}).to_string(),
+        &json!({"faults": [{"verb": "delete", "resource": "configmaps", "namespace": ns, "user": stack_account(&ns), "code": 500, "message": "injected"}]}).to_string(),
     );
     approve(&ns, "configmap", "settings");
     apply_stack(&ns, "app", &[settings, other.clone()]);
@@ -534,7 +549,7 @@ async fn a_deleted_stack_pauses_at_a_confirmed_delete_and_goes_in_reverse_wave_o
     );
     assert_eq!(
         approved.trim(),
-        "approved configmap/data (Delete in Stack shop)"
+        "approved configmap/data as dev-admin (Delete in Stack shop)"
     );
     eventually(WAIT, "the Stack to be gone", || async {
         stack(&ns, "shop").is_none().then_some(())
@@ -973,7 +988,7 @@ async fn misspelt_sync_options_keep_the_resource_and_say_what_is_accepted() {
     assert_eq!(
         row_message(&waiting, "settings"),
         format!(
-            "waiting for approval: annotate cd.hanzo.ai/deletion-approved=true to prune it; {conflict}"
+            "waiting for approval: run kubectl navique approve, or annotate cd.hanzo.ai/deletion-approved=true and add your user name to core.navique.com/approved-by, to prune it; {conflict}"
         )
     );
     assert!(
@@ -1159,7 +1174,7 @@ async fn a_resource_put_back_behind_a_held_wave_loses_its_approval_at_once() {
     ready(0);
     cluster().post_raw(
         "/debug/faults",
-        &json!({"faults": [{"verb": "delete", "resource": "configmaps", "namespace": ns, "user": CONTROLLER_USER, "code": 500, "message": "injected"}]}).to_string(),
+        &json!({"faults": [{"verb": "delete", "resource": "configmaps", "namespace": ns, "user": stack_account(&ns), "code": 500, "message": "injected"}]}).to_string(),
     );
     approve(&ns, "configmap", "settings");
     apply_stack(&ns, "app", &[gate.clone(), settings]);
@@ -1588,7 +1603,7 @@ async fn a_nested_stacks_pending_approval_shows_on_its_parent_and_in_the_plugin(
     );
     assert_eq!(
         approved.trim(),
-        "approved configmap/old (Prune in Stack inner)"
+        "approved configmap/old as dev-admin (Prune in Stack inner)"
     );
     until_stack(&ns, "outer", "the parent to show nothing pending", |s| {
         row(s, "inner").is_some_and(|r| r["pendingApprovals"].is_null())
@@ -1763,4 +1778,358 @@ async fn every_controller_counts_and_times_its_reconciles() {
             .then_some(())
     })
     .await;
+}
+
+/// The approvers' Project: users of their own, so that these Projects stay
+/// out of what other tests' users are shown.
+const APPROVERS: [(&str, &str); 2] = [("erin", "admin"), ("frank", "edit")];
+
+/// Stack `ns/name` listing `resources` and requiring `required` distinct
+/// approvers.
+fn apply_stack_requiring(ns: &str, name: &str, resources: &[Value], required: i64) {
+    bind_service_account(cluster(), ns, STACK_ACCOUNT, "edit");
+    let stack = json!({
+        "apiVersion": "core.navique.com/v1alpha1",
+        "kind": "Stack",
+        "metadata": {"name": name, "namespace": ns},
+        "spec": {"resources": resources, "approvals": {"required": required}},
+    });
+    cluster().kubectl_in(&["apply", "-f", "-"], Some(&stack.to_string()));
+}
+
+/// `kubectl annotate` of ConfigMap `ns/name` as the user of `token`: its
+/// stderr when refused, else empty.
+fn annotate_as(token: &str, ns: &str, name: &str, annotations: &[&str]) -> String {
+    let mut args = vec!["annotate", "configmap", name, "-n", ns, "--overwrite"];
+    args.extend_from_slice(annotations);
+    let token = format!("--token={token}");
+    args.push(&token);
+    let output = cluster().kubectl(&args, None);
+    String::from_utf8_lossy(&output.stderr).trim().to_owned()
+}
+
+/// The policy's denial as kubectl prints it.
+fn identity_denial(message: &str) -> String {
+    format!(
+        "Error from server (Forbidden): configmaps \"settings\" is forbidden: ValidatingAdmissionPolicy 'navique-approval-identity' with binding 'navique-approval-identity' denied request: {message}"
+    )
+}
+
+/// `kubectl navique approve configmap/settings` as the user of `kubeconfig`.
+fn approve_with_plugin(kubeconfig: &std::path::Path, ns: &str) -> String {
+    let run = kubectl_navique(
+        cluster(),
+        kubeconfig,
+        &["approve", "configmap/settings", "-n", ns],
+    );
+    assert_eq!(run.code, Some(0), "{}{}", run.stdout, run.stderr);
+    run.stdout
+}
+
+/// The next `APPROVED` event of `events`: its approvers' names.
+async fn approved_by(events: &mut tonic::Streaming<ApprovalEvent>) -> Vec<String> {
+    loop {
+        let event = tokio::time::timeout(WAIT, events.next())
+            .await
+            .expect("an approval event in time")
+            .expect("the stream goes on")
+            .expect("an event, not an error");
+        if event.r#type() == EventType::Approved {
+            let approval = event.approval.expect("the approval");
+            assert!(approval.approved_by.iter().all(|a| a.time.is_some()));
+            return approval.approved_by.into_iter().map(|a| a.user).collect();
+        }
+    }
+}
+
+/// Identity by name: who approved is the user the API server authenticated.
+/// erin (Project admin) cannot approve in frank's name, nor approve without
+/// being named; `kubectl navique approve` records her as she is, and the
+/// prune's Events and gRPC `APPROVED` event name her.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_approver_is_the_user_the_api_server_authenticated_never_a_name_they_typed() {
+    let env = env();
+    env.ready().await;
+    let k = cluster();
+    for user in ["erin", "frank"] {
+        k.add_user(user, &[]);
+    }
+    let ns = k.project("who", &APPROVERS);
+    let kept = [config_map("kept", 0, None)];
+    let mut events = subscribe(&ns).await;
+    pending_prune(&ns, "settings", &kept).await;
+
+    // erin writes frank's name: refused, and told what she may write.
+    let forged = annotate_as(
+        "erin-token",
+        &ns,
+        "settings",
+        &[
+            "cd.hanzo.ai/deletion-approved=true",
+            &format!("{APPROVED_BY}=frank"),
+        ],
+    );
+    assert_eq!(
+        forged,
+        identity_denial(
+            "core.navique.com/approved-by may only gain the name of the user who sends the request, erin: set it to \"erin\", not \"frank\""
+        )
+    );
+    // An approval that names nobody: refused too.
+    let unnamed = annotate_as(
+        "erin-token",
+        &ns,
+        "settings",
+        &["cd.hanzo.ai/deletion-approved=true"],
+    );
+    assert_eq!(
+        unnamed,
+        identity_denial(
+            "cd.hanzo.ai/deletion-approved=true needs its approver named: add core.navique.com/approved-by=erin in the same request, or run kubectl navique approve"
+        )
+    );
+    assert_eq!(annotation(&ns, "configmap", "settings", APPROVED_BY), "");
+    assert!(exists(&ns, "configmap", "settings"));
+
+    let dir = tempfile::tempdir().unwrap();
+    let erin = k.kubeconfig_for("erin-token", dir.path());
+    assert_eq!(
+        approve_with_plugin(&erin, &ns),
+        "approved configmap/settings as erin (Prune in Stack app)\n"
+    );
+    until_stack(&ns, "app", "the approved prune", |s| {
+        row(s, "settings").is_none()
+    })
+    .await;
+    assert!(!exists(&ns, "configmap", "settings"));
+    assert_eq!(approved_by(&mut events).await, ["erin"]);
+    let counted = k.event_messages(&ns, "DeletionApproved");
+    assert!(
+        counted.contains("Normal erin approved the prune of ConfigMap/settings at ")
+            && counted.contains("(1 of 1 distinct approvers)"),
+        "{counted}"
+    );
+    let removed = k.event_messages(&ns, "ApprovedRemoval");
+    assert!(
+        removed.contains("Normal pruned ConfigMap/settings, approved by erin at "),
+        "{removed}"
+    );
+}
+
+/// Four eyes: with `spec.approvals.required: 2` a prune waits for two
+/// distinct people. erin's approval counts once however often she gives
+/// it; frank cannot take it away or change it; his own makes two, and the
+/// prune runs. Status, Events and gRPC name both.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn four_eyes_waits_for_a_second_distinct_approver() {
+    let env = env();
+    env.ready().await;
+    let k = cluster();
+    for user in ["erin", "frank"] {
+        k.add_user(user, &[]);
+    }
+    let ns = k.project("eyes", &APPROVERS);
+    let kept = config_map("kept", 0, None);
+    let settings = config_map("settings", 0, Some("Prune=confirm"));
+    apply_stack_requiring(&ns, "app", &[kept.clone(), settings], 2);
+    until_stack(&ns, "app", "the sync", |s| state(s).1 == "Synced").await;
+    let mut events = subscribe(&ns).await;
+    apply_stack_requiring(&ns, "app", std::slice::from_ref(&kept), 2);
+    let waiting = until_stack(&ns, "app", "the prune to wait", |s| {
+        row(s, "settings").is_some_and(|r| r["requiresDeletionApproval"] == true)
+    })
+    .await;
+    assert_eq!(row(&waiting, "settings").unwrap()["approvalsRequired"], 2);
+    assert_eq!(
+        row_message(&waiting, "settings"),
+        "waiting for approval: 0 of 2 distinct approvers; 2 more must run kubectl navique approve to prune it"
+    );
+    assert!(k.event_messages(&ns, "DeletionApprovalRequired").contains(&format!(
+        "run kubectl navique approve --all --stack app -n {ns} (2 distinct approvers needed)"
+    )));
+
+    let dir = tempfile::tempdir().unwrap();
+    let erin = k.kubeconfig_for("erin-token", dir.path());
+    let frank = k.kubeconfig_for("frank-token", dir.path());
+    assert_eq!(
+        approve_with_plugin(&erin, &ns),
+        "approved configmap/settings as erin (Prune in Stack app; 1 of 2 approvers: erin)\n"
+    );
+    let one = until_stack(&ns, "app", "erin counted", |s| {
+        row(s, "settings").is_some_and(|r| r["approvedBy"].as_array().is_some_and(|a| a.len() == 1))
+    })
+    .await;
+    let row_one = row(&one, "settings").unwrap();
+    assert_eq!(row_one["approvedBy"][0]["user"], "erin");
+    assert!(row_one["approvedBy"][0]["time"].is_string());
+    assert_eq!(
+        row_one["message"],
+        "waiting for approval: 1 of 2 distinct approvers (erin); 1 more must run kubectl navique approve to prune it"
+    );
+    // Twice is still once.
+    approve_with_plugin(&erin, &ns);
+    assert_eq!(
+        annotation(&ns, "configmap", "settings", APPROVED_BY),
+        "erin"
+    );
+    let again = annotate_as(
+        "erin-token",
+        &ns,
+        "settings",
+        &[&format!("{APPROVED_BY}=erin,erin")],
+    );
+    assert_eq!(
+        again,
+        identity_denial(
+            "erin already approved (core.navique.com/approved-by: erin); each approver counts once"
+        )
+    );
+
+    // frank takes erin's approval away, or replaces it with his: refused.
+    let removal = identity_denial(
+        "core.navique.com/approved-by lists who approved (erin); a request may only add its own user name to it, never remove or change one: frank may set it to \"erin,frank\"",
+    );
+    assert_eq!(
+        annotate_as(
+            "frank-token",
+            &ns,
+            "settings",
+            &[&format!("{APPROVED_BY}-")]
+        ),
+        removal
+    );
+    assert_eq!(
+        annotate_as(
+            "frank-token",
+            &ns,
+            "settings",
+            &[&format!("{APPROVED_BY}=frank")]
+        ),
+        removal
+    );
+    // Nor does he add a third person.
+    assert_eq!(
+        annotate_as(
+            "frank-token",
+            &ns,
+            "settings",
+            &[&format!("{APPROVED_BY}=erin,grace")]
+        ),
+        identity_denial(
+            "core.navique.com/approved-by may only gain the name of the user who sends the request, frank: set it to \"erin,frank\", not \"erin,grace\""
+        )
+    );
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert!(
+        exists(&ns, "configmap", "settings"),
+        "one approver is not enough"
+    );
+
+    assert_eq!(
+        approve_with_plugin(&frank, &ns),
+        "approved configmap/settings as frank (Prune in Stack app; 2 of 2 approvers: erin, frank)\n"
+    );
+    until_stack(&ns, "app", "the approved prune", |s| {
+        row(s, "settings").is_none()
+    })
+    .await;
+    assert!(!exists(&ns, "configmap", "settings"));
+    assert_eq!(approved_by(&mut events).await, ["erin", "frank"]);
+    let counted = k.event_messages(&ns, "DeletionApproved");
+    assert!(counted.contains("(1 of 2 distinct approvers)"), "{counted}");
+    assert!(
+        counted.contains("Normal frank approved the prune of ConfigMap/settings at ")
+            && counted.contains("(2 of 2 distinct approvers)"),
+        "{counted}"
+    );
+    let removed = k.event_messages(&ns, "ApprovedRemoval");
+    assert!(
+        removed.contains("Normal pruned ConfigMap/settings, approved by erin at ")
+            && removed.contains(", frank at "),
+        "{removed}"
+    );
+
+    // The notifications, each trigger once (the generic JSON template).
+    let notifications = &env.notifications;
+    let required = notifications.about(&ns);
+    assert_eq!(required.len(), 1, "{required:?}");
+    assert_eq!(required[0]["approvalsRequired"], 2);
+    assert!(
+        required[0]["text"]
+            .as_str()
+            .unwrap()
+            .ends_with(&format!("Each needs 2 distinct approvers.\nApprove with: kubectl navique approve --all --stack app -n {ns}\nOr review and approve them one by one in: kubectl navique ui")),
+        "{}",
+        required[0]
+    );
+    let approved = eventually(WAIT, "two approved notifications", || async {
+        let approved = notifications.of(&ns, "approved");
+        (approved.len() == 2).then_some(approved)
+    })
+    .await;
+    let users = |n: &Value| -> Vec<String> {
+        n["approvedBy"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|a| a["user"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    let mut counts: Vec<Vec<String>> = approved.iter().map(users).collect();
+    counts.sort();
+    assert_eq!(
+        counts,
+        [
+            vec!["erin".to_owned()],
+            vec!["erin".to_owned(), "frank".to_owned()]
+        ]
+    );
+    let removed = eventually(WAIT, "the removed notification", || async {
+        let removed = notifications.of(&ns, "removed");
+        (!removed.is_empty()).then_some(removed)
+    })
+    .await;
+    assert_eq!(removed.len(), 1);
+    assert_eq!(users(&removed[0]), ["erin", "frank"]);
+    assert_eq!(removed[0]["resources"][0]["name"], "settings");
+    // Counted once sent (the count follows the endpoint's answer).
+    eventually(WAIT, "each trigger counted as sent", || async {
+        let scrape = navique_e2e::http_get(env.controller_admin, "/metrics")
+            .await
+            .ok()?
+            .body;
+        ["approval-required", "approved", "removed"]
+            .iter()
+            .all(|trigger| {
+                scrape.contains(&format!(
+                    "navique_service_lifecycle_controller_approval_notifications_total{{trigger=\"{trigger}\",outcome=\"sent\"}}"
+                ))
+            })
+            .then_some(())
+    })
+    .await;
+}
+
+/// Fail closed: a number of approvers the controller would not understand
+/// is refused by the schema, naming the field.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_required_count_below_one_is_refused_naming_the_field() {
+    let env = env();
+    env.ready().await;
+    let ns = cluster().namespace("quorum");
+    for required in [0, -1] {
+        let stack = json!({
+            "apiVersion": "core.navique.com/v1alpha1",
+            "kind": "Stack",
+            "metadata": {"name": "app", "namespace": ns},
+            "spec": {"resources": [], "approvals": {"required": required}},
+        });
+        let error = cluster().kubectl_err(&["apply", "-f", "-"], Some(&stack.to_string()));
+        assert!(
+            error.contains(&format!(
+                "spec.approvals.required: Invalid value: {required}: spec.approvals.required in body should be greater than or equal to 1"
+            )),
+            "{error}"
+        );
+    }
 }

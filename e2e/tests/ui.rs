@@ -180,7 +180,7 @@ async fn a_pending_prune_appears_without_reload_and_approve_prunes_it() {
     assert!(cells[4].ends_with("(just now)"), "waiting since: {cells:?}");
     assert_eq!(
         cells[5],
-        "waiting for approval: annotate cd.hanzo.ai/deletion-approved=true to prune it"
+        "waiting for approval: run kubectl navique approve, or annotate cd.hanzo.ai/deletion-approved=true and add your user name to core.navique.com/approved-by, to prune it\napprovals required: 1"
     );
     assert_eq!(
         browser.text("section.stack h3").await.unwrap(),

@@ -27,6 +27,13 @@ pub mod annotations {
     pub const SYNC_OPTIONS: &str = "cd.hanzo.ai/sync-options";
     /// `"true"` approves a pending prune or delete of this object (seed).
     pub const DELETION_APPROVED: &str = "cd.hanzo.ai/deletion-approved";
+    /// Who approved a pending prune or delete: user names, comma-separated,
+    /// in the order they approved. The approval-identity
+    /// ValidatingAdmissionPolicy lets a request only append its own
+    /// `request.userInfo.username` (or, for the namespace's ServiceAccounts,
+    /// that is, a Stack taking a stale approval away, clear it), so a name in
+    /// it is the identity the API server authenticated.
+    pub const APPROVED_BY: &str = "core.navique.com/approved-by";
     /// A Stack resource's sync wave: lower waves are applied first and deleted last.
     pub const SYNC_WAVE: &str = "cd.hanzo.ai/sync-wave";
     /// Must equal the ManagedService's name for `deletionPolicy: Delete` (seed).
@@ -176,6 +183,11 @@ pub mod events {
     pub const FINAL_BACKUP_FAILED: &str = "FinalBackupFailed";
     /// Normal: a prune or delete waits for `cd.hanzo.ai/deletion-approved`.
     pub const DELETION_APPROVAL_REQUIRED: &str = "DeletionApprovalRequired";
+    /// A person's approval of a waiting prune or delete was counted
+    /// (Normal): who, when, and how many of how many.
+    pub const DELETION_APPROVED: &str = "DeletionApproved";
+    /// An approved prune or delete ran (Normal): by whose approval, when.
+    pub const APPROVED_REMOVAL: &str = "ApprovedRemoval";
     /// Warning: admission denied the delete of a Stack resource (a Lock).
     pub const DELETION_DENIED: &str = "DeletionDenied";
     /// Warning: a Stack resource's `cd.hanzo.ai/sync-options` are not

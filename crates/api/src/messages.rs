@@ -502,9 +502,13 @@ pub fn held(why: &str) -> String {
     format!("held, neither pruned nor deleted: {why}")
 }
 
+/// A Stack manifest that sets `core.navique.com/approved-by` (refused):
+/// approvers are named by the API server at admission, never by a manifest.
+pub const MANIFEST_NAMES_APPROVERS: &str = "metadata.annotations[\"core.navique.com/approved-by\"] is written by approvers (kubectl navique approve), never by a manifest: take it out";
+
 /// The row (and operation) message while an approval set before a removal
 /// waited is being taken away; the wait is announced once it is gone.
-pub const STALE_APPROVAL_WITHDRAWN: &str = "taking away a cd.hanzo.ai/deletion-approved set before the removal waited; approve once it waits";
+pub const STALE_APPROVAL_WITHDRAWN: &str = "taking away a cd.hanzo.ai/deletion-approved or core.navique.com/approved-by set before the removal waited; approve once it waits";
 
 /// The operation message and `InvalidSyncOptions` Event of a held Stack
 /// resource (`Kind/name`).

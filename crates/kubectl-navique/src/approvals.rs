@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 
 use kube::{Resource, ResourceExt};
-use navique_api::core::Stack;
+use navique_api::core::{Approver, Stack};
 use serde::Serialize;
 
 use crate::Error;
@@ -86,6 +86,12 @@ pub struct PendingApproval {
     /// When the operator started waiting (RFC 3339), when known.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub since: Option<String>,
+    /// Who approved so far, as the Stack's status records them.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub approved_by: Vec<Approver>,
+    /// Distinct approvers the removal needs, when the Stack reports it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub approvals_required: Option<u32>,
 }
 
 impl PendingApproval {
@@ -126,6 +132,7 @@ pub struct ApprovalList {
 
 /// What `approve` did with one resource.
 #[derive(Serialize, Clone, Debug, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
 pub struct ApproveOutcome {
     /// `configmap/old-config` (kubectl's name for it) once resolved; else
     /// the argument as given.
@@ -138,6 +145,17 @@ pub struct ApproveOutcome {
     pub stack: Option<StackRef>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub operation: Option<Operation>,
+    /// Whom the approval was recorded for: the user name the API server
+    /// authenticated.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub approver: Option<String>,
+    /// `core.navique.com/approved-by` after the approval: every approver so
+    /// far, in order.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub approved_by: Vec<String>,
+    /// Distinct approvers the removal needs, when the Stack reports it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub approvals_required: Option<u32>,
     /// The line printed on stderr: `Error from server (Forbidden): ...` or
     /// `error: cm/x is not waiting for a deletion approval`.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -145,14 +163,29 @@ pub struct ApproveOutcome {
 }
 
 impl ApproveOutcome {
-    /// `target` was approved.
-    pub fn approved(target: String, namespace: Option<&str>, pending: &PendingApproval) -> Self {
+    /// `target` was approved by `user`; `approved_by`: the
+    /// `core.navique.com/approved-by` value now.
+    pub fn approved(
+        target: String,
+        namespace: Option<&str>,
+        pending: &PendingApproval,
+        user: &str,
+        approved_by: Option<&str>,
+    ) -> Self {
         Self {
             target,
             namespace: namespace.map(str::to_owned),
             approved: true,
             stack: Some(pending.stack.clone()),
             operation: Some(pending.operation),
+            approver: Some(user.to_owned()),
+            approved_by: approved_by
+                .unwrap_or_default()
+                .split(',')
+                .filter(|n| !n.is_empty())
+                .map(str::to_owned)
+                .collect(),
+            approvals_required: pending.approvals_required,
             error: None,
         }
     }
@@ -170,6 +203,9 @@ impl ApproveOutcome {
             approved: false,
             stack: pending.map(|p| p.stack.clone()),
             operation: pending.map(|p| p.operation),
+            approver: None,
+            approved_by: Vec::new(),
+            approvals_required: None,
             error: Some(error),
         }
     }
@@ -256,6 +292,8 @@ pub fn pending_approvals(stacks: &[Stack]) -> Vec<PendingApproval> {
                 wave: resource.sync_wave,
                 message: resource.message.clone(),
                 since: None,
+                approved_by: resource.approved_by.clone(),
+                approvals_required: resource.approvals_required,
             });
         }
     }

@@ -60,24 +60,44 @@ fn pending(approval: &pb::PendingApproval) -> PendingApproval {
         wave: None,
         message: None,
         since: approval.since.map(rfc3339),
+        approved_by: approval
+            .approved_by
+            .iter()
+            .map(|a| navique_api::core::Approver {
+                user: a.user.clone(),
+                time: k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                    a.time
+                        .and_then(|t| k8s_openapi::jiff::Timestamp::new(t.seconds, t.nanos).ok())
+                        .unwrap_or_default(),
+                ),
+            })
+            .collect(),
+        approvals_required: Some(approval.approvals_required).filter(|n| *n > 0),
     }
 }
 
 /// The line `approvals --watch` prints for `event`: time, type, Stack,
 /// operation and resource.
 ///
-/// `2026-05-01T12:00:00Z  APPROVAL_REQUIRED  forge/app  Prune ConfigMap/old-config`
+/// `2026-05-01T12:00:00Z  APPROVAL_REQUIRED  forge/app  Prune ConfigMap/old-config`;
+/// an `APPROVED` one ends with ` by alice, bob`.
 pub fn line(event: &WatchEvent) -> String {
     let time = event.time.as_deref().unwrap_or("-");
     match &event.approval {
         Some(a) => format!(
-            "{time}  {:<17}  {}/{}  {} {}/{}",
+            "{time}  {:<17}  {}/{}  {} {}/{}{}",
             event.event_type,
             a.stack.namespace,
             a.stack.name,
             a.operation,
             a.resource.kind,
-            a.resource.name
+            a.resource.name,
+            if event.event_type == "APPROVED" && !a.approved_by.is_empty() {
+                let names: Vec<&str> = a.approved_by.iter().map(|a| a.user.as_str()).collect();
+                format!(" by {}", names.join(", "))
+            } else {
+                String::new()
+            }
         ),
         None => format!("{time}  {}", event.event_type),
     }
@@ -108,6 +128,14 @@ mod tests {
                     seconds: 1_777_636_800,
                     nanos: 0,
                 }),
+                approved_by: vec![pb::Approver {
+                    user: "alice".into(),
+                    time: Some(prost_types::Timestamp {
+                        seconds: 1_777_636_803,
+                        nanos: 0,
+                    }),
+                }],
+                approvals_required: 1,
             }),
             time: Some(prost_types::Timestamp {
                 seconds: 1_777_636_805,
@@ -130,7 +158,7 @@ mod tests {
             lines,
             [
                 "2026-05-01T12:00:05Z  APPROVAL_REQUIRED  forge/app  Prune ConfigMap/old-config",
-                "2026-05-01T12:00:05Z  APPROVED           forge/app  Prune ConfigMap/old-config",
+                "2026-05-01T12:00:05Z  APPROVED           forge/app  Prune ConfigMap/old-config by alice",
                 "2026-05-01T12:00:05Z  DELETED            forge/app  Delete ConfigMap/old-config",
             ]
         );
@@ -158,7 +186,9 @@ mod tests {
                     "stack": {"namespace": "forge", "name": "app"},
                     "operation": "Delete",
                     "resource": {"group": "", "version": "v1", "kind": "ConfigMap", "namespace": "forge", "name": "old-config"},
-                    "since": "2026-05-01T12:00:00Z"
+                    "since": "2026-05-01T12:00:00Z",
+                    "approvedBy": [{"user": "alice", "time": "2026-05-01T12:00:03Z"}],
+                    "approvalsRequired": 1
                 }
             })
         );

@@ -17,11 +17,13 @@
 //!   `approvals --watch` talks to the service-lifecycle-controller's
 //!   `ApprovalEvents` gRPC service, with the kubeconfig user's own bearer
 //!   token ([`credentials`]), so it streams only what that user may list.
-//! - **Approving is a merge patch** of `metadata.annotations
-//!   ["cd.hanzo.ai/deletion-approved"] = "true"`, sent with the user's own
-//!   kubeconfig credentials (field manager `kubectl-navique`): whoever may
-//!   patch the resource may approve it, and the API server's refusal is
-//!   printed as kubectl prints it.
+//! - **Approving is a merge patch** ([`approve`]) of `metadata.annotations
+//!   ["cd.hanzo.ai/deletion-approved"] = "true"` with the user's own name
+//!   (a SelfSubjectReview) appended to `core.navique.com/approved-by`, sent
+//!   with the user's own kubeconfig credentials (field manager
+//!   `kubectl-navique`): whoever may patch the resource may approve it,
+//!   admission checks the name, and the API server's refusal is printed as
+//!   kubectl prints it.
 //! - **Only pending resources are approved.** `approve` first looks the
 //!   resource up in the pending approvals of the namespace's Stacks and
 //!   refuses, patching nothing, when it is not there: an approval left on a
@@ -42,6 +44,7 @@
 #![forbid(unsafe_code)]
 
 pub mod approvals;
+pub mod approve;
 pub mod cli;
 pub mod credentials;
 pub mod events;

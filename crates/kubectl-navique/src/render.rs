@@ -96,8 +96,22 @@ pub fn outcome(outcome: &ApproveOutcome) -> String {
     match (&outcome.error, &outcome.stack, outcome.operation) {
         (Some(error), _, _) => format!("{error}\n"),
         (None, Some(stack), Some(operation)) => format!(
-            "approved {} ({operation} in Stack {})\n",
-            outcome.target, stack.name
+            "approved {}{} ({operation} in Stack {}{})\n",
+            outcome.target,
+            outcome
+                .approver
+                .as_ref()
+                .map(|user| format!(" as {user}"))
+                .unwrap_or_default(),
+            stack.name,
+            match outcome.approvals_required {
+                Some(n) if n > 1 => format!(
+                    "; {} of {n} approvers: {}",
+                    outcome.approved_by.len(),
+                    outcome.approved_by.join(", ")
+                ),
+                _ => String::new(),
+            }
         ),
         (None, _, _) => format!("approved {}\n", outcome.target),
     }
@@ -269,11 +283,29 @@ mod tests {
     #[test]
     fn approve_outcomes() {
         let pending = pending_approvals(&stacks());
-        let ok =
-            ApproveOutcome::approved("configmap/old-config".into(), Some("forge"), &pending[0]);
+        let ok = ApproveOutcome::approved(
+            "configmap/old-config".into(),
+            Some("forge"),
+            &pending[0],
+            "alice",
+            Some("alice"),
+        );
         assert_eq!(
             outcome(&ok),
-            "approved configmap/old-config (Prune in Stack app)\n"
+            "approved configmap/old-config as alice (Prune in Stack app)\n"
+        );
+        let mut second = pending[0].clone();
+        second.approvals_required = Some(2);
+        let four_eyes = ApproveOutcome::approved(
+            "configmap/old-config".into(),
+            Some("forge"),
+            &second,
+            "bob",
+            Some("alice,bob"),
+        );
+        assert_eq!(
+            outcome(&four_eyes),
+            "approved configmap/old-config as bob (Prune in Stack app; 2 of 2 approvers: alice, bob)\n"
         );
         let refused = ApproveOutcome::failed(
             "cm/kept".into(),
@@ -292,7 +324,8 @@ mod tests {
             .unwrap(),
             serde_json::json!({"results": [
                 {"target": "configmap/old-config", "namespace": "forge", "approved": true,
-                 "stack": {"namespace": "forge", "name": "app"}, "operation": "Prune"},
+                 "stack": {"namespace": "forge", "name": "app"}, "operation": "Prune",
+                 "approver": "alice", "approvedBy": ["alice"]},
                 {"target": "cm/kept", "approved": false,
                  "error": "error: cm/kept is not waiting for a deletion approval"}
             ]})

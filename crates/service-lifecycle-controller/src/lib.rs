@@ -15,7 +15,8 @@ use tonic::transport::Server;
 use crate::managed_service::{final_backup, reconcile};
 use crate::postgres::catalogue;
 use crate::stack::access::Access;
-use crate::stack::approvals::{Approvals, Notifier};
+use crate::stack::approvals::Approvals;
+use crate::stack::notifications::{Notifier, Template};
 
 pub mod binding;
 pub mod credential_policy;
@@ -93,11 +94,21 @@ pub struct ApprovalArgs {
         default_value = "0.0.0.0:9091"
     )]
     pub approvals_listen_addr: SocketAddr,
-    /// Where to POST a JSON notification (Slack-compatible `text`, plus
-    /// the Stack and resources) when Stack resources start to wait for
-    /// deletion approval.
+    /// Where to POST the approval notifications (approval required,
+    /// approved, removed); none when unset.
     #[arg(long, env = "NAVIQUE_APPROVAL_NOTIFICATION_URL", value_name = "URL")]
     pub approval_notification_url: Option<String>,
+    /// The notifications' template: `json` (generic JSON with a
+    /// Slack-compatible `text`), `slack`, `teams` (a Microsoft Teams
+    /// workflow's Adaptive Card), or the path of a minijinja template of
+    /// one's own (JSON auto-escaped; it must render JSON).
+    #[arg(
+        long,
+        env = "NAVIQUE_APPROVAL_NOTIFICATION_TEMPLATE",
+        default_value = "json",
+        value_name = "NAME|PATH"
+    )]
+    pub approval_notification_template: String,
 }
 
 pub async fn run(args: Args) -> anyhow::Result<()> {
@@ -111,9 +122,12 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         .approvals
         .approval_notification_url
         .as_deref()
-        .map(Notifier::new)
-        .transpose()
-        .context("--approval-notification-url")?;
+        .map(|url| {
+            let template = Template::from_arg(&args.approvals.approval_notification_template)
+                .context("--approval-notification-template")?;
+            Notifier::new(url, template).context("--approval-notification-url")
+        })
+        .transpose()?;
     let listener = TcpListener::bind(args.approvals.approvals_listen_addr)
         .await
         .with_context(|| {
@@ -136,7 +150,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         let metrics = reconcile::Metrics::register(component);
         let binding_metrics = binding::Metrics::register(component);
         let policy_metrics = credential_policy::Metrics::register(component);
-        let stack_metrics = stack::register_metrics(component, &approvals);
+        let stack_metrics = stack::register_metrics(component, &approvals, notifier.as_ref());
         let state_gauges = gauges::StateGauges::register(component);
         let plan_metrics = plan_status::register_metrics(component);
         // Each call is authenticated and authorised as its caller's own

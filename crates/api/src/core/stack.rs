@@ -57,6 +57,28 @@ pub struct StackSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1, max = 253), regex(pattern = crate::names::OBJECT_NAME_PATTERN))]
     pub service_account_name: Option<String>,
+    /// How the Stack's confirm-marked prunes and deletes are approved.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approvals: Option<ApprovalsSpec>,
+}
+
+/// How many people approve a confirm-marked removal.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ApprovalsSpec {
+    /// Distinct approvers (names in `core.navique.com/approved-by`, each
+    /// counted once) a prune or delete needs before it runs: 1 (the
+    /// default) to 10. With 2 or more ("four eyes"), an approval declared in
+    /// the Stack's own manifest counts for nobody.
+    #[schemars(range(min = 1, max = 10))]
+    pub required: u32,
+}
+
+impl StackSpec {
+    /// Distinct approvers a confirm-marked removal needs (1 unless set).
+    pub fn required_approvals(&self) -> u32 {
+        self.approvals.as_ref().map_or(1, |a| a.required)
+    }
 }
 
 /// The Stack's inventory and the state of its current operation.
@@ -149,6 +171,26 @@ pub struct ResourceStatus {
     /// in it and in the Stacks it lists.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pending_approvals: Option<u32>,
+    /// Who approved the waiting prune or delete so far, in order: the user
+    /// names the API server authenticated (`core.navique.com/approved-by`),
+    /// each with when the controller first counted it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub approved_by: Vec<Approver>,
+    /// While the prune or delete waits: how many distinct approvers it
+    /// needs (`spec.approvals.required`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approvals_required: Option<u32>,
+}
+
+/// One person's approval of a waiting removal.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct Approver {
+    /// The approver's Kubernetes user name, as the API server authenticated
+    /// it.
+    pub user: String,
+    /// When the controller first saw the approval.
+    pub time: Time,
 }
 
 /// Whether a live object matches its manifest.

@@ -3,7 +3,7 @@
 use std::process::ExitCode;
 
 use anyhow::Result;
-use kube::api::{DynamicObject, ListParams, Patch, PatchParams};
+use kube::api::ListParams;
 use kube::{Api, Client};
 use kubectl_navique::approvals::{
     ApproveOutcome, ApproveReport, PendingApproval, of_stack, pending_approvals, resolve_target,
@@ -11,13 +11,9 @@ use kubectl_navique::approvals::{
 use kubectl_navique::cli::{ApproveArgs, Output};
 use kubectl_navique::render;
 use kubectl_navique::resources::{ResourceIndex, ResourceType, Target};
-use navique_api::constants::annotations::DELETION_APPROVED;
 use navique_api::core::Stack;
 
 use super::{Session, stdout};
-
-/// The field manager the approval is written under.
-const FIELD_MANAGER: &str = "kubectl-navique";
 
 /// A pending resource about to be approved, or why it will not be.
 enum Plan {
@@ -53,10 +49,14 @@ pub async fn run(session: &Session, args: &ApproveArgs) -> Result<ExitCode> {
         }
     };
 
+    // Who the API server says the user is: the name the approval records.
+    let user = kubectl_navique::approve::whoami(&session.client).await?;
     let mut results = Vec::new();
     for plan in plans {
         let outcome = match plan {
-            Plan::Patch(patch) => approve(&session.client, &patch.0, &patch.1).await,
+            Plan::Patch(patch) => {
+                kubectl_navique::approve::approve(&session.client, &user, &patch.0, &patch.1).await
+            }
             Plan::Refused(outcome) => outcome,
         };
         if session.output == Output::Table {
@@ -122,44 +122,19 @@ fn plan_pending(index: &ResourceIndex, pending: PendingApproval) -> Plan {
     Plan::Patch(Box::new((pending, resource_type.clone())))
 }
 
-/// Approves one pending resource as `approve --all` does: the page's
-/// Approve and Approve all.
+/// Approves one pending resource as `user` (the name
+/// [`kubectl_navique::approve::whoami`] gave for `client`), as `approve
+/// --all` does: the page's Approve and Approve all.
 pub(super) async fn approve_pending(
     client: &Client,
+    user: &str,
     index: &ResourceIndex,
     pending: PendingApproval,
 ) -> ApproveOutcome {
     match plan_pending(index, pending) {
-        Plan::Patch(patch) => approve(client, &patch.0, &patch.1).await,
+        Plan::Patch(patch) => {
+            kubectl_navique::approve::approve(client, user, &patch.0, &patch.1).await
+        }
         Plan::Refused(outcome) => outcome,
-    }
-}
-
-/// Sets `cd.hanzo.ai/deletion-approved: "true"` with the user's credentials.
-async fn approve(
-    client: &Client,
-    pending: &PendingApproval,
-    resource_type: &ResourceType,
-) -> ApproveOutcome {
-    let target = format!("{}/{}", resource_type.display_name(), pending.resource.name);
-    let namespace = pending.resource_namespace(resource_type);
-    let api: Api<DynamicObject> = match namespace {
-        Some(ns) => Api::namespaced_with(client.clone(), ns, &resource_type.api_resource()),
-        None => Api::all_with(client.clone(), &resource_type.api_resource()),
-    };
-    let patch = serde_json::json!({"metadata": {"annotations": {DELETION_APPROVED: "true"}}});
-    match api
-        .patch(
-            &pending.resource.name,
-            &PatchParams {
-                field_manager: Some(FIELD_MANAGER.to_owned()),
-                ..PatchParams::default()
-            },
-            &Patch::Merge(&patch),
-        )
-        .await
-    {
-        Ok(_) => ApproveOutcome::approved(target, namespace, pending),
-        Err(e) => ApproveOutcome::failed(target, namespace, Some(pending), render::kube_error(&e)),
     }
 }

@@ -340,10 +340,14 @@ async fn approve_all(
             Ok(e) => e,
             Err(e) => kube::Error::Service(e.into()),
         })?;
+    // Who the API server says the user is: the name each approval records.
+    let user = kubectl_navique::approve::whoami(&page.client).await?;
     let mut results = Vec::new();
     for selected in request::select(&stacks, request) {
         results.push(match selected {
-            Selection::Approve(pending) => approve_pending(&page.client, &index, pending).await,
+            Selection::Approve(pending) => {
+                approve_pending(&page.client, &user, &index, pending).await
+            }
             Selection::Refused(refused) => refused,
         });
     }

@@ -484,8 +484,9 @@ mod tests {
     #[test]
     fn unknown_status_fields_and_approval_settings_are_shown_as_they_are() {
         let mut item = waiting("old", true);
-        item["approvedBy"] = json!(["alice"]);
-        item["approvals"] = json!({"count": 1, "required": 2});
+        // The controller's fields (docs/stacks.md, "Who approved, and when").
+        item["approvedBy"] = json!([{"user": "alice", "time": "2026-12-01T15:00:00Z"}]);
+        item["approvalsRequired"] = json!(2);
         let mut app = stack("forge", "app", json!([item]), None);
         app["spec"]["approvals"] = json!({"required": 2});
         let snap = snapshot(
@@ -499,12 +500,12 @@ mod tests {
             view.rows[0].extra,
             [
                 Field {
-                    label: "approvals".into(),
-                    value: "count: 1, required: 2".into()
+                    label: "approvals required".into(),
+                    value: "2".into()
                 },
                 Field {
                     label: "approved by".into(),
-                    value: "alice".into()
+                    value: "time: 2026-12-01T15:00:00Z, user: alice".into()
                 }
             ]
         );

@@ -1,25 +1,25 @@
 //! Pending deletion approvals: the leader's record of what waits, the
-//! `ApprovalEvents` gRPC service that lists and streams it, and the
-//! notifications posted when something starts to wait.
+//! `ApprovalEvents` gRPC service that lists and streams it (the
+//! notifications are in [`super::notifications`]).
 
 use std::collections::BTreeMap;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use futures::{Stream, StreamExt};
 use k8s_openapi::jiff::Timestamp;
+use navique_api::core::Approver;
 use navique_api::grpc::approvals::v1::approval_events_server::{
     ApprovalEvents, ApprovalEventsServer,
 };
 use navique_api::grpc::approvals::v1::{
-    ApprovalEvent, EventType, ListPendingApprovalsRequest, ListPendingApprovalsResponse, Operation,
-    PendingApproval, ResourceRef, StackRef, StreamApprovalEventsRequest,
+    self as proto, ApprovalEvent, EventType, ListPendingApprovalsRequest,
+    ListPendingApprovalsResponse, Operation, PendingApproval, ResourceRef, StackRef,
+    StreamApprovalEventsRequest,
 };
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
 use prometheus_client::metrics::gauge::{ConstGauge, Gauge};
-use serde_json::json;
 use tokio::sync::broadcast;
 use tokio_stream::wrappers::BroadcastStream;
 use tonic::{Request, Response, Status};
@@ -57,6 +57,10 @@ pub struct Waiting {
     pub key: ResourceKey,
     pub uid: String,
     pub operation: Operation,
+    /// Who approved it so far, while it waits.
+    pub approved_by: Vec<Approver>,
+    /// Distinct approvers it needs.
+    pub required: u32,
 }
 
 fn timestamp(time: Timestamp) -> prost_types::Timestamp {
@@ -82,6 +86,23 @@ fn approval(stack: &StackKey, waiting: &Waiting, since: Timestamp) -> PendingApp
         }),
         operation: waiting.operation as i32,
         since: Some(timestamp(since)),
+        approved_by: waiting
+            .approved_by
+            .iter()
+            .map(|a| proto::Approver {
+                user: a.user.clone(),
+                time: Some(timestamp(a.time.0)),
+            })
+            .collect(),
+        approvals_required: waiting.required,
+    }
+}
+
+impl Waiting {
+    /// The removal as the gRPC service and the notifications show it, of
+    /// Stack `stack` (in the resource's namespace), waiting since `since`.
+    pub fn pending(&self, stack: &str, since: Timestamp) -> PendingApproval {
+        approval(&(self.key.namespace.clone(), stack.to_owned()), self, since)
     }
 }
 
@@ -120,7 +141,11 @@ impl Approvals {
                     && p.resource.as_ref().is_some_and(|r| r.uid == item.uid)
             });
             let pending = match known {
-                Some(pending) => pending.clone(),
+                // Still waiting: who approved so far may have changed.
+                Some(pending) => PendingApproval {
+                    since: pending.since,
+                    ..approval(&stack, item, now)
+                },
                 None => {
                     let pending = approval(&stack, item, now);
                     if !announced(&item.key) {
@@ -335,104 +360,6 @@ impl Follow {
     }
 }
 
-/// Posts a JSON notification (Slack-compatible: a `text` field, plus the
-/// details) for each Stack whose resources start to wait.
-#[derive(Clone)]
-pub struct Notifier {
-    url: String,
-    http: reqwest::Client,
-}
-
-const NOTIFY_ATTEMPTS: u32 = 4;
-
-impl Notifier {
-    pub fn new(url: &str) -> Result<Self, reqwest::Error> {
-        let http = reqwest::Client::builder()
-            .timeout(Duration::from_secs(10))
-            .build()?;
-        Ok(Self {
-            url: url.to_owned(),
-            http,
-        })
-    }
-
-    /// Sends in the background, retrying with backoff; never blocks the
-    /// reconcile that found the approvals.
-    pub fn notify(&self, namespace: &str, stack: &str, waiting: &[PendingApproval]) {
-        if waiting.is_empty() {
-            return;
-        }
-        let body = notification(namespace, stack, waiting);
-        let (http, url) = (self.http.clone(), self.url.clone());
-        tokio::spawn(async move {
-            let mut delay = Duration::from_millis(500);
-            for attempt in 1..=NOTIFY_ATTEMPTS {
-                let sent = http.post(&url).json(&body).send().await;
-                match sent.and_then(reqwest::Response::error_for_status) {
-                    Ok(_) => return,
-                    Err(e) if attempt == NOTIFY_ATTEMPTS => {
-                        tracing::warn!(%url, error = %navique_runtime::one_line(&e), "cannot post the approval notification");
-                    }
-                    Err(_) => {
-                        tokio::time::sleep(delay).await;
-                        delay *= 2;
-                    }
-                }
-            }
-        });
-    }
-}
-
-fn operation_name(operation: i32) -> &'static str {
-    match Operation::try_from(operation) {
-        Ok(Operation::Prune) => "prune",
-        Ok(Operation::Delete) => "delete",
-        _ => "removal",
-    }
-}
-
-/// The notification's body: `text` for chat tools, then the details.
-pub fn notification(
-    namespace: &str,
-    stack: &str,
-    waiting: &[PendingApproval],
-) -> serde_json::Value {
-    let resources: Vec<serde_json::Value> = waiting
-        .iter()
-        .filter_map(|p| {
-            let r = p.resource.as_ref()?;
-            Some(json!({
-                "apiVersion": if r.group.is_empty() { r.version.clone() } else { format!("{}/{}", r.group, r.version) },
-                "kind": r.kind,
-                "namespace": r.namespace,
-                "name": r.name,
-                "operation": operation_name(p.operation),
-            }))
-        })
-        .collect();
-    let lines: Vec<String> = waiting
-        .iter()
-        .filter_map(|p| {
-            let r = p.resource.as_ref()?;
-            Some(format!(
-                "• {} {}/{}",
-                operation_name(p.operation),
-                r.kind,
-                r.name
-            ))
-        })
-        .collect();
-    json!({
-        "text": format!(
-            "Stack {namespace}/{stack} waits for deletion approval of {} resource(s):\n{}\nApprove with: kubectl navique approve --all --stack {stack} -n {namespace}",
-            waiting.len(),
-            lines.join("\n")
-        ),
-        "stack": {"namespace": namespace, "name": stack},
-        "resources": resources,
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use tonic::Code;
@@ -450,6 +377,8 @@ mod tests {
             },
             uid: format!("uid-{name}"),
             operation,
+            approved_by: Vec::new(),
+            required: 1,
         }
     }
 
@@ -639,27 +568,5 @@ mod tests {
             .map(|_| ())
             .unwrap_err();
         assert_eq!(unauthenticated.code(), Code::Unauthenticated);
-    }
-
-    #[test]
-    fn the_notification_lists_the_resources_that_wait() {
-        let approvals = Approvals::default();
-        let new = approvals.update(
-            "team",
-            "web",
-            &[
-                waiting("a", Operation::Delete),
-                waiting("b", Operation::Delete),
-            ],
-            |_| false,
-        );
-        let body = notification("team", "web", &new);
-        assert_eq!(
-            body["text"],
-            "Stack team/web waits for deletion approval of 2 resource(s):\n• delete ConfigMap/a\n• delete ConfigMap/b\nApprove with: kubectl navique approve --all --stack web -n team"
-        );
-        assert_eq!(body["resources"][1]["name"], "b");
-        assert_eq!(body["resources"][1]["apiVersion"], "v1");
-        assert_eq!(body["resources"][1]["operation"], "delete");
     }
 }

@@ -113,6 +113,11 @@ pub struct Acting {
     /// The Stack reconciled (with its uid and resourceVersion), as its
     /// Events name it.
     pub(super) stack: ObjectReference,
+    /// The user name the Stack acts as: its approvals are nobody's.
+    pub(super) user: String,
+    /// Distinct approvers each confirm-marked removal needs, from the
+    /// Stack as read for this reconcile.
+    pub(super) required_approvals: u32,
 }
 
 impl Acting {
@@ -120,8 +125,11 @@ impl Acting {
     pub fn new(context: Arc<Context>, stack: &Stack) -> Result<Self, Error> {
         let namespace = stack.namespace().ok_or(Error::Unidentified)?;
         let identities = &context.identities;
-        let live = identities.live(&namespace, identities.account(stack))?;
+        let account = identities.account(stack);
+        let live = identities.live(&namespace, account)?;
         Ok(Self {
+            user: username(&namespace, account),
+            required_approvals: stack.spec.required_approvals(),
             context,
             live,
             stack: navique_runtime::events::regarding(stack),
@@ -212,6 +220,7 @@ mod tests {
             navique_api::core::StackSpec {
                 resources: Vec::new(),
                 service_account_name: account.map(str::to_owned),
+                approvals: None,
             },
         );
         stack.metadata.namespace = Some("team-a".to_owned());

@@ -193,7 +193,7 @@ impl Live {
         }
     }
 
-    /// Takes away `cd.hanzo.ai/deletion-approved` from the object, unless it
+    /// Takes away `cd.hanzo.ai/deletion-approved` and `core.navique.com/approved-by` from the object, unless it
     /// changed since it was read; whether it did.
     pub async fn clear_approval(
         &self,
@@ -203,7 +203,7 @@ impl Live {
         self.merge(
             key,
             object,
-            json!({"annotations": {annotations::DELETION_APPROVED: null}}),
+            json!({"annotations": {annotations::DELETION_APPROVED: null, annotations::APPROVED_BY: null}}),
         )
         .await
     }

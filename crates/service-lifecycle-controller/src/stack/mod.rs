@@ -2,9 +2,11 @@
 //! order, prunes what left the list, and tears everything down in reverse
 //! wave order when the Stack is deleted, behind its finalizer. Removals
 //! marked `Prune=confirm` or `Delete=confirm` wait for
-//! `cd.hanzo.ai/deletion-approved: "true"`, and an approval counts only
-//! when given while the removal waits (or declared by the Stack's
-//! manifest); one set earlier is taken away when the wait starts. Sync
+//! `cd.hanzo.ai/deletion-approved: "true"` and `spec.approvals.required`
+//! distinct approvers named at admission in `core.navique.com/approved-by`
+//! ([`approvers`]); an approval counts only when given while the removal
+//! waits (or declared by the Stack's manifest, for one approver); one set
+//! earlier is taken away when the wait starts. Sync
 //! options that are not understood hold the resource: it is neither pruned
 //! nor deleted ([`sync_options`]).
 //!
@@ -22,9 +24,11 @@
 
 pub mod access;
 pub mod approvals;
+pub mod approvers;
 mod error;
 pub mod identity;
 pub mod live;
+pub mod notifications;
 pub mod plan;
 pub mod sync_options;
 
@@ -55,10 +59,12 @@ use navique_runtime::controller::{ReconcileMetrics, Tracker};
 use navique_runtime::events::Recorder;
 use navique_runtime::{Leadership, one_line, set_finalizers};
 
-use self::approvals::{Approvals, Notifier, Waiting};
+use self::approvals::{Approvals, Waiting};
+use self::approvers::{Approval, Marks};
 use self::identity::{Acting, Identities};
 use self::live::Deleted;
-use self::plan::{Approval, Desired, Removal, ResourceKey, claim};
+use self::notifications::{Notice, Notifier};
+use self::plan::{Desired, Removal, ResourceKey, claim};
 use self::sync_options::{Gate, SyncOptions};
 use crate::managed_service::objects::MANAGER;
 pub use error::Error;
@@ -332,6 +338,8 @@ fn row(key: &ResourceKey, wave: Option<i32>, status: SyncStatus) -> ResourceStat
         uid: None,
         creating: false,
         pending_approvals: None,
+        approved_by: Vec::new(),
+        approvals_required: None,
     }
 }
 
@@ -652,14 +660,67 @@ impl Acting {
         Ok(Some(object))
     }
 
+    /// Records a Normal Event `DeletionApproved`, and sends an `approved`
+    /// notification, for each approver of `waiting` (in Stack `stack`)
+    /// counted for the first time (not in the stored row).
+    async fn count_approvers(
+        &self,
+        stack: &str,
+        waiting: &Waiting,
+        previous_row: &ResourceStatus,
+        verb: &str,
+    ) {
+        let (key, required) = (&waiting.key, waiting.required);
+        for (i, approver) in waiting.approved_by.iter().enumerate() {
+            if previous_row
+                .approved_by
+                .iter()
+                .any(|a| a.user == approver.user)
+            {
+                continue;
+            }
+            let note = format!(
+                "{} approved the {verb} of {} at {} ({} of {required} distinct approvers)",
+                approver.user,
+                key.display(),
+                approver.time.0,
+                i + 1
+            );
+            self.publish(
+                Some(key),
+                EventType::Normal,
+                events::DELETION_APPROVED,
+                note,
+            )
+            .await;
+            if let Some(notifier) = &self.notifier {
+                let so_far = Waiting {
+                    approved_by: waiting.approved_by[..=i].to_vec(),
+                    ..waiting.clone()
+                };
+                let pending = so_far.pending(stack, Timestamp::now());
+                notifier.notify(&Notice::approved(&key.namespace, stack, &pending));
+            }
+        }
+    }
+
+    /// `` (2 distinct approvers needed)`` when the Stack asks for more than
+    /// one.
+    fn approval_quorum(&self) -> String {
+        match self.required_approvals {
+            0 | 1 => String::new(),
+            n => format!(" ({n} distinct approvers needed)"),
+        }
+    }
+
     /// Takes away an approval that the manifest does not declare from a
     /// resource of the Stack: nothing of a desired resource waits for one,
     /// and left in place it would approve a later removal before that
     /// waited ("stale authorisation"). A resource put back into the Stack
     /// loses its approval at once.
     async fn withdraw_approval(&self, item: &Desired, object: &DynamicObject) -> Result<(), Error> {
-        let annotated = plan::approved(object.metadata.annotations.as_ref());
-        if plan::approval(annotated, item.declares_approval, false) == Approval::Stale {
+        let marks = Marks::of(object.metadata.annotations.as_ref(), &self.user);
+        if approvers::approval(&marks, item.declares_approval, false, 1) == Approval::Stale {
             self.live.clear_approval(&item.key, object).await?;
         }
         Ok(())
@@ -748,16 +809,24 @@ impl Acting {
         // Options not understood (the resource is held), or conflicting
         // (the most protective value holds): the row and an Event say so.
         let problem = sync_options::value(annotations).and_then(|value| options.problem(value));
-        let approval = plan::approval(
-            plan::approved(annotations),
-            declared,
-            plan::waits_for_approval(previous_row, operation),
-        );
+        let marks = Marks::of(annotations, &self.user);
+        let waits = plan::waits_for_approval(previous_row, operation);
+        let required = self.required_approvals;
+        let approval = approvers::approval(&marks, declared, waits, required);
+        // Only names given while the removal waits count.
+        let approved_by = if waits {
+            approvers::recorded(&marks, &previous_row.approved_by, Timestamp::now())
+        } else {
+            Vec::new()
+        };
         let waiting = Waiting {
             key: key.clone(),
             uid: object.uid().unwrap_or_default(),
             operation,
+            approved_by: approved_by.clone(),
+            required,
         };
+        let verb = if pruning { "prune" } else { "delete" };
         let mut decision = plan::removal(gate, approval);
         // Strip, then announce: the wait is recorded only once the early
         // approval is gone; one that changed meanwhile is looked at again.
@@ -783,10 +852,16 @@ impl Acting {
             }
             Removal::AwaitApproval => {
                 row.requires_deletion_approval = true;
-                row.message = Some(format!(
-                    "waiting for approval: annotate cd.hanzo.ai/deletion-approved=true to {}",
-                    if pruning { "prune it" } else { "delete it" }
+                row.message = Some(approvers::waiting_message(
+                    &marks,
+                    &approved_by,
+                    required,
+                    verb,
                 ));
+                self.count_approvers(stack, &waiting, previous_row, verb)
+                    .await;
+                row.approved_by = approved_by;
+                row.approvals_required = Some(required);
                 pass.waiting.push(waiting);
             }
             Removal::Delete => {
@@ -795,7 +870,29 @@ impl Acting {
                     Deleted::Done => {
                         let (namespace, stack) = (&key.namespace, stack);
                         if gate == Some(Gate::Confirm) {
+                            // Events after the delete: nothing slows the
+                            // step between its decision and the API call.
+                            self.count_approvers(stack, &waiting, previous_row, verb)
+                                .await;
                             self.approvals.approved_removal(namespace, stack, &waiting);
+                            if let Some(notifier) = &self.notifier {
+                                let removed = waiting.pending(stack, Timestamp::now());
+                                notifier.notify(&Notice::removed(namespace, stack, &removed));
+                            }
+                            let by = if approved_by.is_empty() {
+                                "the Stack's manifest (cd.hanzo.ai/deletion-approved declared)"
+                                    .to_owned()
+                            } else {
+                                approvers::who_and_when(&approved_by)
+                            };
+                            let done = if pruning { "pruned" } else { "deleted" };
+                            self.publish(
+                                Some(key),
+                                EventType::Normal,
+                                events::APPROVED_REMOVAL,
+                                format!("{done} {}, approved by {by}", key.display()),
+                            )
+                            .await;
                         }
                         tracing::info!(resource = %key.display(), %namespace, %stack, ?operation, "deleted");
                         return Ok(());
@@ -906,6 +1003,8 @@ impl Acting {
             if item.sync_wave.unwrap_or(0) < wave {
                 let mut kept = item.clone();
                 kept.requires_deletion_approval = false;
+                kept.approved_by.clear();
+                kept.approvals_required = None;
                 kept.message = Some(format!("waits for wave {wave} to be deleted"));
                 pass.rows.push(kept);
                 continue;
@@ -1006,12 +1105,14 @@ impl Acting {
             EventType::Normal,
             events::DELETION_APPROVAL_REQUIRED,
             format!(
-                "waiting for approval to {verb} {list}: annotate cd.hanzo.ai/deletion-approved=true, or run kubectl navique approve --all --stack {name}"
+                "waiting for approval to {verb} {list}: run kubectl navique approve --all --stack {name} -n {namespace}{}",
+                self.approval_quorum()
             ),
         )
         .await;
         if let Some(notifier) = &self.notifier {
-            notifier.notify(namespace, name, &self.approvals.list(namespace, name));
+            let waiting = self.approvals.list(namespace, name);
+            notifier.notify(&Notice::approval_required(namespace, name, &waiting));
         }
     }
 
@@ -1136,10 +1237,19 @@ impl Acting {
 pub fn register_metrics(
     component: &navique_runtime::Component,
     approvals: &Approvals,
+    notifier: Option<&Notifier>,
 ) -> ReconcileMetrics {
     let gauge = approvals.gauge();
     let oldest = approvals.oldest_age();
+    let notifications = notifier.map(Notifier::counts);
     component.register_metrics(|registry| {
+        if let Some(counts) = notifications {
+            registry.register(
+                "approval_notifications",
+                "Approval notifications by trigger and outcome (sent, retried, failed, invalid)",
+                counts,
+            );
+        }
         registry.register(
             "pending_approvals",
             "Prunes and deletes of Stack resources waiting for approval",

@@ -11,6 +11,7 @@ use navique_api::messages;
 use serde_json::Value;
 
 use super::Error;
+use super::approvers::Approval;
 use super::sync_options::{self, Gate, SyncOptions};
 
 /// One resource of a Stack, by the names the API finds it under. Its
@@ -168,31 +169,6 @@ pub fn waits_for_approval(row: &ResourceStatus, operation: Operation) -> bool {
     row.requires_deletion_approval && row.requires_pruning == (operation == Operation::Prune)
 }
 
-/// Where the approval of a removal stands.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Approval {
-    /// None that counts yet.
-    Missing,
-    /// Given while the removal waits (present after the wait was
-    /// recorded), or declared by the Stack's own manifest of the resource.
-    Given,
-    /// Set before the removal waited, e.g. by hand while the resource was
-    /// still in the Stack: taken away, never used ("stale authorisation").
-    Stale,
-}
-
-/// The approval of a removal: `annotated` when the object carries one,
-/// `declared` when the Stack's manifest of it does, `waiting` when the
-/// stored status records the wait ([`waits_for_approval`]).
-pub fn approval(annotated: bool, declared: bool, waiting: bool) -> Approval {
-    match (annotated, declared, waiting) {
-        (_, true, _) => Approval::Given,
-        (false, false, _) => Approval::Missing,
-        (true, false, true) => Approval::Given,
-        (true, false, false) => Approval::Stale,
-    }
-}
-
 /// What happens to a resource the Stack removes (prune or teardown).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Removal {
@@ -327,6 +303,15 @@ pub fn desired(namespace: &str, resources: &[Value]) -> Result<Vec<Desired>, Err
         {
             return Err(invalid(problem));
         }
+        // Identity by name: who approved is what the API server
+        // authenticated, never what a manifest says (the Stack's account
+        // would write it).
+        if annotations
+            .as_ref()
+            .is_some_and(|a| a.contains_key(annotations::APPROVED_BY))
+        {
+            return Err(invalid(messages::MANIFEST_NAMES_APPROVERS.to_owned()));
+        }
         let adopt = match annotations.as_ref().and_then(|a| a.get(annotations::ADOPT)) {
             None => false,
             Some(value) if value == "true" => true,
@@ -407,17 +392,14 @@ mod tests {
     /// Stale authorisation: an approval set before the removal waited is
     /// taken away, and never used.
     #[test]
-    fn an_approval_counts_only_once_the_wait_is_recorded_or_when_the_manifest_declares_it() {
-        assert_eq!(approval(true, false, false), Approval::Stale);
-        assert_eq!(approval(true, false, true), Approval::Given);
-        assert_eq!(approval(false, true, false), Approval::Given);
-        assert_eq!(approval(true, true, false), Approval::Given);
-        assert_eq!(approval(false, false, true), Approval::Missing);
-        assert_eq!(approval(false, false, false), Approval::Missing);
-        assert_eq!(
-            removal(Some(Gate::Confirm), approval(true, false, false)),
-            Removal::Withdraw
-        );
+    fn an_approval_set_before_the_removal_waited_is_withdrawn() {
+        let marks = super::super::approvers::Marks {
+            approved: true,
+            named: true,
+            approvers: vec!["alice".into()],
+        };
+        let approval = super::super::approvers::approval(&marks, false, false, 1);
+        assert_eq!(removal(Some(Gate::Confirm), approval), Removal::Withdraw);
     }
 
     #[test]
@@ -437,6 +419,8 @@ mod tests {
             uid: None,
             creating: false,
             pending_approvals: None,
+            approved_by: Vec::new(),
+            approvals_required: None,
         };
         assert!(waits_for_approval(&row, Operation::Prune));
         assert!(
@@ -567,6 +551,8 @@ mod tests {
             uid: uid.map(str::to_owned),
             creating,
             pending_approvals: None,
+            approved_by: Vec::new(),
+            approvals_required: None,
         }
     }
 

@@ -248,7 +248,8 @@ mod tests {
     use proptest::prelude::*;
 
     use super::*;
-    use crate::stack::plan::{self, Approval, Removal};
+    use crate::stack::approvers::Approval;
+    use crate::stack::plan::{self, Removal};
 
     fn gates(annotation: &str) -> Gates {
         match SyncOptions::parse(Some(annotation)) {
