@@ -45,7 +45,7 @@ users=$dev/users.yaml
 {
   echo "users:"
   for component in "${components[@]}"; do
-    echo "- {token: $component-dev-token, name: 'system:serviceaccount:navique-system:$component', groups: [system:serviceaccounts, 'system:serviceaccounts:navique-system']}"
+    echo "- {token: $component-dev-token, name: 'system:serviceaccount:navique-system:navique-$component', groups: [system:serviceaccounts, 'system:serviceaccounts:navique-system']}"
   done
 } >"$users"
 

@@ -14,7 +14,8 @@ use serde_json::Value;
 use crate::{Cluster, Process, eventually, free_port, repo_root};
 
 /// The identity the guard lets change lock markers.
-pub const LOCK_CONTROLLER_USER: &str = "system:serviceaccount:navique-system:lock-controller";
+pub const LOCK_CONTROLLER_USER: &str =
+    "system:serviceaccount:navique-system:navique-lock-controller";
 const WAIT: Duration = Duration::from_secs(20);
 
 /// How the guard is enforced.
