@@ -100,7 +100,7 @@ kubectl -n navique-system create secret generic provider-postgresql-admin \
 kubectl apply -f deploy/examples/catalogue.yaml >/dev/null
 echo "catalogue: ServiceClass postgresql, ServicePlan postgresql-platform-ha (PostgreSQL on 127.0.0.1:$postgres_port)"
 
-port=18081
+port=${DEV_ADMIN_PORT:-18081}
 for component in "${components[@]}"; do
   # The component's own kubeconfig: the admin's, with its token.
   sed "s/token: .*/token: $component-dev-token/" "$dev/kubeconfig" >"$dev/kubeconfig-$component"
