@@ -230,7 +230,7 @@ async fn resident(admin: SocketAddr) -> anyhow::Result<f64> {
     metrics
         .body
         .lines()
-        .find(|l| !l.starts_with('#') && l.contains("_process_resident_memory_bytes "))
+        .find(|l| !l.starts_with('#') && l.starts_with("process_resident_memory_bytes "))
         .and_then(|l| l.rsplit_once(' ')?.1.parse().ok())
         .ok_or_else(|| anyhow::anyhow!("no resident memory in the metrics"))
 }
