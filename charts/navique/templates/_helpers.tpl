@@ -40,6 +40,44 @@ back to image.tag, then to the chart's appVersion; dict: root, values.
 {{ .value | default (printf "%s-%s" .root.Release.Name .suffix) }}
 {{- end -}}
 
+{{/*
+The Lock guard's groups (lockGuard.groups) as the API names them: "core"
+becomes the core group "" (JSON list).
+*/}}
+{{- define "navique.lockGroups" -}}
+{{- $groups := list -}}
+{{- range .Values.lockGuard.groups }}
+{{- $groups = append $groups (eq . "core" | ternary "" .) -}}
+{{- end }}
+{{- $groups | uniq | toJson -}}
+{{- end -}}
+
+{{/*
+The resources the Lock guard matches and the lock-controller may stamp, per
+group (JSON list of {group, resources}): lockGuard.resources.<group> when
+set, else all of the group's ("*"). The core group must list its resources:
+"*" would grant the lock-controller every Secret, Pod and ConfigMap of the
+cluster.
+*/}}
+{{- define "navique.lockResources" -}}
+{{- $out := list -}}
+{{- $groups := include "navique.lockGroups" . | fromJsonArray -}}
+{{- range $key, $_ := .Values.lockGuard.resources }}
+{{- if not (has (eq $key "core" | ternary "" $key) $groups) }}
+{{- fail (printf "lockGuard.resources.%s: %s is not in lockGuard.groups" $key $key) }}
+{{- end }}
+{{- end }}
+{{- range $groups }}
+{{- $key := eq . "" | ternary "core" . -}}
+{{- $resources := get $.Values.lockGuard.resources $key -}}
+{{- if and (eq . "") (not $resources) }}
+{{- fail "lockGuard.resources.core must list the core resources Locks may protect, e.g. [persistentvolumeclaims, secrets, configmaps, services], when lockGuard.groups names core" }}
+{{- end }}
+{{- $out = append $out (dict "group" . "resources" ($resources | default (list "*"))) -}}
+{{- end }}
+{{- toJson $out -}}
+{{- end -}}
+
 {{/* A CEL expression for one annotation of an object, '' when absent. */}}
 {{- define "navique.annotation" -}}
 has({{ .object }}.metadata.annotations) && '{{ .key }}' in {{ .object }}.metadata.annotations ? {{ .object }}.metadata.annotations['{{ .key }}'] : ''

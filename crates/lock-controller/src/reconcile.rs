@@ -35,7 +35,8 @@ use tokio_stream::wrappers::ReceiverStream;
 use tokio_util::sync::CancellationToken;
 
 use crate::decision::{
-    self, Catalog, Classification, LockEvent, LockState, Markers, Outcome, ServedKind, Target,
+    self, Catalog, Classification, Enforceable, LockEvent, LockState, Markers, Outcome, ServedKind,
+    Target,
 };
 use crate::watches::{self, Triggers, Views};
 
@@ -208,11 +209,11 @@ impl Coalesced {
 /// Runs the Lock controller until `token` is cancelled.
 pub async fn run(
     client: Client,
-    groups: Vec<String>,
+    enforceable: Enforceable,
     metrics: Metrics,
     token: CancellationToken,
 ) -> Result<(), Infallible> {
-    let Some(catalog) = watches::discover_until_ok(&client, groups, &token).await else {
+    let Some(catalog) = watches::discover_until_ok(&client, enforceable, &token).await else {
         return Ok(());
     };
     // Cached without what the reconciles never read: at thousands of
