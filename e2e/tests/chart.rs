@@ -1400,3 +1400,68 @@ fn every_object_name_follows_the_release_name() {
             .contains(&"--grpc-ca-secret=acme-system/acme-grpc-ca".to_owned())
     );
 }
+
+#[test]
+fn lock_guard_groups_can_name_the_core_group_with_its_resources() {
+    // "core" and "" both name the core group; its resources are required.
+    for core in ["core", ""] {
+        let groups = format!(r#"lockGuard.groups=["core.navique.com","{core}","apps"]"#);
+        let objects = render(&[
+            "--set-json",
+            &groups,
+            "--set",
+            "lockGuard.resources.core={persistentvolumeclaims,secrets}",
+            "--set",
+            "lockGuard.resources.apps={deployments}",
+        ]);
+        let rules = rules_of(find(&objects, "ClusterRole", "navique-lock-controller"));
+        let watch_patch = ["get", "list", "watch", "patch"];
+        assert!(rules.contains(&rule(
+            &[""],
+            &["persistentvolumeclaims", "secrets"],
+            &[],
+            &watch_patch
+        )));
+        assert!(rules.contains(&rule(&["apps"], &["deployments"], &[], &watch_patch)));
+        assert!(rules.contains(&rule(&["core.navique.com"], &["stacks"], &[], &watch_patch)));
+        assert!(
+            !rules.iter().any(|r| r.1.contains(&"*".to_owned())),
+            "no wildcard: {rules:?}"
+        );
+        let args = args_of(&objects, "lock-controller");
+        assert!(args.contains(&"--enforceable-groups=core.navique.com,core,apps".to_owned()));
+        assert!(args.contains(
+            &"--enforceable-resources=core/persistentvolumeclaims,core/secrets,apps/deployments"
+                .to_owned()
+        ));
+        let guard = find(&objects, "ValidatingAdmissionPolicy", "navique-lock-guard");
+        let matched = &guard["spec"]["matchConstraints"]["resourceRules"];
+        assert_eq!(strings(&matched[1]["apiGroups"]), [""]);
+        assert_eq!(
+            strings(&matched[1]["resources"]),
+            ["persistentvolumeclaims", "secrets"]
+        );
+        assert_eq!(strings(&matched[2]["resources"]), ["deployments"]);
+    }
+    assert_fails(
+        TEMPLATE,
+        "lockGuard.groups={core}",
+        "lockGuard.resources.core must list the core resources Locks may protect",
+    );
+    assert_fails(
+        TEMPLATE,
+        "lockGuard.resources.apps={deployments}",
+        "lockGuard.resources.apps: apps is not in lockGuard.groups",
+    );
+    // The default stays the seed's: the operator's groups, no resource list.
+    let objects = render(&[]);
+    let args = args_of(&objects, "lock-controller");
+    assert!(
+        args.contains(&"--enforceable-groups=core.navique.com,services.kube-dc.com".to_owned())
+    );
+    assert!(
+        !args
+            .iter()
+            .any(|a| a.starts_with("--enforceable-resources"))
+    );
+}
