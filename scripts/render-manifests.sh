@@ -4,8 +4,8 @@
 # files are stale.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-helm=.tools/bin/helm
-[[ -x $helm ]] || scripts/tools.sh >/dev/null
+helm=${HELM:-.tools/bin/helm}
+[[ -x $helm ]] || command -v "$helm" >/dev/null || scripts/tools.sh >/dev/null
 render() {
   "$helm" template navique charts/navique --namespace navique-system "$@"
 }
