@@ -122,15 +122,7 @@ fn the_plugin_is_built_for_linux_and_macos_and_the_krew_manifest_is_complete() {
         .as_sequence()
         .unwrap()
         .iter()
-        .map(|p| {
-            p["uri"]
-                .as_str()
-                .unwrap()
-                .rsplit('_')
-                .take(2)
-                .collect::<Vec<_>>()
-                .join("<")
-        })
+        .map(|p| p["uri"].as_str().unwrap().to_owned())
         .collect();
     assert_eq!(uris.len(), 4, "{uris:?}");
 }
