@@ -7,7 +7,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
-dev=$root/.dev
+dev=${DEV_DIR:-$root/.dev}
 mkdir -p "$dev/logs" "$dev/pids"
 
 apiserver_addr=${DEV_APISERVER_ADDR:-127.0.0.1:16443}
