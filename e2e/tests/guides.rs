@@ -1,5 +1,5 @@
 //! The guides are walkthroughs, kept true: this runs the shell blocks of
-//! the README's quick start, in order, against a dev environment of its
+//! the README's quick start and then of docs/locks.md's walkthrough, in order, against a dev environment of its
 //! own (scripts/dev-up.sh with its own directory and ports), and compares
 //! each block's output with the `text` block that follows it, where the
 //! guide shows one.
@@ -195,8 +195,11 @@ fn the_block_reader_sees_markers_and_outputs() {
 }
 
 #[test]
-fn the_readme_quick_start_runs_as_written() {
+fn the_readme_quick_start_and_the_locks_walkthrough_run_as_written() {
     let env = DevEnv::start();
     let ran = run_guide(&env, "README.md", "## Quick start");
     assert!(ran >= 7, "{ran} blocks ran");
+    // The same environment, as a reader who goes on to the guides.
+    let ran = run_guide(&env, "docs/locks.md", "## Walkthrough");
+    assert_eq!(ran, 5, "docs/locks.md: {ran} blocks ran");
 }
