@@ -24,7 +24,7 @@ lint: setup
 
 # Regenerates the CRD YAML from crates/api; a test fails when it is stale.
 crds:
-	$(CARGO) run -q -p navique-api --bin crdgen -- deploy/crds charts/navique/crds
+	$(CARGO) run -q -p navique-api --bin crdgen -- deploy/crds charts/navique/files/crds
 
 # Regenerates deploy/ from the chart's defaults; a test fails when stale.
 manifests:

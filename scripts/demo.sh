@@ -211,7 +211,7 @@ step "The provider's catalogue the seeds' manifests refer to"
 run kubectl get serviceclasses,serviceplans
 
 step "The components: each alive, ready, and exporting metrics; one replica per controller leads"
-port=18081
+port=${DEV_ADMIN_PORT:-18081}
 for component in lock-controller service-lifecycle-controller backup-runner webhook; do
   printf '%-30s healthz: %-4s readyz: %s\n' "$component" \
     "$(curl -s "127.0.0.1:$port/healthz")" "$(curl -s "127.0.0.1:$port/readyz")"

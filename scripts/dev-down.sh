@@ -2,7 +2,7 @@
 # Stops what scripts/dev-up.sh started. Idempotent.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-dev=$PWD/.dev
+dev=${DEV_DIR:-$PWD/.dev}
 
 stop() {
   local pidfile=$dev/pids/$1 pid

@@ -7,7 +7,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
-dev=$root/.dev
+dev=${DEV_DIR:-$root/.dev}
 mkdir -p "$dev/logs" "$dev/pids"
 
 apiserver_addr=${DEV_APISERVER_ADDR:-127.0.0.1:16443}
@@ -45,7 +45,7 @@ users=$dev/users.yaml
 {
   echo "users:"
   for component in "${components[@]}"; do
-    echo "- {token: $component-dev-token, name: 'system:serviceaccount:navique-system:$component', groups: [system:serviceaccounts, 'system:serviceaccounts:navique-system']}"
+    echo "- {token: $component-dev-token, name: 'system:serviceaccount:navique-system:navique-$component', groups: [system:serviceaccounts, 'system:serviceaccounts:navique-system']}"
   done
 } >"$users"
 
@@ -100,7 +100,7 @@ kubectl -n navique-system create secret generic provider-postgresql-admin \
 kubectl apply -f deploy/examples/catalogue.yaml >/dev/null
 echo "catalogue: ServiceClass postgresql, ServicePlan postgresql-platform-ha (PostgreSQL on 127.0.0.1:$postgres_port)"
 
-port=18081
+port=${DEV_ADMIN_PORT:-18081}
 for component in "${components[@]}"; do
   # The component's own kubeconfig: the admin's, with its token.
   sed "s/token: .*/token: $component-dev-token/" "$dev/kubeconfig" >"$dev/kubeconfig-$component"

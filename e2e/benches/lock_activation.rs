@@ -249,11 +249,7 @@ async fn resident(admin: SocketAddr) -> anyhow::Result<f64> {
     metrics
         .body
         .lines()
-        .find(|l| {
-            l.split_whitespace()
-                .next()
-                .is_some_and(|name| name.ends_with("process_resident_memory_bytes"))
-        })
+        .find(|l| !l.starts_with('#') && l.starts_with("process_resident_memory_bytes "))
         .and_then(|l| l.rsplit_once(' ')?.1.parse().ok())
         .ok_or_else(|| anyhow::anyhow!("no resident memory in the metrics"))
 }

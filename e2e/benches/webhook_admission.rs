@@ -472,8 +472,8 @@ async fn memory(admin: SocketAddr) -> anyhow::Result<Memory> {
             .ok_or_else(|| anyhow::anyhow!("{name} not in the webhook's metrics"))
     };
     Ok(Memory {
-        resident: gauge("navique_webhook_process_resident_memory_bytes")?,
-        peak: gauge("navique_webhook_process_peak_resident_memory_bytes")?,
+        resident: gauge("process_resident_memory_bytes")?,
+        peak: gauge("navique_process_peak_resident_memory_bytes")?,
     })
 }
 

@@ -283,6 +283,12 @@ spec:
     /// the chart's defaults. With `--authorization rbac` each component then
     /// runs with exactly the chart's least privilege.
     pub fn install_component_rbac(&self) {
+        self.install_component_rbac_with(&[]);
+    }
+
+    /// [`Cluster::install_component_rbac`] from the chart rendered with
+    /// `chart` (`--set` arguments).
+    pub fn install_component_rbac_with(&self, chart: &[&str]) {
         const KINDS: [&str; 5] = [
             "ServiceAccount",
             "ClusterRole",
@@ -290,7 +296,7 @@ spec:
             "Role",
             "RoleBinding",
         ];
-        let rendered = crate::locks::helm_template(&[]);
+        let rendered = crate::locks::helm_template(chart);
         let rbac: Vec<&str> = rendered
             .split("\n---")
             .filter(|doc| {

@@ -189,7 +189,7 @@ pub async fn broken_locks_are_visible(env: &LockEnv) {
             "v1",
             "ConfigMap",
             format!(
-                "targetRef.apiVersion v1 is not enforceable: {groups}; objects of the core group (v1) cannot be locked"
+                "targetRef.apiVersion v1 is not enforceable: {groups}; to lock objects of the core group (v1), add core to the lock-controller's --enforceable-groups and the guard's groups (Helm values lockGuard.groups and lockGuard.resources.core)"
             ),
         ),
         (

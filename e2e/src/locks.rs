@@ -14,7 +14,8 @@ use serde_json::Value;
 use crate::{Cluster, Process, eventually, free_port, repo_root};
 
 /// The identity the guard lets change lock markers.
-pub const LOCK_CONTROLLER_USER: &str = "system:serviceaccount:navique-system:lock-controller";
+pub const LOCK_CONTROLLER_USER: &str =
+    "system:serviceaccount:navique-system:navique-lock-controller";
 const WAIT: Duration = Duration::from_secs(20);
 
 /// How the guard is enforced.
@@ -38,6 +39,13 @@ impl LockEnv {
     /// Starts a dev API server, installs CRDs and the guard in `mode`, and
     /// starts the lock-controller (and, in webhook mode, the webhook).
     pub fn start(mode: GuardMode) -> Self {
+        Self::start_with(mode, &[])
+    }
+
+    /// [`LockEnv::start`] with the chart rendered with `chart` (e.g.
+    /// `--set lockGuard.groups=...`): its guard, its RBAC, and the
+    /// lock-controller's `--enforceable-*` flags from its Deployment.
+    pub fn start_with(mode: GuardMode, chart: &[&str]) -> Self {
         let dir = tempfile::tempdir().expect("temp dir");
         let webhook_port = free_port();
         let service =
@@ -46,7 +54,7 @@ impl LockEnv {
         cluster.install_crds();
         cluster.kubectl_ok(&["create", "namespace", "navique-system"]);
         // Each component runs as its ServiceAccount with the chart's RBAC.
-        cluster.install_component_rbac();
+        cluster.install_component_rbac_with(chart);
         cluster.add_user(
             LOCK_CONTROLLER_USER,
             &[
@@ -56,21 +64,36 @@ impl LockEnv {
         );
 
         let webhook = match mode {
-            GuardMode::Policy => {
+            // The committed manifest for the defaults, so that it is tested too.
+            GuardMode::Policy if chart.is_empty() => {
                 let guard = repo_root().join("deploy/lock-guard.yaml");
                 cluster.kubectl_ok(&["apply", "-f", guard.to_str().unwrap()]);
                 None
             }
+            GuardMode::Policy => {
+                let guard = helm_template(
+                    &[chart, &["--show-only", "templates/lock-guard-policy.yaml"]].concat(),
+                );
+                cluster.kubectl_in(&["apply", "-f", "-"], Some(&guard));
+                None
+            }
             GuardMode::Webhook => {
                 let (webhook, ca_bundle) = start_webhook(&cluster, &dir, webhook_port);
-                let guard = helm_template(&[
-                    "--set",
-                    "lockGuard.mode=webhook",
-                    "--set",
-                    &format!("webhook.caBundle={ca_bundle}"),
-                    "--show-only",
-                    "templates/lock-guard-webhook.yaml",
-                ]);
+                let ca_bundle = format!("webhook.caBundle={ca_bundle}");
+                let guard = helm_template(
+                    &[
+                        chart,
+                        &[
+                            "--set",
+                            "lockGuard.mode=webhook",
+                            "--set",
+                            &ca_bundle,
+                            "--show-only",
+                            "templates/lock-guard-webhook.yaml",
+                        ],
+                    ]
+                    .concat(),
+                );
                 cluster.kubectl_in(&["apply", "-f", "-"], Some(&guard));
                 Some(webhook)
             }
@@ -79,21 +102,29 @@ impl LockEnv {
         let kubeconfig =
             cluster.kubeconfig_for(&format!("{LOCK_CONTROLLER_USER}-token"), dir.path());
         let admin = SocketAddr::from(([127, 0, 0, 1], free_port()));
-        let controller = Process::spawn_tied(
-            "lock-controller",
-            &[
-                "--kubeconfig",
-                kubeconfig.to_str().unwrap(),
-                "--admin-addr",
-                &admin.to_string(),
-                "--lease-namespace",
-                "navique-system",
-                "--lease-duration",
-                "6",
-                "--lease-grace",
-                "2",
-            ],
-        );
+        let admin_addr = admin.to_string();
+        let mut args = vec![
+            "--kubeconfig",
+            kubeconfig.to_str().unwrap(),
+            "--admin-addr",
+            &admin_addr,
+            "--lease-namespace",
+            "navique-system",
+            "--lease-duration",
+            "6",
+            "--lease-grace",
+            "2",
+        ];
+        // What the chart tells the controller may be locked.
+        let deployment =
+            helm_template(&[chart, &["--show-only", "templates/lock-controller.yaml"]].concat());
+        let enforceable: Vec<&str> = deployment
+            .lines()
+            .filter_map(|line| line.trim().strip_prefix("- "))
+            .filter(|flag| flag.starts_with("--enforceable-"))
+            .collect();
+        args.extend(&enforceable);
+        let controller = Process::spawn_tied("lock-controller", &args);
         Self {
             cluster,
             mode,

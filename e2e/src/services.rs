@@ -18,9 +18,9 @@ use crate::{Cluster, Process, eventually, free_port, repo_root, wait_for_status}
 /// The controller's identity, a ServiceAccount of the provider's namespace
 /// (so the webhook counts it among the provider identities).
 pub const CONTROLLER_USER: &str =
-    "system:serviceaccount:navique-system:service-lifecycle-controller";
+    "system:serviceaccount:navique-system:navique-service-lifecycle-controller";
 /// backup-runner's identity.
-pub const BACKUP_RUNNER_USER: &str = "system:serviceaccount:navique-system:backup-runner";
+pub const BACKUP_RUNNER_USER: &str = "system:serviceaccount:navique-system:navique-backup-runner";
 /// The controller replica's name in its Lease.
 pub const CONTROLLER_REPLICA: &str = "service-lifecycle-controller-0";
 /// A Project user.

@@ -30,6 +30,28 @@ const TLS_MODES: [&[&str]; 4] = [
     ],
 ];
 
+/// The objects `helm template <release>` renders into `namespace` with `args`.
+fn render_release(release: &str, namespace: &str, args: &[&str]) -> Vec<Value> {
+    let output = helm(
+        &[
+            &["template", release, "charts/navique", "-n", namespace],
+            args,
+        ]
+        .concat(),
+    );
+    assert!(
+        output.status.success(),
+        "helm template {release} {args:?}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8(output.stdout)
+        .unwrap()
+        .split("\n---\n")
+        .map(|document| serde_yaml::from_str::<Value>(document).expect("rendered YAML"))
+        .filter(|object| !object.is_null())
+        .collect()
+}
+
 /// helm with `args`, isolated from the user's helm settings and clusters.
 fn helm(args: &[&str]) -> Output {
     let helm = repo_root().join(".tools/bin/helm");
@@ -516,7 +538,7 @@ fn each_component_is_granted_exactly_what_it_uses() {
     };
 
     bound(
-        "lock-controller",
+        "navique-lock-controller",
         &[
             "ClusterRole/navique-lock-controller",
             "Role/navique-lock-controller-leader-election",
@@ -565,7 +587,7 @@ fn each_component_is_granted_exactly_what_it_uses() {
     );
 
     bound(
-        "webhook",
+        "navique-webhook",
         &["ClusterRole/navique-webhook", "Role/navique-webhook-tls"],
     );
     assert_eq!(
@@ -632,7 +654,7 @@ fn each_component_is_granted_exactly_what_it_uses() {
     );
 
     bound(
-        "service-lifecycle-controller",
+        "navique-service-lifecycle-controller",
         &[
             "ClusterRole/navique-service-lifecycle-controller",
             "Role/navique-service-lifecycle-controller-grpc-ca",
@@ -734,7 +756,7 @@ fn each_component_is_granted_exactly_what_it_uses() {
     );
 
     bound(
-        "backup-runner",
+        "navique-backup-runner",
         &[
             "ClusterRole/navique-backup-runner",
             "Role/navique-backup-runner-grpc-ca",
@@ -808,6 +830,27 @@ fn mistyped_values_fail_naming_the_value() {
             "lockController.replica=3",
             "at '/lockController': additional properties 'replica' not allowed",
         ),
+        (
+            "podAntiAffinity=preferred",
+            "at '/podAntiAffinity': value must be one of 'soft', 'hard', 'none'",
+        ),
+        (
+            "webhook.extraArgs[0]=debug",
+            "at '/webhook/extraArgs/0': 'debug' does not match pattern",
+        ),
+        ("crds.keep=yes", "at '/crds/keep': got string, want boolean"),
+        (
+            "namespaceOverride=Other",
+            "at '/namespaceOverride': 'Other' does not match pattern",
+        ),
+        (
+            "image.registry=ghcr.io/a b",
+            "at '/image/registry': 'ghcr.io/a b' does not match pattern",
+        ),
+        (
+            "commonLabels.team=a b",
+            "at '/commonLabels/team': 'a b' does not match pattern",
+        ),
     ] {
         assert_fails(TEMPLATE, value, message);
         assert_fails(
@@ -864,7 +907,10 @@ fn deployments_are_hardened_and_probed_on_the_admin_server() {
             format!("navique/{component}:0.1.0").as_str(),
             "the image make images builds"
         );
-        assert_eq!(pod["serviceAccountName"], component);
+        assert_eq!(
+            pod["serviceAccountName"],
+            format!("navique-{component}").as_str()
+        );
         find(
             &objects,
             "PodDisruptionBudget",
@@ -1042,7 +1088,7 @@ fn helm_installs_the_chart_into_the_dev_api_server_and_refuses_a_mistyped_value(
         "backup-runner",
     ] {
         assert!(
-            accounts.contains(&format!("serviceaccount/{component}")),
+            accounts.contains(&format!("serviceaccount/navique-{component}")),
             "{accounts}"
         );
     }
@@ -1053,4 +1099,400 @@ fn helm_installs_the_chart_into_the_dev_api_server_and_refuses_a_mistyped_value(
     );
     let webhooks = names("validatingwebhookconfigurations", None);
     assert!(webhooks.contains("navique-services"), "{webhooks}");
+}
+
+/// The pod template of a component's Deployment.
+fn pod_of<'a>(objects: &'a [Value], component: &str) -> &'a Value {
+    &find(objects, "Deployment", &format!("navique-{component}"))["spec"]["template"]
+}
+
+/// The labels that select a component's pods, as the chart renders them.
+fn selector_of(component: &str) -> Value {
+    serde_yaml::from_str(&format!(
+        "{{app.kubernetes.io/name: navique, app.kubernetes.io/instance: navique, app.kubernetes.io/component: {component}}}"
+    ))
+    .unwrap()
+}
+
+#[test]
+fn each_components_replicas_prefer_different_nodes_and_follow_spread_constraints() {
+    // By default each component's pods prefer nodes without another of its pods.
+    let objects = render(&[]);
+    for component in navique_e2e::COMPONENTS {
+        let anti = &pod_of(&objects, component)["spec"]["affinity"]["podAntiAffinity"];
+        let preferred = &anti["preferredDuringSchedulingIgnoredDuringExecution"][0];
+        assert_eq!(preferred["weight"], 100, "{component}");
+        let term = &preferred["podAffinityTerm"];
+        assert_eq!(term["topologyKey"], "kubernetes.io/hostname");
+        assert_eq!(term["labelSelector"]["matchLabels"], selector_of(component));
+        assert!(anti["requiredDuringSchedulingIgnoredDuringExecution"].is_null());
+        assert!(pod_of(&objects, component)["spec"]["topologySpreadConstraints"].is_null());
+    }
+
+    // hard requires it; none adds nothing; a component's own affinity replaces it.
+    let objects = render(&["--set", "podAntiAffinity=hard"]);
+    let required = &pod_of(&objects, "webhook")["spec"]["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+        [0];
+    assert_eq!(required["topologyKey"], "kubernetes.io/hostname");
+    assert_eq!(
+        required["labelSelector"]["matchLabels"],
+        selector_of("webhook")
+    );
+    let objects = render(&["--set", "podAntiAffinity=none"]);
+    for component in navique_e2e::COMPONENTS {
+        assert!(
+            pod_of(&objects, component)["spec"]["affinity"].is_null(),
+            "{component}"
+        );
+    }
+    let objects = render(&[
+        "--set",
+        "webhook.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0].matchExpressions[0].key=pool",
+        "--set",
+        "webhook.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0].matchExpressions[0].operator=Exists",
+    ]);
+    let affinity = &pod_of(&objects, "webhook")["spec"]["affinity"];
+    assert!(affinity["podAntiAffinity"].is_null(), "{affinity:?}");
+    assert!(!affinity["nodeAffinity"].is_null());
+    assert!(!pod_of(&objects, "lock-controller")["spec"]["affinity"]["podAntiAffinity"].is_null());
+
+    // A spread constraint without a labelSelector spreads the component's
+    // pods; one with a labelSelector keeps it.
+    let objects = render(&[
+        "--set",
+        "lockController.topologySpreadConstraints[0].maxSkew=1,lockController.topologySpreadConstraints[0].topologyKey=topology.kubernetes.io/zone,lockController.topologySpreadConstraints[0].whenUnsatisfiable=ScheduleAnyway",
+        "--set",
+        "lockController.topologySpreadConstraints[1].maxSkew=2,lockController.topologySpreadConstraints[1].topologyKey=kubernetes.io/hostname,lockController.topologySpreadConstraints[1].whenUnsatisfiable=DoNotSchedule,lockController.topologySpreadConstraints[1].labelSelector.matchLabels.tier=control",
+    ]);
+    let spread = &pod_of(&objects, "lock-controller")["spec"]["topologySpreadConstraints"];
+    assert_eq!(spread[0]["maxSkew"], 1);
+    assert_eq!(spread[0]["topologyKey"], "topology.kubernetes.io/zone");
+    assert_eq!(spread[0]["whenUnsatisfiable"], "ScheduleAnyway");
+    assert_eq!(
+        spread[0]["labelSelector"]["matchLabels"],
+        selector_of("lock-controller")
+    );
+    assert_eq!(spread[1]["labelSelector"]["matchLabels"]["tier"], "control");
+    assert!(spread[1]["labelSelector"]["matchLabels"]["app.kubernetes.io/component"].is_null());
+    assert!(pod_of(&objects, "webhook")["spec"]["topologySpreadConstraints"].is_null());
+    assert_fails(
+        TEMPLATE,
+        "webhook.topologySpreadConstraints[0].maxSkew=1",
+        "at '/webhook/topologySpreadConstraints/0': missing properties 'topologyKey', 'whenUnsatisfiable'",
+    );
+}
+
+#[test]
+fn extra_args_env_volumes_and_labels_reach_the_pods() {
+    let objects = render(&[
+        "--set",
+        "webhook.extraArgs[0]=--log-level=debug",
+        "--set",
+        "webhook.extraEnv[0].name=HTTPS_PROXY,webhook.extraEnv[0].value=http://proxy:3128",
+        "--set",
+        "webhook.extraVolumes[0].name=trust,webhook.extraVolumes[0].configMap.name=corporate-ca",
+        "--set",
+        "webhook.extraVolumeMounts[0].name=trust,webhook.extraVolumeMounts[0].mountPath=/etc/ssl/corporate",
+        "--set",
+        "webhook.podLabels.tier=admission,commonLabels.team=platform",
+    ]);
+    let container = deployment_container(&objects, "webhook");
+    let args = strings(&container["args"]);
+    // Appended after the chart's own flags: the last --log-level wins.
+    assert_eq!(args.last().unwrap(), "--log-level=debug");
+    assert!(args.contains(&"--log-level=info".to_owned()));
+    let env = container["env"].as_sequence().unwrap();
+    let proxy = env.iter().find(|e| e["name"] == "HTTPS_PROXY").unwrap();
+    assert_eq!(proxy["value"], "http://proxy:3128");
+    // The chart's own variables stay.
+    assert!(
+        env.iter()
+            .any(|e| e["name"] == "NAVIQUE_WEBHOOK_TLS_SECRET")
+    );
+    let mounts = container["volumeMounts"].as_sequence().unwrap();
+    assert!(mounts.iter().any(|m| m["name"] == "tmp"));
+    let trust = mounts.iter().find(|m| m["name"] == "trust").unwrap();
+    assert_eq!(trust["mountPath"], "/etc/ssl/corporate");
+    let pod = pod_of(&objects, "webhook");
+    let volume = pod["spec"]["volumes"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .find(|v| v["name"] == "trust")
+        .unwrap();
+    assert_eq!(volume["configMap"]["name"], "corporate-ca");
+    // podLabels on the webhook's pods only, never in the selector (which
+    // cannot change after install).
+    assert_eq!(pod["metadata"]["labels"]["tier"], "admission");
+    assert!(pod_of(&objects, "lock-controller")["metadata"]["labels"]["tier"].is_null());
+    let selector =
+        &find(&objects, "Deployment", "navique-webhook")["spec"]["selector"]["matchLabels"];
+    assert_eq!(*selector, selector_of("webhook"));
+    // commonLabels on every object and every pod.
+    for object in &objects {
+        assert_eq!(
+            object["metadata"]["labels"]["team"],
+            "platform",
+            "{} {}",
+            kind_of(object),
+            name_of(object)
+        );
+    }
+    for component in navique_e2e::COMPONENTS {
+        assert_eq!(
+            pod_of(&objects, component)["metadata"]["labels"]["team"],
+            "platform"
+        );
+    }
+    // Without them, nothing is added.
+    let objects = render(&[]);
+    let container = deployment_container(&objects, "webhook");
+    assert_eq!(container["volumeMounts"].as_sequence().unwrap().len(), 1);
+    assert!(
+        deployment_container(&objects, "lock-controller")["env"]
+            .as_sequence()
+            .unwrap()
+            .iter()
+            .all(|e| e["name"] != "HTTPS_PROXY")
+    );
+}
+
+#[test]
+fn the_global_registry_and_tag_prefix_every_image() {
+    let image = |objects: &[Value], component: &str| {
+        deployment_container(objects, component)["image"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+    let objects = render(&["--set", "image.registry=registry.example.com:5000/mirror"]);
+    for component in navique_e2e::COMPONENTS {
+        assert_eq!(
+            image(&objects, component),
+            format!("registry.example.com:5000/mirror/navique/{component}:0.1.0")
+        );
+    }
+    let objects = render(&[
+        "--set",
+        "image.registry=ghcr.io/acme/,image.tag=0.2.0,backupRunner.image.tag=0.2.1",
+    ]);
+    assert_eq!(
+        image(&objects, "webhook"),
+        "ghcr.io/acme/navique/webhook:0.2.0"
+    );
+    assert_eq!(
+        image(&objects, "backup-runner"),
+        "ghcr.io/acme/navique/backup-runner:0.2.1",
+        "a component's own tag wins"
+    );
+}
+
+#[test]
+fn namespace_override_moves_every_namespaced_object_and_identity() {
+    let objects = render(&["--set", "namespaceOverride=platform-navique"]);
+    let mut namespaced = 0;
+    for object in &objects {
+        if let Some(namespace) = object["metadata"]["namespace"].as_str() {
+            namespaced += 1;
+            assert_eq!(
+                namespace,
+                "platform-navique",
+                "{} {}",
+                kind_of(object),
+                name_of(object)
+            );
+        }
+        for subject in object["subjects"].as_sequence().into_iter().flatten() {
+            if subject["kind"] == "ServiceAccount" {
+                assert_eq!(subject["namespace"], "platform-navique");
+            }
+        }
+    }
+    assert!(namespaced > 20, "{namespaced} namespaced objects");
+    let text = helm_template(&["--set", "namespaceOverride=platform-navique"]);
+    assert!(
+        !text.contains("navique-system"),
+        "the release namespace leaks"
+    );
+    assert!(text.contains(
+        "request.userInfo.username != 'system:serviceaccount:platform-navique:navique-lock-controller'"
+    ));
+    assert!(
+        args_of(&objects, "webhook").contains(
+            &"--lock-controller-username=system:serviceaccount:platform-navique:navique-lock-controller"
+                .to_owned()
+        )
+    );
+    let services = find(
+        &objects,
+        "ValidatingWebhookConfiguration",
+        "navique-services",
+    );
+    let client = &services["webhooks"][0]["clientConfig"]["service"];
+    assert_eq!(client["namespace"], "platform-navique");
+    assert_eq!(client["name"], "navique-webhook");
+}
+
+#[test]
+fn crds_are_installed_and_kept_unless_told_otherwise() {
+    let crds = |objects: &[Value]| -> Vec<Value> {
+        of_kind(objects, "CustomResourceDefinition")
+            .into_iter()
+            .cloned()
+            .collect()
+    };
+    let shipped = std::fs::read_dir(repo_root().join("charts/navique/files/crds"))
+        .unwrap()
+        .count();
+    let objects = render(&[]);
+    assert_eq!(crds(&objects).len(), shipped);
+    for crd in crds(&objects) {
+        assert_eq!(
+            crd["metadata"]["annotations"]["helm.sh/resource-policy"],
+            "keep"
+        );
+        assert_eq!(
+            crd["metadata"]["labels"]["app.kubernetes.io/instance"],
+            "navique"
+        );
+    }
+    let lock = find(
+        &objects,
+        "CustomResourceDefinition",
+        "locks.core.navique.com",
+    );
+    assert_eq!(lock["spec"]["names"]["kind"], "Lock");
+
+    let objects = render(&["--set", "crds.keep=false"]);
+    assert_eq!(crds(&objects).len(), shipped);
+    for crd in crds(&objects) {
+        assert!(crd["metadata"]["annotations"]["helm.sh/resource-policy"].is_null());
+    }
+    let objects = render(&["--set", "crds.install=false"]);
+    assert!(crds(&objects).is_empty());
+    // Everything else still renders.
+    assert_eq!(of_kind(&objects, "Deployment").len(), 4);
+}
+
+#[test]
+fn every_object_name_follows_the_release_name() {
+    for mode in TLS_MODES
+        .iter()
+        .chain([&&["--set", "lockGuard.mode=webhook"][..]])
+    {
+        let objects = render_release("acme", "acme-system", mode);
+        for object in &objects {
+            let name = name_of(object);
+            if kind_of(object) == "CustomResourceDefinition" {
+                continue; // named after their kinds
+            }
+            assert!(
+                name.starts_with("acme-"),
+                "{} {name} ({mode:?})",
+                kind_of(object)
+            );
+        }
+        for component in navique_e2e::COMPONENTS {
+            let deployment = find(&objects, "Deployment", &format!("acme-{component}"));
+            let account = format!("acme-{component}");
+            assert_eq!(
+                deployment["spec"]["template"]["spec"]["serviceAccountName"],
+                account.as_str()
+            );
+            find(&objects, "ServiceAccount", &account);
+        }
+        // The Secrets the components read and write, through their flags and variables.
+        let text = objects
+            .iter()
+            .map(|o| serde_yaml::to_string(o).unwrap())
+            .collect::<String>();
+        assert!(!text.contains("navique-webhook"), "{mode:?}");
+        assert!(!text.contains("navique-grpc"), "{mode:?}");
+        assert!(!text.contains("navique-backup-runner"), "{mode:?}");
+        assert!(!text.contains("navique-lock"), "{mode:?}");
+    }
+    let objects = render_release("acme", "acme-system", &[]);
+    let container = |component: &str| {
+        find(&objects, "Deployment", &format!("acme-{component}"))["spec"]["template"]["spec"]
+            ["containers"][0]
+            .clone()
+    };
+    let webhook = container("webhook");
+    let secret = webhook["env"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .find(|e| e["name"] == "NAVIQUE_WEBHOOK_TLS_SECRET")
+        .unwrap()["value"]
+        .clone();
+    assert_eq!(secret, "acme-webhook-tls");
+    assert!(
+        strings(&container("service-lifecycle-controller")["args"])
+            .contains(&"--grpc-ca-secret=acme-system/acme-grpc-ca".to_owned())
+    );
+}
+
+#[test]
+fn lock_guard_groups_can_name_the_core_group_with_its_resources() {
+    // "core" and "" both name the core group; its resources are required.
+    for core in ["core", ""] {
+        let groups = format!(r#"lockGuard.groups=["core.navique.com","{core}","apps"]"#);
+        let objects = render(&[
+            "--set-json",
+            &groups,
+            "--set",
+            "lockGuard.resources.core={persistentvolumeclaims,secrets}",
+            "--set",
+            "lockGuard.resources.apps={deployments}",
+        ]);
+        let rules = rules_of(find(&objects, "ClusterRole", "navique-lock-controller"));
+        let watch_patch = ["get", "list", "watch", "patch"];
+        assert!(rules.contains(&rule(
+            &[""],
+            &["persistentvolumeclaims", "secrets"],
+            &[],
+            &watch_patch
+        )));
+        assert!(rules.contains(&rule(&["apps"], &["deployments"], &[], &watch_patch)));
+        assert!(rules.contains(&rule(&["core.navique.com"], &["stacks"], &[], &watch_patch)));
+        assert!(
+            !rules.iter().any(|r| r.1.contains(&"*".to_owned())),
+            "no wildcard: {rules:?}"
+        );
+        let args = args_of(&objects, "lock-controller");
+        assert!(args.contains(&"--enforceable-groups=core.navique.com,core,apps".to_owned()));
+        assert!(args.contains(
+            &"--enforceable-resources=core/persistentvolumeclaims,core/secrets,apps/deployments"
+                .to_owned()
+        ));
+        let guard = find(&objects, "ValidatingAdmissionPolicy", "navique-lock-guard");
+        let matched = &guard["spec"]["matchConstraints"]["resourceRules"];
+        assert_eq!(strings(&matched[1]["apiGroups"]), [""]);
+        assert_eq!(
+            strings(&matched[1]["resources"]),
+            ["persistentvolumeclaims", "secrets"]
+        );
+        assert_eq!(strings(&matched[2]["resources"]), ["deployments"]);
+    }
+    assert_fails(
+        TEMPLATE,
+        "lockGuard.groups={core}",
+        "lockGuard.resources.core must list the core resources Locks may protect",
+    );
+    assert_fails(
+        TEMPLATE,
+        "lockGuard.resources.apps={deployments}",
+        "lockGuard.resources.apps: apps is not in lockGuard.groups",
+    );
+    // The default stays the seed's: the operator's groups, no resource list.
+    let objects = render(&[]);
+    let args = args_of(&objects, "lock-controller");
+    assert!(
+        args.contains(&"--enforceable-groups=core.navique.com,services.kube-dc.com".to_owned())
+    );
+    assert!(
+        !args
+            .iter()
+            .any(|a| a.starts_with("--enforceable-resources"))
+    );
 }

@@ -277,11 +277,35 @@ async fn every_component_retries_an_unreachable_api_server_and_turns_ready_when_
         );
         assert!(
             metrics.body.contains(&format!(
-                "{prefix}_build_info{{version=\"{}\"}} 1\n",
+                "navique_build_info{{component=\"{component}\",version=\"{}\"}} 1\n",
                 env!("CARGO_PKG_VERSION")
             )),
             "{component} metrics:\n{}",
             metrics.body
+        );
+        // Prometheus' standard process metrics, unprefixed: the scrape's
+        // job and instance labels say whose they are.
+        for standard in [
+            "process_cpu_seconds_total",
+            "process_start_time_seconds",
+            "process_resident_memory_bytes",
+            "process_virtual_memory_bytes",
+            "process_open_fds",
+            "process_max_fds",
+        ] {
+            let value: f64 = metrics
+                .body
+                .lines()
+                .find_map(|l| l.strip_prefix(standard)?.strip_prefix(' ')?.parse().ok())
+                .unwrap_or_else(|| panic!("{component}: no {standard}:\n{}", metrics.body));
+            assert!(
+                value > 0.0 || standard == "process_cpu_seconds_total",
+                "{component} {standard} {value}"
+            );
+        }
+        assert!(
+            !metrics.body.contains(&format!("{prefix}_process_")),
+            "{component}: prefixed process metrics remain"
         );
         assert!(metrics.body.ends_with("# EOF\n"));
         if CONTROLLERS.contains(component) {

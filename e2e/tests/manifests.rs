@@ -50,5 +50,5 @@ fn the_lock_guard_manifest_is_rendered_from_the_chart() {
 
 #[test]
 fn the_whole_install_is_rendered_from_the_chart() {
-    assert_rendered("deploy/navique.yaml", &["--include-crds"]);
+    assert_rendered("deploy/navique.yaml", &[]);
 }

@@ -23,7 +23,7 @@ fn env() -> &'static Cluster {
     static ENV: OnceLock<Cluster> = OnceLock::new();
     ENV.get_or_init(|| {
         let cluster = Cluster::dev(&["--authorization", "rbac"]);
-        let crds = repo_root().join("charts/navique/crds");
+        let crds = repo_root().join("charts/navique/files/crds");
         cluster.kubectl_ok(&["apply", "-f", crds.to_str().unwrap()]);
         cluster.wait_for_crds();
         let catalogue = repo_root().join("deploy/examples/catalogue.yaml");

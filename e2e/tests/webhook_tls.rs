@@ -35,7 +35,7 @@ const CONFIGURATIONS: [&str; 3] = [
 ];
 
 /// The webhook's identity: its ServiceAccount.
-const WEBHOOK_USER: &str = "system:serviceaccount:navique-system:webhook";
+const WEBHOOK_USER: &str = "system:serviceaccount:navique-system:navique-webhook";
 
 /// The chart's `templates/webhook.yaml` in its default `selfManaged` mode,
 /// with the Lock guard as a webhook: each document, parsed and as text.

@@ -1,6 +1,81 @@
+{{/* The namespace of every namespaced object: namespaceOverride, else the release's. */}}
+{{- define "navique.namespace" -}}
+{{ .Values.namespaceOverride | default .Release.Namespace }}
+{{- end -}}
+
+{{/* A component's ServiceAccount: serviceAccount.name, else <release>-<component>; dict: root, component, values. */}}
+{{- define "navique.serviceAccountName" -}}
+{{ .values.serviceAccount.name | default (include "navique.componentName" .) }}
+{{- end -}}
+
 {{/* The lock-controller's identity as the API server names it. */}}
 {{- define "navique.lockControllerUser" -}}
-system:serviceaccount:{{ .Release.Namespace }}:{{ .Values.lockController.serviceAccount.name }}
+system:serviceaccount:{{ include "navique.namespace" . }}:{{ include "navique.serviceAccountName" (dict "root" . "component" "lock-controller" "values" .Values.lockController) }}
+{{- end -}}
+
+{{/*
+A component's image: [<image.registry>/]<repository>:<tag>, the tag falling
+back to image.tag, then to the chart's appVersion; dict: root, values.
+*/}}
+{{- define "navique.image" -}}
+{{- $global := .root.Values.image -}}
+{{- $image := .values.image -}}
+{{- $registry := $global.registry -}}
+{{- $tag := $image.tag | default $global.tag | default .root.Chart.AppVersion -}}
+{{- if $registry -}}{{ trimSuffix "/" $registry }}/{{ end -}}{{ $image.repository }}:{{ $tag }}
+{{- end -}}
+
+{{/* The webhook's Service: webhook.serviceName, else <release>-webhook. */}}
+{{- define "navique.webhookServiceName" -}}
+{{ .Values.webhook.serviceName | default (printf "%s-webhook" .Release.Name) }}
+{{- end -}}
+
+{{/* The webhook's serving Secret: webhook.tls.secretName, else <release>-webhook-tls. */}}
+{{- define "navique.webhookTlsSecretName" -}}
+{{ .Values.webhook.tls.secretName | default (printf "%s-webhook-tls" .Release.Name) }}
+{{- end -}}
+
+{{/* A gRPC TLS Secret: its value in grpc.tls, else <release>-<suffix>; dict: root, value, suffix. */}}
+{{- define "navique.grpcSecretName" -}}
+{{ .value | default (printf "%s-%s" .root.Release.Name .suffix) }}
+{{- end -}}
+
+{{/*
+The Lock guard's groups (lockGuard.groups) as the API names them: "core"
+becomes the core group "" (JSON list).
+*/}}
+{{- define "navique.lockGroups" -}}
+{{- $groups := list -}}
+{{- range .Values.lockGuard.groups }}
+{{- $groups = append $groups (eq . "core" | ternary "" .) -}}
+{{- end }}
+{{- $groups | uniq | toJson -}}
+{{- end -}}
+
+{{/*
+The resources the Lock guard matches and the lock-controller may stamp, per
+group (JSON list of {group, resources}): lockGuard.resources.<group> when
+set, else all of the group's ("*"). The core group must list its resources:
+"*" would grant the lock-controller every Secret, Pod and ConfigMap of the
+cluster.
+*/}}
+{{- define "navique.lockResources" -}}
+{{- $out := list -}}
+{{- $groups := include "navique.lockGroups" . | fromJsonArray -}}
+{{- range $key, $_ := .Values.lockGuard.resources }}
+{{- if not (has (eq $key "core" | ternary "" $key) $groups) }}
+{{- fail (printf "lockGuard.resources.%s: %s is not in lockGuard.groups" $key $key) }}
+{{- end }}
+{{- end }}
+{{- range $groups }}
+{{- $key := eq . "" | ternary "core" . -}}
+{{- $resources := get $.Values.lockGuard.resources $key -}}
+{{- if and (eq . "") (not $resources) }}
+{{- fail "lockGuard.resources.core must list the core resources Locks may protect, e.g. [persistentvolumeclaims, secrets, configmaps, services], when lockGuard.groups names core" }}
+{{- end }}
+{{- $out = append $out (dict "group" . "resources" ($resources | default (list "*"))) -}}
+{{- end }}
+{{- toJson $out -}}
 {{- end -}}
 
 {{/* A CEL expression for one annotation of an object, '' when absent. */}}
@@ -14,6 +89,9 @@ app.kubernetes.io/name: {{ .Chart.Name }}
 app.kubernetes.io/instance: {{ .Release.Name }}
 app.kubernetes.io/managed-by: {{ .Release.Service }}
 helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
+{{- with .Values.commonLabels }}
+{{ toYaml . }}
+{{- end }}
 {{- end -}}
 
 {{/* The labels that select one component's pods; dict: root, component. */}}
@@ -38,13 +116,14 @@ app.kubernetes.io/part-of: navique
 
 {{/* The gRPC Service of backup-runner, as a host name the controller dials. */}}
 {{- define "navique.backupRunnerHost" -}}
-{{ .Release.Name }}-backup-runner.{{ .Release.Namespace }}.svc
+{{ .Release.Name }}-backup-runner.{{ include "navique.namespace" . }}.svc
 {{- end -}}
 
 {{/* The host names of the webhook's Service, as its certificate must name them. */}}
 {{- define "navique.webhookDnsNames" -}}
-{{- $service := .Values.webhook.serviceName -}}
-{{- list $service (printf "%s.%s" $service .Release.Namespace) (printf "%s.%s.svc" $service .Release.Namespace) (printf "%s.%s.svc.cluster.local" $service .Release.Namespace) | toJson -}}
+{{- $service := include "navique.webhookServiceName" . -}}
+{{- $namespace := include "navique.namespace" . -}}
+{{- list $service (printf "%s.%s" $service $namespace) (printf "%s.%s.svc" $service $namespace) (printf "%s.%s.svc.cluster.local" $service $namespace) | toJson -}}
 {{- end -}}
 
 {{/* The Issuer of the chart's cert-manager Certificates. */}}
@@ -64,11 +143,11 @@ self-managed CA keeps their caBundle current.
 {{- define "navique.webhookConfigurations" -}}
 {{- $names := list -}}
 {{- if .Values.managedServices.admission.enabled -}}
-{{- $names = append $names "validatingwebhookconfigurations/navique-services" -}}
-{{- $names = append $names "mutatingwebhookconfigurations/navique-services-defaults" -}}
+{{- $names = append $names (printf "validatingwebhookconfigurations/%s-services" .Release.Name) -}}
+{{- $names = append $names (printf "mutatingwebhookconfigurations/%s-services-defaults" .Release.Name) -}}
 {{- end -}}
 {{- if and .Values.lockGuard.enabled (eq .Values.lockGuard.mode "webhook") -}}
-{{- $names = append $names "validatingwebhookconfigurations/navique-lock-guard" -}}
+{{- $names = append $names (printf "validatingwebhookconfigurations/%s-lock-guard" .Release.Name) -}}
 {{- end -}}
 {{- join "," $names -}}
 {{- end -}}
@@ -77,7 +156,7 @@ self-managed CA keeps their caBundle current.
 {{- define "navique.webhookAnnotations" -}}
 {{- if eq .Values.webhook.tls.mode "certManager" }}
   annotations:
-    cert-manager.io/inject-ca-from: {{ .Release.Namespace }}/{{ .Release.Name }}-webhook
+    cert-manager.io/inject-ca-from: {{ include "navique.namespace" . }}/{{ .Release.Name }}-webhook
 {{- end }}
 {{- end -}}
 
@@ -91,8 +170,8 @@ failurePolicy: {{ $values.failurePolicy }}
 timeoutSeconds: {{ $values.timeoutSeconds }}
 clientConfig:
   service:
-    namespace: {{ .root.Release.Namespace }}
-    name: {{ $values.serviceName }}
+    namespace: {{ include "navique.namespace" .root }}
+    name: {{ include "navique.webhookServiceName" .root }}
     path: {{ .path }}
     port: 443
   {{- with $values.caBundle }}
@@ -106,19 +185,21 @@ namespaceSelector:
   matchExpressions:
     - key: kubernetes.io/metadata.name
       operator: NotIn
-      values: [{{ .Release.Namespace | quote }}]
+      values: [{{ include "navique.namespace" . | quote }}]
 {{- end -}}
 
 {{/* The host names of backup-runner's gRPC Service, as its certificate names them (JSON list). */}}
 {{- define "navique.backupRunnerDnsNames" -}}
 {{- $service := printf "%s-backup-runner" .Release.Name -}}
-{{- list $service (printf "%s.%s" $service .Release.Namespace) (printf "%s.%s.svc" $service .Release.Namespace) (printf "%s.%s.svc.cluster.local" $service .Release.Namespace) | toJson -}}
+{{- $namespace := include "navique.namespace" . -}}
+{{- list $service (printf "%s.%s" $service $namespace) (printf "%s.%s.svc" $service $namespace) (printf "%s.%s.svc.cluster.local" $service $namespace) | toJson -}}
 {{- end -}}
 
 {{/* The host names of the ApprovalEvents Service, as the controller's certificate names them (JSON list). */}}
 {{- define "navique.approvalsDnsNames" -}}
 {{- $service := printf "%s-approvals" .Release.Name -}}
-{{- list $service (printf "%s.%s" $service .Release.Namespace) (printf "%s.%s.svc" $service .Release.Namespace) (printf "%s.%s.svc.cluster.local" $service .Release.Namespace) | toJson -}}
+{{- $namespace := include "navique.namespace" . -}}
+{{- list $service (printf "%s.%s" $service $namespace) (printf "%s.%s.svc" $service $namespace) (printf "%s.%s.svc.cluster.local" $service $namespace) | toJson -}}
 {{- end -}}
 
 {{/*
@@ -141,7 +222,7 @@ A component's internal gRPC TLS (grpc.tls.mode), as JSON: its flags
 {{- fail (printf "grpc.tls.selfManaged.certificateValidityDays (%v) must be less than caValidityDays (%v)" $managed.certificateValidityDays $managed.caValidityDays) }}
 {{- end }}
 {{- $_ := set $out "args" (list
-  (printf "--grpc-ca-secret=%s/%s" .root.Release.Namespace $managed.caSecretName)
+  (printf "--grpc-ca-secret=%s/%s" (include "navique.namespace" .root) (include "navique.grpcSecretName" (dict "root" .root "value" $managed.caSecretName "suffix" "grpc-ca")))
   (printf "--grpc-dns-names=%s" (.dnsNames | fromJsonArray | join ","))
   (printf "--grpc-ca-validity-days=%v" $managed.caValidityDays)
   (printf "--grpc-cert-validity-days=%v" $managed.certificateValidityDays)
@@ -173,7 +254,7 @@ that issues itself certificates from it; dict: root, component, values.
 - apiGroups: [""]
   resources: ["secrets"]
   resourceNames: [%q]
-  verbs: ["get", "patch"]` .root.Values.grpc.tls.selfManaged.caSecretName }}
+  verbs: ["get", "patch"]` (include "navique.grpcSecretName" (dict "root" .root "value" .root.Values.grpc.tls.selfManaged.caSecretName "suffix" "grpc-ca")) }}
 {{ include "navique.role" (dict "root" .root "component" .component "values" .values "suffix" "grpc-ca" "rules" $rules) }}
 {{- end }}
 {{- end -}}

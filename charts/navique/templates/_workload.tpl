@@ -1,6 +1,10 @@
 {{/*
 What every component has: its ServiceAccount, its Deployment, the Service
-in front of its admin server (/metrics) and its PodDisruptionBudget.
+in front of its admin server (/metrics) and its PodDisruptionBudget. The
+component's values add extraArgs, extraEnv, extraVolumes,
+extraVolumeMounts, podLabels and topologySpreadConstraints to what the
+chart sets; without an affinity of its own, podAntiAffinity spreads its
+replicas over nodes.
 
 dict:
   root          the chart's context
@@ -19,15 +23,35 @@ dict:
 {{- $values := .values -}}
 {{- $name := include "navique.componentName" . -}}
 {{- $context := dict "root" $root "component" .component -}}
+{{- $namespace := include "navique.namespace" $root -}}
+{{- $selector := include "navique.selectorLabels" $context | fromYaml -}}
 {{- $args := list (printf "--admin-addr=0.0.0.0:%v" $root.Values.adminPort) (printf "--log-format=%s" $root.Values.logFormat) (printf "--log-level=%s" $root.Values.logLevel) -}}
 {{- with $root.Values.otlpEndpoint }}
 {{- $args = append $args (printf "--otlp-endpoint=%s" .) -}}
 {{- end }}
+{{- $args = concat $args .args $values.extraArgs -}}
+{{- /* The default anti-affinity: this component's pods on different nodes. */}}
+{{- $affinity := $values.affinity -}}
+{{- $antiAffinityTerm := dict "labelSelector" (dict "matchLabels" $selector) "topologyKey" "kubernetes.io/hostname" -}}
+{{- if and (not $affinity) (eq $root.Values.podAntiAffinity "soft") }}
+{{- $affinity = dict "podAntiAffinity" (dict "preferredDuringSchedulingIgnoredDuringExecution" (list (dict "weight" 100 "podAffinityTerm" $antiAffinityTerm))) -}}
+{{- else if and (not $affinity) (eq $root.Values.podAntiAffinity "hard") }}
+{{- $affinity = dict "podAntiAffinity" (dict "requiredDuringSchedulingIgnoredDuringExecution" (list $antiAffinityTerm)) -}}
+{{- end }}
+{{- /* A spread constraint without a labelSelector spreads this component's pods. */}}
+{{- $spread := list -}}
+{{- range $values.topologySpreadConstraints }}
+{{- $constraint := deepCopy . -}}
+{{- if not (hasKey $constraint "labelSelector") }}
+{{- $_ := set $constraint "labelSelector" (dict "matchLabels" $selector) -}}
+{{- end }}
+{{- $spread = append $spread $constraint -}}
+{{- end }}
 apiVersion: v1
 kind: ServiceAccount
 metadata:
-  name: {{ $values.serviceAccount.name }}
-  namespace: {{ $root.Release.Namespace }}
+  name: {{ include "navique.serviceAccountName" . }}
+  namespace: {{ $namespace }}
   labels:
     {{- include "navique.componentLabels" $context | nindent 4 }}
   {{- with $values.serviceAccount.annotations }}
@@ -39,7 +63,7 @@ apiVersion: apps/v1
 kind: Deployment
 metadata:
   name: {{ $name }}
-  namespace: {{ $root.Release.Namespace }}
+  namespace: {{ $namespace }}
   labels:
     {{- include "navique.componentLabels" $context | nindent 4 }}
 spec:
@@ -55,12 +79,15 @@ spec:
     metadata:
       labels:
         {{- include "navique.componentLabels" $context | nindent 8 }}
+        {{- with $values.podLabels }}
+        {{- toYaml . | nindent 8 }}
+        {{- end }}
       {{- with $values.podAnnotations }}
       annotations:
         {{- toYaml . | nindent 8 }}
       {{- end }}
     spec:
-      serviceAccountName: {{ $values.serviceAccount.name }}
+      serviceAccountName: {{ include "navique.serviceAccountName" . }}
       {{- with $root.Values.imagePullSecrets }}
       imagePullSecrets:
         {{- toYaml . | nindent 8 }}
@@ -78,19 +105,28 @@ spec:
       tolerations:
         {{- toYaml . | nindent 8 }}
       {{- end }}
-      {{- with $values.affinity }}
+      {{- with $affinity }}
       affinity:
+        {{- toYaml . | nindent 8 }}
+      {{- end }}
+      {{- with $spread }}
+      topologySpreadConstraints:
         {{- toYaml . | nindent 8 }}
       {{- end }}
       containers:
         - name: {{ .component }}
-          image: "{{ $values.image.repository }}:{{ $values.image.tag | default $root.Chart.AppVersion }}"
+          image: {{ include "navique.image" (dict "root" $root "values" $values) | quote }}
           imagePullPolicy: {{ $values.image.pullPolicy }}
           args:
-            {{- toYaml (concat $args .args) | nindent 12 }}
-          {{- with .env }}
+            {{- toYaml $args | nindent 12 }}
+          {{- if or .env $values.extraEnv }}
           env:
+            {{- with .env }}
             {{- . | nindent 12 }}
+            {{- end }}
+            {{- with $values.extraEnv }}
+            {{- toYaml . | nindent 12 }}
+            {{- end }}
           {{- end }}
           {{- with .envFrom }}
           envFrom:
@@ -131,6 +167,9 @@ spec:
             {{- with .volumeMounts }}
             {{- . | nindent 12 }}
             {{- end }}
+            {{- with $values.extraVolumeMounts }}
+            {{- toYaml . | nindent 12 }}
+            {{- end }}
       volumes:
         - name: tmp
           emptyDir:
@@ -138,13 +177,16 @@ spec:
         {{- with .volumes }}
         {{- . | nindent 8 }}
         {{- end }}
+        {{- with $values.extraVolumes }}
+        {{- toYaml . | nindent 8 }}
+        {{- end }}
 ---
 # The admin server: /metrics for Prometheus (see metrics.serviceMonitor).
 apiVersion: v1
 kind: Service
 metadata:
   name: {{ $name }}-metrics
-  namespace: {{ $root.Release.Namespace }}
+  namespace: {{ $namespace }}
   labels:
     {{- include "navique.componentLabels" $context | nindent 4 }}
 spec:
@@ -161,7 +203,7 @@ apiVersion: policy/v1
 kind: PodDisruptionBudget
 metadata:
   name: {{ $name }}
-  namespace: {{ $root.Release.Namespace }}
+  namespace: {{ $namespace }}
   labels:
     {{- include "navique.componentLabels" $context | nindent 4 }}
 spec:
@@ -200,8 +242,8 @@ roleRef:
   name: {{ $name }}
 subjects:
   - kind: ServiceAccount
-    name: {{ .values.serviceAccount.name }}
-    namespace: {{ .root.Release.Namespace }}
+    name: {{ include "navique.serviceAccountName" . }}
+    namespace: {{ include "navique.namespace" .root }}
 {{- end -}}
 
 {{/*
@@ -215,7 +257,7 @@ apiVersion: rbac.authorization.k8s.io/v1
 kind: Role
 metadata:
   name: {{ $name }}
-  namespace: {{ .root.Release.Namespace }}
+  namespace: {{ include "navique.namespace" .root }}
   labels:
     {{- include "navique.componentLabels" $context | nindent 4 }}
 rules:
@@ -225,7 +267,7 @@ apiVersion: rbac.authorization.k8s.io/v1
 kind: RoleBinding
 metadata:
   name: {{ $name }}
-  namespace: {{ .root.Release.Namespace }}
+  namespace: {{ include "navique.namespace" .root }}
   labels:
     {{- include "navique.componentLabels" $context | nindent 4 }}
 roleRef:
@@ -234,8 +276,8 @@ roleRef:
   name: {{ $name }}
 subjects:
   - kind: ServiceAccount
-    name: {{ .values.serviceAccount.name }}
-    namespace: {{ .root.Release.Namespace }}
+    name: {{ include "navique.serviceAccountName" . }}
+    namespace: {{ include "navique.namespace" .root }}
 {{- end -}}
 
 {{/*

@@ -10,6 +10,9 @@ pub const SERVICES_GROUP: &str = "services.kube-dc.com";
 pub const VERSION: &str = "v1alpha1";
 /// The groups whose objects a Lock may protect unless configured otherwise.
 pub const DEFAULT_ENFORCEABLE_GROUPS: [&str; 2] = [CORE_GROUP, SERVICES_GROUP];
+/// How flags and Helm values name Kubernetes' core group (`""`, the
+/// `v1` apiVersion), which a comma-separated list cannot spell.
+pub const CORE_GROUP_ALIAS: &str = "core";
 /// `targetRef.apiVersion` when a Lock omits it (seed).
 pub const DEFAULT_LOCK_TARGET_API_VERSION: &str = "core.navique.com/v1alpha1";
 

@@ -56,13 +56,22 @@ pub const LOCK_ON_LOCK: &str = "a Lock cannot protect another Lock";
 /// platform team makes its group enforceable.
 pub fn lock_target_not_enforceable(api_version: &str, groups: &[String]) -> String {
     let group = api_version.rsplit_once('/').map_or("", |(group, _)| group);
+    // The core group ("") as flags and values name it.
+    let named = |group: &str| {
+        if group.is_empty() {
+            crate::constants::CORE_GROUP_ALIAS.to_owned()
+        } else {
+            group.to_owned()
+        }
+    };
     let how = if group.is_empty() {
-        "objects of the core group (v1) cannot be locked".to_owned()
+        "to lock objects of the core group (v1), add core to the lock-controller's --enforceable-groups and the guard's groups (Helm values lockGuard.groups and lockGuard.resources.core)".to_owned()
     } else {
         format!(
             "to lock objects of {group}, add it to the lock-controller's --enforceable-groups and the guard's groups (Helm value lockGuard.groups)"
         )
     };
+    let groups: Vec<String> = groups.iter().map(|g| named(g)).collect();
     format!(
         "targetRef.apiVersion {api_version} is not enforceable: only objects of {} can be locked; {how}",
         groups.join(", ")
@@ -91,6 +100,15 @@ pub fn lock_target_cleared(kind: &str, name: &str, remaining: &[&str]) -> String
 /// `InvalidTarget`: a kind API discovery does not list.
 pub fn lock_kind_not_served(kind: &str, api_version: &str) -> String {
     format!("kind {kind} is not served by {api_version}")
+}
+
+/// `InvalidTarget`: a kind its group serves but the lock-controller was not
+/// given (`--enforceable-resources` lists `resources` for the group).
+pub fn lock_kind_not_enforceable(kind: &str, api_version: &str, resources: &[String]) -> String {
+    format!(
+        "kind {kind} of {api_version} is not enforceable: only {} can be locked in its group; add its resource to the lock-controller's --enforceable-resources (Helm value lockGuard.resources)",
+        resources.join(", ")
+    )
 }
 
 /// `InvalidTarget`: a cluster-scoped kind; a Lock protects objects of its

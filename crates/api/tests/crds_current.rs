@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use navique_api::crds;
 
-const DIRS: [&str; 2] = ["deploy/crds", "charts/navique/crds"];
+const DIRS: [&str; 2] = ["deploy/crds", "charts/navique/files/crds"];
 
 fn repo_dir(relative: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))

@@ -218,11 +218,63 @@ pub fn kube_error(error: &kube::Error) -> String {
     }
 }
 
+/// What a kube error means when the cluster cannot serve the command, as
+/// the plugin says it: the API server `server` unreachable, or not serving
+/// `crd` (Navique is not installed); `None` for any other error.
+pub fn unavailable(error: &kube::Error, server: &str, crd: &str) -> Option<String> {
+    match error {
+        // What an API server answers for a resource type it does not serve.
+        kube::Error::Api(status)
+            if status.code == 404
+                && status.message == "the server could not find the requested resource" =>
+        {
+            Some(format!(
+                "Navique is not installed on {server}: the CustomResourceDefinition {crd} is missing (install Navique: README.md, \"Quick start\")"
+            ))
+        }
+        kube::Error::Api(_) => None,
+        kube::Error::HyperError(_) | kube::Error::Service(_) => Some(format!(
+            "cannot reach the Kubernetes API server {server}: {}",
+            navique_runtime::one_line(error)
+        )),
+        _ => None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::approvals::{ApproveReport, pending_approvals, tests::stacks};
     use crate::locks::{report, tests::locks as some_locks};
+
+    #[test]
+    fn a_missing_crd_and_an_unreachable_server_are_named() {
+        let status = |code: u16, message: &str| {
+            kube::Error::Api(
+                kube::core::Status::failure(message, "NotFound")
+                    .with_code(code)
+                    .boxed(),
+            )
+        };
+        assert_eq!(
+            unavailable(
+                &status(404, "the server could not find the requested resource"),
+                "https://k8s:6443/",
+                "locks.core.navique.com"
+            )
+            .unwrap(),
+            "Navique is not installed on https://k8s:6443/: the CustomResourceDefinition locks.core.navique.com is missing (install Navique: README.md, \"Quick start\")"
+        );
+        // An object that is not found is the server's answer, printed as is.
+        assert_eq!(
+            unavailable(
+                &status(404, "configmaps \"gone\" not found"),
+                "https://k8s:6443/",
+                "locks.core.navique.com"
+            ),
+            None
+        );
+    }
 
     #[test]
     fn columns_are_three_spaces_apart_and_lines_have_no_trailing_blanks() {

@@ -80,31 +80,64 @@ impl ServedKind {
     }
 }
 
+/// What the flags make lockable: the enforceable groups and, for some of
+/// them, only the resources listed (`--enforceable-resources`): the
+/// lock-controller's RBAC covers no others, so it must not watch them.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Enforceable {
+    pub groups: Vec<String>,
+    /// Group to plural resource names; a group absent here: all of its.
+    pub resources: BTreeMap<String, BTreeSet<String>>,
+}
+
+impl Enforceable {
+    /// Every resource of `groups`.
+    pub fn groups(groups: Vec<String>) -> Self {
+        Self {
+            groups,
+            resources: BTreeMap::new(),
+        }
+    }
+
+    fn admits(&self, kind: &ServedKind) -> bool {
+        self.resources
+            .get(&kind.group)
+            .is_none_or(|resources| resources.contains(&kind.plural))
+    }
+}
+
 /// What may be locked: the enforceable groups and the kinds they serve.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Catalog {
-    groups: Vec<String>,
+    enforceable: Enforceable,
     /// By `(apiVersion, kind)`.
     served: BTreeMap<(String, String), ServedKind>,
+    /// Served by an enforceable group, but not among its enforceable
+    /// resources; by `(apiVersion, kind)`.
+    excluded: BTreeSet<(String, String)>,
     /// One version per namespaced kind, preferably the group's preferred one.
     watched: BTreeMap<GroupKind, ServedKind>,
 }
 
 impl Catalog {
-    pub fn new(groups: Vec<String>) -> Self {
+    pub fn new(enforceable: Enforceable) -> Self {
         Self {
-            groups,
+            enforceable,
             ..Self::default()
         }
     }
 
-    pub fn groups(&self) -> &[String] {
-        &self.groups
+    pub fn enforceable(&self) -> &Enforceable {
+        &self.enforceable
     }
 
     /// Records a served kind; `preferred` when `kind.version` is its group's
     /// preferred version.
     pub fn add(&mut self, kind: ServedKind, preferred: bool) {
+        if !self.enforceable.admits(&kind) {
+            self.excluded.insert((kind.api_version(), kind.kind));
+            return;
+        }
         // A Lock is never a valid target, and Locks are watched anyway.
         let is_lock = kind.group == CORE_GROUP && kind.kind == LOCK_KIND;
         if kind.namespaced && !is_lock {
@@ -149,7 +182,7 @@ impl Catalog {
     /// Whether a CustomResourceDefinition of `name` could define a kind of
     /// an enforceable group (its name is `<plural>.<group>`).
     pub fn may_define_kinds(&self, crd_name: &str) -> bool {
-        self.groups.iter().any(|group| {
+        self.enforceable.groups.iter().any(|group| {
             crd_name
                 .strip_suffix(group.as_str())
                 .is_some_and(|plural| plural.ends_with('.'))
@@ -175,14 +208,26 @@ pub fn classify<'a>(target: &TargetRef, catalog: &'a Catalog) -> Classification<
         return Classification::Invalid(messages::lock_target_name_invalid(&target.name));
     }
     let group = target.group();
-    if !catalog.groups.iter().any(|g| g == group) {
+    let enforceable = &catalog.enforceable;
+    if !enforceable.groups.iter().any(|g| g == group) {
         return Classification::Invalid(messages::lock_target_not_enforceable(
             &target.api_version,
-            &catalog.groups,
+            &enforceable.groups,
         ));
     }
     if group == CORE_GROUP && target.kind == LOCK_KIND {
         return Classification::Invalid(messages::LOCK_ON_LOCK.to_owned());
+    }
+    let key = (target.api_version.clone(), target.kind.clone());
+    if let Some(resources) = enforceable.resources.get(group)
+        && catalog.excluded.contains(&key)
+    {
+        let resources: Vec<String> = resources.iter().cloned().collect();
+        return Classification::Invalid(messages::lock_kind_not_enforceable(
+            &target.kind,
+            &target.api_version,
+            &resources,
+        ));
     }
     match catalog.served(&target.api_version, &target.kind) {
         None => Classification::Invalid(messages::lock_kind_not_served(
@@ -757,7 +802,9 @@ mod tests {
 
     /// What the dev API server serves with the project's CRDs installed.
     fn catalog() -> Catalog {
-        let mut catalog = Catalog::new(DEFAULT_ENFORCEABLE_GROUPS.map(String::from).to_vec());
+        let mut catalog = Catalog::new(Enforceable::groups(
+            DEFAULT_ENFORCEABLE_GROUPS.map(String::from).to_vec(),
+        ));
         catalog.add(served(CORE_GROUP, "v1alpha1", "Lock", "locks"), true);
         catalog.add(served(CORE_GROUP, "v1alpha1", "Stack", "stacks"), true);
         catalog.add(
@@ -888,14 +935,14 @@ mod tests {
         assert_eq!(
             classify(&target_ref("v1", "ConfigMap", "settings"), &catalog),
             invalid(
-                "targetRef.apiVersion v1 is not enforceable: only objects of core.navique.com, services.kube-dc.com can be locked; objects of the core group (v1) cannot be locked"
+                "targetRef.apiVersion v1 is not enforceable: only objects of core.navique.com, services.kube-dc.com can be locked; to lock objects of the core group (v1), add core to the lock-controller's --enforceable-groups and the guard's groups (Helm values lockGuard.groups and lockGuard.resources.core)"
             )
         );
     }
 
     #[test]
     fn the_message_lists_the_configured_groups() {
-        let catalog = Catalog::new(vec!["core.navique.com".into()]);
+        let catalog = Catalog::new(Enforceable::groups(vec!["core.navique.com".into()]));
         assert_eq!(
             classify(
                 &target_ref("services.kube-dc.com/v1alpha1", "ManagedService", "db"),
@@ -903,6 +950,55 @@ mod tests {
             ),
             invalid(
                 "targetRef.apiVersion services.kube-dc.com/v1alpha1 is not enforceable: only objects of core.navique.com can be locked; to lock objects of services.kube-dc.com, add it to the lock-controller's --enforceable-groups and the guard's groups (Helm value lockGuard.groups)"
+            )
+        );
+    }
+
+    #[test]
+    fn the_core_group_is_enforceable_when_configured() {
+        let mut catalog = Catalog::new(Enforceable {
+            groups: vec![String::new(), CORE_GROUP.into()],
+            resources: BTreeMap::from([(
+                String::new(),
+                BTreeSet::from(["persistentvolumeclaims".to_owned(), "secrets".to_owned()]),
+            )]),
+        });
+        catalog.add(
+            served("", "v1", "PersistentVolumeClaim", "persistentvolumeclaims"),
+            true,
+        );
+        catalog.add(served("", "v1", "ConfigMap", "configmaps"), true);
+        catalog.add(served(CORE_GROUP, "v1alpha1", "Stack", "stacks"), true);
+        // Only the listed core resources are watched; the operator's group
+        // is not restricted.
+        assert_eq!(
+            catalog
+                .watched_kinds()
+                .map(|k| k.kind.as_str())
+                .collect::<Vec<_>>(),
+            ["PersistentVolumeClaim", "Stack"]
+        );
+        assert_eq!(
+            classify(&target_ref("v1", "ConfigMap", "settings"), &catalog),
+            invalid(
+                "kind ConfigMap of v1 is not enforceable: only persistentvolumeclaims, secrets can be locked in its group; add its resource to the lock-controller's --enforceable-resources (Helm value lockGuard.resources)"
+            )
+        );
+        let target = target_ref("v1", "PersistentVolumeClaim", "data");
+        assert_eq!(
+            classify(&target, &catalog),
+            Classification::Valid(catalog.served("v1", "PersistentVolumeClaim").unwrap())
+        );
+        // A core kind not served (or not discovered) is still refused.
+        assert_eq!(
+            classify(&target_ref("v1", "Secrt", "creds"), &catalog),
+            invalid("kind Secrt is not served by v1")
+        );
+        // Another group is refused, the message naming core as flags do.
+        assert_eq!(
+            classify(&target_ref("apps/v1", "Deployment", "web"), &catalog),
+            invalid(
+                "targetRef.apiVersion apps/v1 is not enforceable: only objects of core, core.navique.com can be locked; to lock objects of apps, add it to the lock-controller's --enforceable-groups and the guard's groups (Helm value lockGuard.groups)"
             )
         );
     }
@@ -989,7 +1085,7 @@ mod tests {
 
     #[test]
     fn the_preferred_version_of_a_kind_is_watched() {
-        let mut catalog = Catalog::new(vec![CORE_GROUP.into()]);
+        let mut catalog = Catalog::new(Enforceable::groups(vec![CORE_GROUP.into()]));
         catalog.add(served(CORE_GROUP, "v1beta1", "Stack", "stacks"), true);
         catalog.add(served(CORE_GROUP, "v1alpha1", "Stack", "stacks"), false);
         let versions: Vec<&str> = catalog

@@ -17,8 +17,10 @@ mod reconcile;
 mod superseded;
 mod watches;
 
-use navique_api::constants::DEFAULT_ENFORCEABLE_GROUPS;
+use navique_api::constants::{CORE_GROUP_ALIAS, DEFAULT_ENFORCEABLE_GROUPS};
 use navique_runtime::{CommonArgs, Component, LeaderElectionArgs};
+
+use crate::decision::Enforceable;
 
 pub const NAME: &str = "lock-controller";
 
@@ -32,7 +34,8 @@ pub struct Args {
     #[command(flatten)]
     pub leader_election: LeaderElectionArgs,
 
-    /// API groups whose objects a Lock may protect, comma-separated. Locks
+    /// API groups whose objects a Lock may protect, comma-separated; `core`
+    /// names the core group (v1: PersistentVolumeClaims, Secrets...). Locks
     /// on objects of other groups are refused as InvalidTarget.
     #[arg(
         long,
@@ -43,21 +46,90 @@ pub struct Args {
         value_name = "GROUPS"
     )]
     pub enforceable_groups: Vec<String>,
+
+    /// Limits an enforceable group to the resources listed, as
+    /// `<group>/<plural>`, comma-separated, e.g.
+    /// `core/persistentvolumeclaims,apps/deployments`: the controller then
+    /// watches only those (its RBAC grants no others), and a Lock on another
+    /// kind of the group is InvalidTarget. A group listed nowhere here: all
+    /// of its resources.
+    #[arg(
+        long,
+        env = "NAVIQUE_ENFORCEABLE_RESOURCES",
+        value_delimiter = ',',
+        value_parser = parse_resource,
+        value_name = "GROUP/RESOURCE"
+    )]
+    pub enforceable_resources: Vec<(String, String)>,
 }
 
-/// An API group name: the core group (`""`) holds nothing a Lock can protect.
+/// `<group>/<plural>`, the group as [`parse_group`] reads it.
+fn parse_resource(value: &str) -> Result<(String, String), String> {
+    let (group, resource) = value
+        .trim()
+        .rsplit_once('/')
+        .ok_or_else(|| format!("{value:?} is not <group>/<resource>"))?;
+    let group = parse_group(group)?;
+    if resource.is_empty()
+        || !resource
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit())
+    {
+        return Err(format!(
+            "{value:?}: {resource:?} is not a resource's plural name"
+        ));
+    }
+    Ok((group, resource.to_owned()))
+}
+
+impl Args {
+    /// What Locks may protect; a resource of a group that is not
+    /// enforceable is refused, since the guard would not match it.
+    pub fn enforceable(&self) -> Result<Enforceable, String> {
+        let mut groups = self.enforceable_groups.clone();
+        let mut seen = std::collections::HashSet::new();
+        groups.retain(|group| seen.insert(group.clone()));
+        let mut enforceable = Enforceable::groups(groups);
+        for (group, resource) in &self.enforceable_resources {
+            if !enforceable.groups.contains(group) {
+                return Err(format!(
+                    "--enforceable-resources names {resource} of {}, which --enforceable-groups does not list",
+                    if group.is_empty() {
+                        CORE_GROUP_ALIAS
+                    } else {
+                        group
+                    }
+                ));
+            }
+            enforceable
+                .resources
+                .entry(group.clone())
+                .or_default()
+                .insert(resource.clone());
+        }
+        Ok(enforceable)
+    }
+}
+
+/// An API group name, `core` standing for the core group (`""`, which a
+/// comma-separated flag cannot spell). An empty value is refused rather
+/// than read as the core group: a stray comma must not widen what can be
+/// locked.
 fn parse_group(value: &str) -> Result<String, String> {
     let group = value.trim();
+    if group == CORE_GROUP_ALIAS {
+        return Ok(String::new());
+    }
     if group.is_empty() || group.contains('/') {
-        return Err(format!("{value:?} is not an API group name"));
+        return Err(format!(
+            "{value:?} is not an API group name (the core group is {CORE_GROUP_ALIAS:?})"
+        ));
     }
     Ok(group.to_owned())
 }
 
 pub async fn run(args: Args) -> anyhow::Result<()> {
-    let mut groups = args.enforceable_groups.clone();
-    let mut seen = std::collections::HashSet::new();
-    groups.retain(|group| seen.insert(group.clone()));
+    let enforceable = args.enforceable().map_err(anyhow::Error::msg)?;
     Component::run(NAME, &args.common, async |component, client| {
         let metrics = reconcile::Metrics::register(component);
         component
@@ -65,11 +137,85 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
                 client.clone(),
                 &args.leader_election,
                 async move |leadership| {
-                    reconcile::run(client, groups, metrics, leadership.token().clone()).await
+                    reconcile::run(client, enforceable, metrics, leadership.token().clone()).await
                 },
             )
             .await
     })
     .await?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+
+    fn groups(flag: &str) -> Result<Vec<String>, String> {
+        Args::try_parse_from(["lock-controller", flag])
+            .map(|args| args.enforceable_groups)
+            .map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn core_names_the_core_group_and_the_default_stays_the_operators() {
+        assert_eq!(
+            groups("--enforceable-groups=core,apps").unwrap(),
+            ["", "apps"]
+        );
+        assert_eq!(
+            Args::try_parse_from(["lock-controller"])
+                .unwrap()
+                .enforceable_groups,
+            DEFAULT_ENFORCEABLE_GROUPS
+        );
+    }
+
+    #[test]
+    fn resources_limit_their_group_and_need_it_enforceable() {
+        let args = Args::try_parse_from([
+            "lock-controller",
+            "--enforceable-groups=core.navique.com,core,apps",
+            "--enforceable-resources=core/persistentvolumeclaims,core/secrets,apps/deployments",
+        ])
+        .unwrap();
+        let enforceable = args.enforceable().unwrap();
+        assert_eq!(enforceable.groups, ["core.navique.com", "", "apps"]);
+        assert_eq!(
+            enforceable.resources[""],
+            ["persistentvolumeclaims", "secrets"]
+                .map(String::from)
+                .into()
+        );
+        assert_eq!(
+            enforceable.resources["apps"],
+            ["deployments".to_owned()].into()
+        );
+        assert!(!enforceable.resources.contains_key("core.navique.com"));
+
+        let args =
+            Args::try_parse_from(["lock-controller", "--enforceable-resources=core/secrets"])
+                .unwrap();
+        assert_eq!(
+            args.enforceable().unwrap_err(),
+            "--enforceable-resources names secrets of core, which --enforceable-groups does not list"
+        );
+        let error = Args::try_parse_from(["lock-controller", "--enforceable-resources=secrets"])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.contains("\"secrets\" is not <group>/<resource>"),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn an_empty_group_is_refused_not_read_as_core() {
+        let error = groups("--enforceable-groups=apps,").unwrap_err();
+        assert!(
+            error.contains("\"\" is not an API group name (the core group is \"core\")"),
+            "{error}"
+        );
+    }
 }

@@ -35,7 +35,8 @@ use tokio_stream::wrappers::ReceiverStream;
 use tokio_util::sync::CancellationToken;
 
 use crate::decision::{
-    self, Catalog, Classification, LockEvent, LockState, Markers, Outcome, ServedKind, StateCounts,
+    self, Catalog, Classification, Enforceable, LockEvent, LockState, Markers, Outcome, ServedKind,
+    StateCounts,
     Target,
 };
 use crate::index::LockIndex;
@@ -225,11 +226,11 @@ impl Coalesced {
 /// Runs the Lock controller until `token` is cancelled.
 pub async fn run(
     client: Client,
-    groups: Vec<String>,
+    enforceable: Enforceable,
     metrics: Metrics,
     token: CancellationToken,
 ) -> Result<(), Infallible> {
-    let Some(catalog) = watches::discover_until_ok(&client, groups, &token).await else {
+    let Some(catalog) = watches::discover_until_ok(&client, enforceable, &token).await else {
         return Ok(());
     };
     let (locks, writer) = reflector::store();

@@ -27,7 +27,7 @@ use tokio::task::{AbortHandle, JoinSet};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::decision::{self, Catalog, GroupKind, ServedKind, Target};
+use crate::decision::{self, Catalog, Enforceable, GroupKind, ServedKind, Target};
 use crate::index::LockIndex;
 
 type Wake = mpsc::Sender<ObjectRef<Lock>>;
@@ -38,11 +38,11 @@ pub type TargetMeta = PartialObjectMeta<DynamicObject>;
 const RETRY_FIRST: Duration = Duration::from_secs(1);
 const RETRY_MAX: Duration = Duration::from_secs(30);
 
-/// Lists the kinds the enforceable `groups` serve.
-pub async fn discover(client: &Client, groups: Vec<String>) -> Result<Catalog, kube::Error> {
-    let names: Vec<&str> = groups.iter().map(String::as_str).collect();
+/// Lists the kinds the enforceable groups serve.
+pub async fn discover(client: &Client, enforceable: Enforceable) -> Result<Catalog, kube::Error> {
+    let names: Vec<&str> = enforceable.groups.iter().map(String::as_str).collect();
     let discovery = Discovery::new(client.clone()).filter(&names).run().await?;
-    let mut catalog = Catalog::new(groups);
+    let mut catalog = Catalog::new(enforceable);
     for group in discovery.groups() {
         let preferred = group.preferred_version_or_latest();
         for version in group.versions() {
@@ -65,12 +65,12 @@ pub async fn discover(client: &Client, groups: Vec<String>) -> Result<Catalog, k
 /// is cancelled first. Without it every Lock would look invalid.
 pub async fn discover_until_ok(
     client: &Client,
-    groups: Vec<String>,
+    enforceable: Enforceable,
     token: &CancellationToken,
 ) -> Option<Catalog> {
     let mut delay = RETRY_FIRST;
     loop {
-        match discover(client, groups.clone()).await {
+        match discover(client, enforceable.clone()).await {
             Ok(catalog) => return Some(catalog),
             Err(e) => tracing::warn!(error = %one_line(&e), retry_in = ?delay, "discovery failed"),
         }
@@ -307,7 +307,7 @@ impl Watches {
     async fn rediscover(&mut self) {
         self.retry_at = None;
         let old = self.catalog.borrow().clone();
-        let new = match discover(&self.client, old.groups().to_vec()).await {
+        let new = match discover(&self.client, old.enforceable().clone()).await {
             Ok(new) => new,
             Err(e) => {
                 tracing::warn!(error = %one_line(&e), "rediscovery failed");

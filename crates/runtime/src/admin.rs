@@ -10,6 +10,7 @@ use axum::extract::State;
 use axum::http::{StatusCode, header};
 use axum::response::IntoResponse;
 use axum::routing::get;
+use prometheus_client::encoding::text;
 use prometheus_client::registry::Registry;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
@@ -52,14 +53,17 @@ impl Readiness {
 #[derive(Clone)]
 struct AdminState {
     readiness: Readiness,
+    standard: Arc<Registry>,
     registry: Arc<RwLock<Registry>>,
 }
 
 /// Binds the admin address now, so a taken port fails start-up, and serves
-/// until `shutdown` is cancelled.
+/// until `shutdown` is cancelled. `/metrics` is `standard` (unprefixed,
+/// fixed at start) followed by the component's `registry`.
 pub(crate) async fn serve(
     addr: SocketAddr,
     readiness: Readiness,
+    standard: Arc<Registry>,
     registry: Arc<RwLock<Registry>>,
     shutdown: CancellationToken,
 ) -> Result<(SocketAddr, tokio::task::JoinHandle<Result<(), Error>>), Error> {
@@ -75,6 +79,7 @@ pub(crate) async fn serve(
         .route("/metrics", get(metrics))
         .with_state(AdminState {
             readiness,
+            standard,
             registry,
         });
     let task = tokio::spawn(async move {
@@ -101,7 +106,10 @@ async fn readyz(State(state): State<AdminState>) -> impl IntoResponse {
 async fn metrics(State(state): State<AdminState>) -> impl IntoResponse {
     let mut body = String::new();
     let registry = state.registry.read().unwrap_or_else(|p| p.into_inner());
-    match prometheus_client::encoding::text::encode(&mut body, &registry) {
+    let encoded = text::encode_registry(&mut body, &state.standard)
+        .and_then(|()| text::encode_registry(&mut body, &registry))
+        .and_then(|()| text::encode_eof(&mut body));
+    match encoded {
         Ok(()) => (
             StatusCode::OK,
             [(

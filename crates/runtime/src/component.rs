@@ -44,19 +44,26 @@ impl Component {
         let config =
             cluster::load_config(args.kubeconfig.as_deref(), args.context.as_deref()).await?;
 
-        let mut registry = Registry::with_prefix(format!("navique_{}", name.replace('-', "_")));
-        registry.register(
-            "build",
-            "Version of the running component",
-            Info::new(vec![("version", env!("CARGO_PKG_VERSION"))]),
+        // Unprefixed: the standard process_* set and one build_info that
+        // every component shares, so that one query covers them all.
+        let mut standard = Registry::default();
+        standard.register(
+            "navique_build",
+            "Component and version of the running binary",
+            Info::new(vec![
+                ("component", name),
+                ("version", env!("CARGO_PKG_VERSION")),
+            ]),
         );
+        standard.register_collector(Box::new(crate::process::ProcessCollector));
+        // The component's own metrics: navique_<component>_*.
+        let mut registry = Registry::with_prefix(format!("navique_{}", name.replace('-', "_")));
         let connect_failures = Counter::default();
         registry.register(
             "kube_connect_failures",
             "Failed attempts to reach the Kubernetes API at start-up",
             connect_failures.clone(),
         );
-        registry.register_collector(Box::new(crate::process::ProcessCollector));
         let registry = Arc::new(RwLock::new(registry));
 
         let shutdown = CancellationToken::new();
@@ -66,6 +73,7 @@ impl Component {
         let (admin_addr, admin) = admin::serve(
             args.admin_addr,
             readiness.clone(),
+            Arc::new(standard),
             registry.clone(),
             shutdown.clone(),
         )

@@ -242,7 +242,7 @@ pub struct LockGuardArgs {
     #[arg(
         long,
         env = "NAVIQUE_WEBHOOK_LOCK_CONTROLLER_USERNAME",
-        default_value = "system:serviceaccount:navique-system:lock-controller",
+        default_value = "system:serviceaccount:navique-system:navique-lock-controller",
         value_name = "USER"
     )]
     pub lock_controller_username: String,
@@ -308,8 +308,8 @@ mod tests {
             LockGuard {
                 protect_namespaces: true,
                 protect_marker: true,
-                lock_controller_username: "system:serviceaccount:navique-system:lock-controller"
-                    .to_owned(),
+                lock_controller_username:
+                    "system:serviceaccount:navique-system:navique-lock-controller".to_owned(),
             }
         );
     }

@@ -131,7 +131,7 @@ mod tests {
     use crate::review;
     use serde_json::{Value, json};
 
-    const LOCK_CONTROLLER: &str = "system:serviceaccount:navique-system:lock-controller";
+    const LOCK_CONTROLLER: &str = "system:serviceaccount:navique-system:navique-lock-controller";
 
     fn guard() -> LockGuard {
         LockGuard {

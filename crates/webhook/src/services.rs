@@ -1368,7 +1368,7 @@ mod tests {
                 ("kubernetes-admin", &["system:masters"][..]),
                 (NAMESPACE_CONTROLLER, &KUBE_SYSTEM_SAS[..]),
                 (
-                    "system:serviceaccount:navique-system:service-lifecycle-controller",
+                    "system:serviceaccount:navique-system:navique-service-lifecycle-controller",
                     &[
                         "system:serviceaccounts",
                         "system:serviceaccounts:navique-system",
@@ -1436,7 +1436,7 @@ mod tests {
     fn the_platform_marks_objects_retained() {
         let controller = || {
             as_user(
-                "system:serviceaccount:navique-system:service-lifecycle-controller",
+                "system:serviceaccount:navique-system:navique-service-lifecycle-controller",
                 &[
                     "system:serviceaccounts",
                     "system:serviceaccounts:navique-system",
@@ -1720,7 +1720,7 @@ mod tests {
     #[test]
     fn the_platform_and_kube_system_may_write_and_delete_backup_records() {
         let runner = as_user(
-            "system:serviceaccount:navique-system:backup-runner",
+            "system:serviceaccount:navique-system:navique-backup-runner",
             &[
                 "system:serviceaccounts",
                 "system:serviceaccounts:navique-system",

@@ -58,8 +58,8 @@ async fn start(pki: &Pki) -> Running {
             validator: Arc::new(LockGuard {
                 protect_namespaces: true,
                 protect_marker: true,
-                lock_controller_username: "system:serviceaccount:navique-system:lock-controller"
-                    .to_owned(),
+                lock_controller_username:
+                    "system:serviceaccount:navique-system:navique-lock-controller".to_owned(),
             }),
         },
         Route {

@@ -19,13 +19,28 @@ use kubectl_navique::render;
 /// succeeded.
 pub async fn run(cli: Cli) -> Result<ExitCode> {
     let session = Session::connect(&cli.global).await?;
-    match &cli.command {
+    let outcome = match &cli.command {
         Command::Locks => locks::run(&session).await,
         Command::Approvals(args) if args.watch => watch::run(&session, args).await,
         Command::Approvals(_) => approvals::run(&session).await,
         Command::Approve(args) => approve::run(&session, args).await,
         Command::Ui(args) => ui::run(&session, args).await,
-    }
+    };
+    // The CRD each command lists first.
+    let crd = match &cli.command {
+        Command::Locks => "locks.core.navique.com",
+        _ => "stacks.core.navique.com",
+    };
+    outcome.map_err(|error| {
+        let server = session.config.cluster_url.to_string();
+        match error
+            .downcast_ref::<kube::Error>()
+            .and_then(|e| render::unavailable(e, &server, crd))
+        {
+            Some(explained) => anyhow::Error::msg(explained),
+            None => error,
+        }
+    })
 }
 
 /// An error as the plugin prints it: the API server's refusal as kubectl
