@@ -8,7 +8,8 @@
 //! API server's refusal and a user without any role the refusal of the
 //! reads ("privileged deputy": the page acts only as its user); requests
 //! without the token, for another Host, or from another site are refused
-//! ("unauthenticated inside"). Screenshots go to target/ui-screenshots.
+//! ("unauthenticated inside"); a Stack needing two approvers waits, on the
+//! page, for a second person. Screenshots go to target/ui-screenshots.
 
 use std::os::unix::fs::PermissionsExt;
 use std::sync::OnceLock;
@@ -54,12 +55,17 @@ fn confirmed(name: &str) -> Value {
 }
 
 fn apply_stack(ns: &str, names: &[&str]) {
+    apply_stack_needing(ns, names, 1);
+}
+
+/// Stack `app` of `names`, whose removals wait for `approvers` people.
+fn apply_stack_needing(ns: &str, names: &[&str], approvers: u32) {
     let resources: Vec<Value> = names.iter().map(|n| confirmed(n)).collect();
     let stack = json!({
         "apiVersion": "core.navique.com/v1alpha1",
         "kind": "Stack",
         "metadata": {"name": "app", "namespace": ns},
-        "spec": {"resources": resources},
+        "spec": {"approvals": {"required": approvers}, "resources": resources},
     });
     cluster().kubectl_in(&["apply", "-f", "-"], Some(&stack.to_string()));
 }
@@ -278,6 +284,69 @@ async fn approve_all_approves_exactly_the_list_the_confirmation_showed() {
         "Approve all (1)"
     );
     browser.screenshot("ui-approve-all-done").await;
+    browser.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn four_eyes_waits_on_the_page_for_a_second_distinct_approver() {
+    let env = env();
+    env.ready().await;
+    let dir = tempfile::tempdir().unwrap();
+    let (ns, alice) = project("ui-four", &dir, "alice");
+    let bob = cluster().kubeconfig_for("bob-token", dir.path());
+    apply_stack_needing(&ns, &["kept", "settings"], 2);
+    until_item(&ns, "settings", "the sync", |r| r["status"] == "Synced").await;
+    apply_stack_needing(&ns, &["kept"], 2);
+    until_item(&ns, "settings", "the prune to wait", |r| {
+        r["requiresDeletionApproval"] == true
+    })
+    .await;
+
+    // Alice approves on her page: one of two, and the prune still waits.
+    let ui = UiServer::start(cluster(), &alice, &["-n", &ns]);
+    let browser = Browser::start().await;
+    browser.open(&ui.url).await;
+    browser
+        .until_text(&row("settings"), "the pending prune", |t| {
+            t.contains("approvals required: 2")
+        })
+        .await;
+    browser
+        .click(&format!("{} button.approve", row("settings")))
+        .await;
+    let counted = browser
+        .until_text(&row("settings"), "alice counted as the first of two", |t| {
+            t.contains("1 of 2 distinct approvers (alice)")
+        })
+        .await;
+    assert!(counted.contains("user: alice"), "{counted}");
+    assert!(exists(&ns, "settings"), "pruned after one approver of two");
+    browser.screenshot("ui-four-eyes-one-of-two").await;
+    browser.close().await;
+    drop(ui);
+
+    // Bob, a second person, approves on his own page: the prune runs.
+    let ui = UiServer::start(cluster(), &bob, &["-n", &ns]);
+    let browser = Browser::start().await;
+    browser.open(&ui.url).await;
+    browser
+        .until_text(&row("settings"), "the prune still pending", |t| {
+            t.contains("1 of 2 distinct approvers (alice)")
+        })
+        .await;
+    browser
+        .click(&format!("{} button.approve", row("settings")))
+        .await;
+    eventually(
+        WAIT,
+        "the prune approved by two to be carried out",
+        || async { (!exists(&ns, "settings")).then_some(()) },
+    )
+    .await;
+    browser
+        .until_gone(&row("settings"), "the pruned row to leave the page")
+        .await;
+    assert!(exists(&ns, "kept"));
     browser.close().await;
 }
 

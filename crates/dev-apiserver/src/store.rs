@@ -269,12 +269,22 @@ mod tests {
         let big = "x".repeat(8 * 1024);
         for _ in 0..100 {
             let mut txn = store.lock();
-            txn.put(storage.clone(), ("ns".into(), "big".into()), config_map("big", &big));
+            txn.put(
+                storage.clone(),
+                ("ns".into(), "big".into()),
+                config_map("big", &big),
+            );
         }
         let txn = store.lock();
-        assert!(txn.inner.history_bytes <= 64 * 1024, "{}", txn.inner.history_bytes);
+        assert!(
+            txn.inner.history_bytes <= 64 * 1024,
+            "{}",
+            txn.inner.history_bytes
+        );
         // Each change holds the object before and after: 16 KiB and more.
-        let kept = txn.changes_since(txn.inner.compacted).expect("kept changes");
+        let kept = txn
+            .changes_since(txn.inner.compacted)
+            .expect("kept changes");
         assert!((1..4).contains(&kept.len()), "{} changes kept", kept.len());
         assert_eq!(kept.last().map(|c| c.rv), Some(100));
         assert_eq!(txn.changes_since(0).err(), Some(txn.inner.compacted + 1));
@@ -288,9 +298,11 @@ mod tests {
         let storage: StorageKey = (String::new(), "configmaps".into());
         for i in 0..25 {
             let name = format!("cm-{i}");
-            store
-                .lock()
-                .put(storage.clone(), ("ns".into(), name.clone()), config_map(&name, "small"));
+            store.lock().put(
+                storage.clone(),
+                ("ns".into(), name.clone()),
+                config_map(&name, "small"),
+            );
         }
         let txn = store.lock();
         assert_eq!(txn.changes_since(15).map(|c| c.len()), Ok(10));

@@ -23,9 +23,9 @@ use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, Resource, ResourceExt};
 use navique_api::constants::finalizers;
 use navique_api::core::Lock;
+use navique_runtime::Component;
 use navique_runtime::controller::{ReconcileMetrics, Tracker, log_outcome};
-use navique_runtime::events::Recorder;
-use navique_runtime::{Component, one_line};
+use navique_runtime::events::{Queued, Recorder};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
@@ -36,8 +36,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::decision::{
     self, Catalog, Classification, Enforceable, LockEvent, LockState, Markers, Outcome, ServedKind,
-    StateCounts,
-    Target,
+    StateCounts, Target,
 };
 use crate::index::LockIndex;
 use crate::superseded::{self, Superseded};
@@ -52,7 +51,9 @@ const RESYNC: Duration = Duration::from_secs(3600);
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 /// Reconciles at once. Unbounded, a burst of Locks opens a connection per
 /// reconcile and the API server spends itself on handshakes.
-const CONCURRENCY: u16 = 32;
+const CONCURRENCY: u16 = 256;
+/// Events waiting to be published; a full queue slows the reconciles.
+const EVENT_QUEUE: usize = 4096;
 /// Wake-ups waiting for the controller; a full queue slows the watches.
 const WAKE_QUEUE: usize = 1024;
 
@@ -153,7 +154,7 @@ pub struct Context {
     /// Counts reconciles and spaces out each failing Lock's retries; a
     /// Lock is woken by its target's changes, so every wake-up runs.
     tracker: Tracker<Lock>,
-    recorder: Recorder,
+    events: Queued,
     /// What each Lock's last reconcile reported, for the `locks` gauges.
     states: Mutex<StateCounts<ObjectRef<Lock>>>,
     /// The Namespace and CRD marker writes, coalesced per object.
@@ -249,7 +250,8 @@ pub async fn run(
     let controller = Controller::for_stream(lock_events, locks.clone());
     let (triggers, views) = Triggers::new(client.clone(), locks.clone(), index.clone(), catalog);
     let (wake, woken) = mpsc::channel(WAKE_QUEUE);
-    let recorder = Recorder::new(client.clone(), crate::NAME);
+    let (events, publish_events) =
+        Queued::new(Recorder::new(client.clone(), crate::NAME), EVENT_QUEUE);
     let context = Arc::new(Context {
         client,
         locks: locks.clone(),
@@ -257,7 +259,7 @@ pub async fn run(
         views: views.clone(),
         tracker: Tracker::ungated(metrics.reconciles.clone()),
         metrics,
-        recorder,
+        events,
         states: Mutex::new(StateCounts::default()),
         shared: Coalesced::default(),
         superseded: Superseded::default(),
@@ -280,9 +282,12 @@ pub async fn run(
             () = shutdown_deadline(&token, &locks) => {}
         }
     };
+    // Events still queued when the controller stops are lost, as
+    // client-go's are: they are a record, never what protects.
     tokio::select! {
         () = triggers.run(wake) => {}
         () = reconcile_when_ready => {}
+        () = publish_events => {}
     }
     Ok(())
 }
@@ -343,7 +348,7 @@ impl Context {
         states.set(ObjectRef::from_obj(lock), state);
     }
 
-    /// Records `event` on `lock`; a failure is logged, never retried.
+    /// Queues `event` on `lock`; a failure is logged, never retried.
     async fn record(&self, lock: &Lock, event: LockEvent) {
         let event = Event {
             type_: if event.warning {
@@ -356,18 +361,9 @@ impl Context {
             action: "Reconcile".to_owned(),
             secondary: None,
         };
-        if let Err(e) = self
-            .recorder
-            .publish(&event, &navique_runtime::events::regarding(lock))
-            .await
-        {
-            tracing::warn!(
-                lock = %ObjectRef::from_obj(lock),
-                reason = event.reason,
-                error = %one_line(&e),
-                "cannot record the event"
-            );
-        }
+        self.events
+            .publish(event, navique_runtime::events::regarding(lock))
+            .await;
     }
 
     /// The finalizer goes on before anything is stamped and comes off once

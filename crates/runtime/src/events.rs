@@ -225,6 +225,47 @@ impl Recorder {
     }
 }
 
+/// Events published one at a time in the background: a burst of them (a
+/// thousand Locks turning active) then waits behind the writes its objects
+/// wait for, rather than competing with them for the API server.
+/// client-go's event broadcaster is asynchronous for the same reason.
+#[derive(Clone)]
+pub struct Queued {
+    sender: tokio::sync::mpsc::Sender<(Event, ObjectReference)>,
+}
+
+impl Queued {
+    /// The queue of `capacity` Events, and the task publishing them with
+    /// `recorder`, which ends once every copy of the queue is dropped and
+    /// what it held is published.
+    pub fn new(
+        recorder: Recorder,
+        capacity: usize,
+    ) -> (Self, impl std::future::Future<Output = ()> + Send + 'static) {
+        let (sender, mut receiver) = tokio::sync::mpsc::channel(capacity);
+        let publish = async move {
+            while let Some((event, regarding)) = receiver.recv().await {
+                let event: Event = event;
+                if let Err(e) = recorder.publish(&event, &regarding).await {
+                    tracing::warn!(
+                        regarding = ?regarding.name,
+                        reason = event.reason,
+                        error = %crate::one_line(&e),
+                        "cannot record the event"
+                    );
+                }
+            }
+        };
+        (Self { sender }, publish)
+    }
+
+    /// Queues `event` about `regarding`; waits only while the queue is full.
+    pub async fn publish(&self, event: Event, regarding: ObjectReference) {
+        // Closed only once the publishing task is gone, at shutdown.
+        let _ = self.sender.send((event, regarding)).await;
+    }
+}
+
 fn hashed(key: &SeriesKey) -> u64 {
     use std::hash::{BuildHasher, BuildHasherDefault};
     BuildHasherDefault::<std::collections::hash_map::DefaultHasher>::default().hash_one(key)
