@@ -7,6 +7,8 @@ packages=()
 command -v cc >/dev/null || packages+=(gcc libc6-dev)
 command -v curl >/dev/null || packages+=(curl)
 command -v openssl >/dev/null || packages+=(openssl)
+# make bench-backup's floors (pg_dump | zstd > file).
+command -v zstd >/dev/null || packages+=(zstd)
 
 if ((${#packages[@]})); then
   if [[ $(id -u) -ne 0 ]]; then

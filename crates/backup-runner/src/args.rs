@@ -87,6 +87,17 @@ pub struct Args {
     /// the servers they dump.
     #[arg(long, env = "NAVIQUE_PG_BIN_DIR", value_name = "PATH")]
     pub pg_bin_dir: Option<PathBuf>,
+
+    /// Threads compressing each archive with zstd, besides pg_dump. Default:
+    /// the cores beyond the first, at least 1, at most 8.
+    #[arg(
+        long,
+        env = "NAVIQUE_BACKUP_ZSTD_WORKERS",
+        default_value_t = crate::compression::default_workers(),
+        value_parser = clap::value_parser!(u32).range(1..=64),
+        value_name = "N"
+    )]
+    pub zstd_workers: u32,
 }
 
 fn expiry_interval(text: &str) -> Result<Duration, navique_api::Error> {

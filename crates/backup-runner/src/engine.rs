@@ -15,8 +15,10 @@ use navique_api::services::{
 use navique_provider_postgres::{Owner, catalogue, names};
 use object_store::{ObjectStoreExt, PutPayload};
 use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
+use tokio::process::Child;
 use tokio_util::sync::CancellationToken;
 
+use crate::compression::{self, Compression};
 use crate::layout::BackupKey;
 use crate::manifest::{self, Manifest, ServiceRecord};
 use crate::pg::{self, Connection, PgTools};
@@ -162,6 +164,7 @@ pub struct Engine {
     tools: PgTools,
     metrics: Metrics,
     provider_namespace: String,
+    zstd_workers: u32,
 }
 
 impl Engine {
@@ -172,7 +175,14 @@ impl Engine {
             tools,
             metrics,
             provider_namespace: catalogue::DEFAULT_PROVIDER_NAMESPACE.to_owned(),
+            zstd_workers: compression::default_workers(),
         }
+    }
+
+    /// Threads compressing each archive (`--zstd-workers`).
+    pub fn with_zstd_workers(mut self, workers: u32) -> Self {
+        self.zstd_workers = workers;
+        self
     }
 
     /// Where the ServiceClasses' admin Secrets are read from.
@@ -211,7 +221,24 @@ impl Engine {
                     other: found.idempotency_key,
                 });
             }
-            tracing::info!(location = %found.location, "found the completed snapshot in the store");
+            // Found after a restart: verified again before anyone relies on
+            // it, since the store may have changed it since. A failure is
+            // kept (nothing deleted): the manifest says a backup was there.
+            tracing::info!(location = %found.location, "found the completed snapshot in the store; verifying it again");
+            let key = backup.archive();
+            report.phase(
+                Phase::Verifying,
+                format!(
+                    "reading back {} ({} bytes), found in the store",
+                    found.location, found.size_bytes
+                ),
+            );
+            let expected = Digested {
+                size: found.size_bytes,
+                sha256: found.sha256.clone(),
+            };
+            self.verify(&key, &expected, found.compression, cancel)
+                .await?;
             return Ok(found);
         }
         let service = self
@@ -234,7 +261,10 @@ impl Engine {
             Phase::Verifying,
             format!("reading back {location} ({} bytes)", digested.size),
         );
-        let entries = match self.verify(&key, &digested, cancel).await {
+        let entries = match self
+            .verify(&key, &digested, Compression::Zstd, cancel)
+            .await
+        {
             Ok(entries) => entries,
             Err(e) => {
                 // Not a backup without a manifest, but do not leave it about.
@@ -256,6 +286,7 @@ impl Engine {
             },
             location,
             format: manifest::FORMAT.to_owned(),
+            compression: Compression::Zstd,
             size_bytes: digested.size,
             sha256: digested.sha256,
             entries,
@@ -286,14 +317,15 @@ impl Engine {
             program: self.tools.bin_dir().join("pg_dump"),
             source,
         })?;
-        let mut stdout = child.stdout.take().expect("stdout is piped");
+        let stdout = child.stdout.take().expect("stdout is piped");
+        let mut compressed = compression::compress(BufReader::new(stdout), self.zstd_workers);
         let stderr = tokio::spawn(pg::read_stderr(child.stderr.take()));
         let progress = |written| report.bytes(written);
         // On any early return `child` is dropped, which kills pg_dump.
         transfer::upload(
             &self.store,
             key,
-            &mut stdout,
+            &mut compressed,
             &progress,
             &self.metrics,
             cancel,
@@ -318,12 +350,14 @@ impl Engine {
         .await
     }
 
-    /// Reads the archive back: same size and sha256 as uploaded, and
-    /// `pg_restore --list` reads it and lists entries. Returns their count.
+    /// Reads the archive back: the stored bytes have the size and sha256
+    /// expected, and `pg_restore --list` reads the whole (decompressed)
+    /// archive and lists entries. Returns their count.
     async fn verify(
         &self,
         key: &str,
         uploaded: &Digested,
+        compression: Compression,
         cancel: &CancellationToken,
     ) -> Result<u64, Error> {
         let location = self.store.location(key);
@@ -335,13 +369,13 @@ impl Engine {
             program: self.tools.bin_dir().join("pg_restore"),
             source,
         })?;
-        let mut stdin = child.stdin.take().expect("stdin is piped");
+        let mut stdin = stdin_of(&mut child, compression);
         let counting = tokio::spawn(count_entries(child.stdout.take().expect("stdout is piped")));
         let stderr = tokio::spawn(pg::read_stderr(child.stderr.take()));
         let (read, last) = transfer::read_back(&self.store, key, &mut stdin, cancel).await?;
         if read != *uploaded {
             return Err(failed(format!(
-                "read back {} bytes with sha256 {}, but uploaded {} bytes with sha256 {}",
+                "read back {} bytes with sha256 {}, but {} bytes with sha256 {} were stored",
                 read.size, read.sha256, uploaded.size, uploaded.sha256
             )));
         }
@@ -364,21 +398,21 @@ impl Engine {
         Ok(entries)
     }
 
-    /// The manifest of `backup` when it is complete: the manifest exists
-    /// and the archive it describes is there with its size. An archive
-    /// without a manifest, or a manifest without its archive, is not a
-    /// backup (the attempt is taken again).
+    /// The manifest of `backup` when the manifest exists and so does the
+    /// archive it describes (whether it is whole is for `verify` to say).
+    /// An archive without a manifest, or a manifest without its archive, is
+    /// not a backup (the attempt is taken again).
     pub async fn find_completed(&self, backup: &BackupKey) -> Result<Option<Manifest>, Error> {
         let Some(manifest) = self.read_manifest(backup).await? else {
             return Ok(None);
         };
         let archive = backup.archive();
         match self.store.inner().head(&self.store.path(&archive)).await {
-            Ok(meta) if meta.size == manifest.size_bytes => Ok(Some(manifest)),
-            Ok(_) | Err(object_store::Error::NotFound { .. }) => {
+            Ok(_) => Ok(Some(manifest)),
+            Err(object_store::Error::NotFound { .. }) => {
                 tracing::warn!(
                     location = %self.store.location(&archive),
-                    "the manifest's archive is missing or has another size; taking the snapshot again"
+                    "the manifest's archive is missing; taking the snapshot again"
                 );
                 Ok(None)
             }
@@ -639,7 +673,7 @@ impl Engine {
                 program: self.tools.bin_dir().join("pg_restore"),
                 source,
             })?;
-        let mut stdin = child.stdin.take().expect("stdin is piped");
+        let mut stdin = stdin_of(&mut child, manifest.compression);
         let stderr = tokio::spawn(pg::read_stderr(child.stderr.take()));
         let (read, last) = transfer::read_back(&self.store, &key, &mut stdin, cancel).await?;
         if read.size != manifest.size_bytes || read.sha256 != manifest.sha256 {
@@ -679,6 +713,14 @@ impl Engine {
             completed_at: Timestamp::now(),
         })
     }
+}
+
+/// The child's stdin, fed the stored bytes of an archive of `compression`.
+fn stdin_of(
+    child: &mut Child,
+    compression: Compression,
+) -> std::pin::Pin<Box<dyn tokio::io::AsyncWrite + Send>> {
+    compression::decompressing(child.stdin.take().expect("stdin is piped"), compression)
 }
 
 async fn count_entries(stdout: impl AsyncRead + Unpin) -> u64 {

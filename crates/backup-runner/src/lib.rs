@@ -10,6 +10,7 @@
 
 mod args;
 pub mod bounds;
+pub mod compression;
 pub mod engine;
 mod error;
 pub mod expiry;
@@ -78,7 +79,8 @@ pub async fn run(args: Args) -> Result<(), Error> {
         component.register_metrics(|registry| metrics.register(registry));
         let engine = Arc::new(
             Engine::new(client.clone(), store, tools, metrics)
-                .with_provider_namespace(&args.provider_namespace),
+                .with_provider_namespace(&args.provider_namespace)
+                .with_zstd_workers(args.zstd_workers),
         );
         let snapshots = Snapshots::new(engine, shutdown.child_token());
         let manual_metrics =

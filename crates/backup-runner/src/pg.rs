@@ -85,11 +85,12 @@ impl PgTools {
         command
     }
 
-    /// `pg_dump --format=custom` of the connection's database to stdout.
+    /// `pg_dump --format=custom --compress=0` of the connection's database
+    /// to stdout: backup-runner compresses (see `compression`).
     pub fn dump(&self, connection: &Connection) -> Command {
         let mut command = self.command("pg_dump");
         command
-            .args(["--format=custom", "--no-password"])
+            .args(["--format=custom", "--compress=0", "--no-password"])
             .stdin(Stdio::null())
             .stdout(Stdio::piped());
         connection.apply(&mut command);
