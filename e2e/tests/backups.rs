@@ -58,6 +58,15 @@ fn stored(store: &Path, extension: &str) -> Vec<std::path::PathBuf> {
     found
 }
 
+/// The first bytes of a zstd frame, and of pg_dump's custom format.
+const ZSTD_MAGIC: [u8; 4] = [0x28, 0xb5, 0x2f, 0xfd];
+const PG_DUMP_MAGIC: &[u8] = b"PGDMP";
+
+/// The manifest next to the archive `archive` (`x.dump` → `x.json`).
+fn manifest_of(archive: &Path) -> serde_json::Value {
+    serde_json::from_slice(&std::fs::read(archive.with_extension("json")).unwrap()).unwrap()
+}
+
 fn sha256(path: &Path) -> String {
     let output = Command::new("sha256sum").arg(path).output().unwrap();
     let text = String::from_utf8(output.stdout).unwrap();
@@ -201,6 +210,11 @@ async fn snapshot_and_delete_leaves_one_verified_final_backup_that_restores() {
         record[4]
     );
     assert_eq!(record[5], format!("sha256:{}", sha256(path)));
+    // Compressed by backup-runner: a zstd frame, and the manifest says so.
+    assert_eq!(&std::fs::read(path).unwrap()[..4], ZSTD_MAGIC);
+    let manifest = manifest_of(path);
+    assert_eq!(manifest["version"], 2);
+    assert_eq!(manifest["compression"], "zstd");
     assert_eq!(
         stored(store.path(), "dump").len(),
         2,
@@ -948,4 +962,177 @@ async fn the_archives_of_a_deleted_project_go_after_the_grace() {
     .await;
     // Another Project's archive stays.
     assert_eq!(stored(&store.path().join(&kept), "dump").len(), 1);
+}
+
+/// The archive and manifest of backup `backup` of the service `orders-db`
+/// with uid `uid`, as backup-runner lays them out under `store`.
+fn backup_paths(
+    store: &Path,
+    ns: &str,
+    uid: &str,
+    backup: &str,
+) -> (std::path::PathBuf, std::path::PathBuf) {
+    let folder = store.join(ns).join(format!("orders-db-{uid}"));
+    (
+        folder.join(format!("{backup}.dump")),
+        folder.join(format!("{backup}.json")),
+    )
+}
+
+/// An archive written before backup-runner compressed with zstd (pg_dump's
+/// own zlib inside the custom format, manifest version 1, no
+/// `compression`) still restores, every row of it.
+// upgrade: backups taken by the previous release stay restorable.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_archive_from_before_zstd_still_restores_every_row() {
+    let (env, _runner, store) = with_backup_runner().await;
+    let ns = env.cluster.namespace("old-format");
+    let db = "old_orders";
+    service_with_rows(&env, &ns, db, "").await;
+    manual_backup(&env, &ns, "old-format", None);
+    env.cluster.kubectl_ok(&[
+        "wait",
+        "--for=condition=Ready",
+        "servicebackup/old-format",
+        "-n",
+        &ns,
+        "--timeout=30s",
+    ]);
+    // What the previous release stored: pg_dump -Fc as it compresses by
+    // default, under a version 1 manifest.
+    let uid = env.field(&ns, "orders-db", "{.metadata.uid}");
+    let (archive, manifest_path) = backup_paths(store.path(), &ns, &uid, "old-format");
+    let old = env
+        .postgres
+        .pg_dump(&on_server(&ns, db), &["--format=custom"]);
+    assert!(old.starts_with(PG_DUMP_MAGIC));
+    std::fs::write(&archive, &old).unwrap();
+    let mut manifest = manifest_of(&archive);
+    let fields = manifest.as_object_mut().unwrap();
+    fields.insert("version".into(), 1.into());
+    fields.remove("compression");
+    fields.insert("sizeBytes".into(), old.len().into());
+    fields.insert("sha256".into(), sha256(&archive).into());
+    std::fs::write(&manifest_path, serde_json::to_vec(&manifest).unwrap()).unwrap();
+    // The rows change after the backup: the restore must bring back the
+    // backup's, not these.
+    env.postgres
+        .query_in(&on_server(&ns, db), "delete from items where id > 10");
+
+    let restored = restored_service(&env, &ns, "orders-restored", "restored_old", "old-format");
+    env.apply(&restored).await;
+    env.until_state(&ns, "orders-restored", "Ready Available")
+        .await;
+    assert_eq!(
+        env.postgres.query_in(
+            &on_server(&ns, "restored_old"),
+            "select count(*), sum(id) from items"
+        ),
+        "1000|500500"
+    );
+    assert!(
+        env.cluster
+            .event_messages(&ns, "Restored")
+            .starts_with("Normal restored ServiceBackup old-format from file://"),
+        "{}",
+        env.cluster.event_messages(&ns, "Restored")
+    );
+}
+
+/// A final backup whose archive was altered, then truncated, after it was
+/// stored (found in the store by the deletion, as after a restart) fails
+/// verification: the deletion is blocked with the cause on the service, in
+/// a Warning event and on the record, and nothing is dropped. Once the
+/// damaged backup is removed, the next attempt takes a new one.
+// fail closed: a deletion never proceeds on an archive that does not verify.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_altered_or_truncated_final_backup_fails_verification_and_blocks_the_deletion() {
+    let (env, _runner, store) = with_backup_runner().await;
+    let ns = env.cluster.namespace("damaged");
+    let db = "damaged_orders";
+    service_with_rows(&env, &ns, db, "").await;
+    let database = on_server(&ns, db);
+    manual_backup(&env, &ns, "healthy", None);
+    env.cluster.kubectl_ok(&[
+        "wait",
+        "--for=condition=Ready",
+        "servicebackup/healthy",
+        "-n",
+        &ns,
+        "--timeout=30s",
+    ]);
+    // The final backup as an earlier attempt stored and recorded it, with
+    // one byte of the archive changed since.
+    let uid = env.field(&ns, "orders-db", "{.metadata.uid}");
+    let record = format!("orders-db-final-{}", &uid[..8]);
+    let (healthy, _) = backup_paths(store.path(), &ns, &uid, "healthy");
+    let (archive, manifest_path) = backup_paths(store.path(), &ns, &uid, &record);
+    let mut bytes = std::fs::read(&healthy).unwrap();
+    let mut manifest = manifest_of(&healthy);
+    let fields = manifest.as_object_mut().unwrap();
+    fields.insert("idempotencyKey".into(), format!("{uid}/final").into());
+    fields.insert("backupName".into(), record.clone().into());
+    fields.insert("origin".into(), "Final".into());
+    fields.insert(
+        "location".into(),
+        format!("file://{}", archive.display()).into(),
+    );
+    std::fs::write(&manifest_path, serde_json::to_vec(&manifest).unwrap()).unwrap();
+    let stored_sha = manifest["sha256"].as_str().unwrap().to_owned();
+    let size = bytes.len();
+    bytes[size / 2] ^= 0x01;
+    std::fs::write(&archive, &bytes).unwrap();
+    let altered_sha = sha256(&archive);
+
+    env.start_deleting(&ns, "orders-db");
+    let location = format!("file://{}", archive.display());
+    let altered = format!(
+        "Deleting DeletionBlocked: the final backup failed: verification of {location} failed: read back {size} bytes with sha256 {altered_sha}, but {size} bytes with sha256 {stored_sha} were stored"
+    );
+    env.until_state(&ns, "orders-db", &altered).await;
+    assert_eq!(
+        env.cluster.event_messages(&ns, "FinalBackupFailed"),
+        format!(
+            "Warning {}\n",
+            altered.strip_prefix("Deleting DeletionBlocked: ").unwrap()
+        )
+    );
+    let failed = env.get(
+        &ns,
+        &format!("servicebackup/{record}"),
+        "{.status.phase} {.status.message}",
+    );
+    assert!(failed.starts_with("Failed verification of "), "{failed}");
+    assert!(env.postgres.database_exists(&database), "nothing dropped");
+
+    // Truncated: the next attempt (after the back-off) says so.
+    std::fs::write(&archive, &bytes[..size / 2]).unwrap();
+    let truncated = format!(
+        "Deleting DeletionBlocked: the final backup failed: verification of {location} failed: read back {} bytes with sha256 {}, but {size} bytes with sha256 {stored_sha} were stored",
+        size / 2,
+        sha256(&archive)
+    );
+    env.until_state(&ns, "orders-db", &truncated).await;
+    assert!(env.postgres.database_exists(&database), "nothing dropped");
+    assert!(
+        archive.exists() && manifest_path.exists(),
+        "the evidence is kept"
+    );
+
+    // The provider removes the damaged backup: a new one is taken, and only
+    // then is the database dropped.
+    std::fs::remove_file(&manifest_path).unwrap();
+    env.until_gone(&ns, "orders-db").await;
+    assert!(!env.postgres.database_exists(&database));
+    assert_eq!(&std::fs::read(&archive).unwrap()[..4], ZSTD_MAGIC);
+    assert_eq!(
+        manifest_of(&archive)["sizeBytes"],
+        std::fs::metadata(&archive).unwrap().len()
+    );
+    let finals: Vec<Vec<String>> = backups(&env, &ns)
+        .into_iter()
+        .filter(|b| b[1] == "Final")
+        .collect();
+    assert_eq!(finals.len(), 1, "{finals:?}");
+    assert_eq!(finals[0][2], "Completed", "{finals:?}");
 }

@@ -123,7 +123,10 @@ mod tests {
 
     #[test]
     fn manifests_spell_compression_in_lowercase_and_default_to_none() {
-        assert_eq!(serde_json::to_string(&Compression::Zstd).unwrap(), "\"zstd\"");
+        assert_eq!(
+            serde_json::to_string(&Compression::Zstd).unwrap(),
+            "\"zstd\""
+        );
         assert_eq!(Compression::default(), Compression::None);
         assert!(serde_json::from_str::<Compression>("\"lz4\"").is_err());
         assert!((1..=8).contains(&default_workers()));
