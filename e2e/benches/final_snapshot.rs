@@ -350,7 +350,7 @@ fn pipeline(
     out: &Path,
 ) -> anyhow::Result<Run> {
     let file = std::fs::File::create(out)?;
-    let mut dump = tools.dump(connection).into_std();
+    let mut dump = tools.dump(connection, None).into_std();
     dump.args(flags);
     let started = Instant::now();
     let dumped = if through_zstd {
@@ -395,6 +395,7 @@ async fn take_snapshot(
             service: Some(service.clone()),
             origin: Origin::Final as i32,
             backup_name: format!("{SERVICE}-final-{round}"),
+            ..Default::default()
         })
         .await?;
     let mut progress = client

@@ -718,6 +718,7 @@ async fn snapshot_service_answers_only_the_lifecycle_controller() {
         service: Some(protected.clone()),
         origin: 3,
         backup_name: "orders-db-final".to_owned(),
+        ..Default::default()
     };
 
     // (a) TLS, but no client certificate: Unauthenticated.
@@ -1135,4 +1136,140 @@ async fn an_altered_or_truncated_final_backup_fails_verification_and_blocks_the_
         .collect();
     assert_eq!(finals.len(), 1, "{finals:?}");
     assert_eq!(finals[0][2], "Completed", "{finals:?}");
+}
+
+/// The scratch databases of test restores left on the server.
+fn scratch_databases(env: &ServiceEnv) -> String {
+    env.postgres
+        .query("select string_agg(datname, ',') from pg_database where datname like '\\_navique\\_verify\\_%'")
+}
+
+/// `finalBackup.verify: Restore`: before the database is dropped, the
+/// final backup is restored into a scratch database whose row counts, table
+/// by table, equal those read inside the dump's snapshot. The result is on
+/// the record and in the manifest, and the scratch database is gone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_test_restore_proves_the_final_backup_before_the_database_is_dropped() {
+    let (env, _runner, store) = with_backup_runner().await;
+    let ns = env.cluster.namespace("proven");
+    let db = "proven_orders";
+    service_with_rows(&env, &ns, db, "  finalBackup:\n    verify: Restore").await;
+    let database = on_server(&ns, db);
+    env.postgres.query_in(
+        &database,
+        &format!(
+            "set role {database}; create schema shop; create table shop.notes as select g as id from generate_series(1, 250) g; create table shop.empty (id int)"
+        ),
+    );
+    let uid = env.field(&ns, "orders-db", "{.metadata.uid}");
+    let record = format!("orders-db-final-{}", &uid[..8]);
+
+    env.start_deleting(&ns, "orders-db");
+    env.until_gone(&ns, "orders-db").await;
+    assert!(!env.postgres.database_exists(&database));
+    assert_eq!(
+        env.get(
+            &ns,
+            &format!("servicebackup/{record}"),
+            "{.status.phase} {.status.testRestore.result} {.status.testRestore.tables} {.status.testRestore.rows} {.status.testRestore.message}"
+        ),
+        "Completed Passed 3 1250 3 tables with 1250 rows restored as counted at dump time"
+    );
+    let (archive, _) = backup_paths(store.path(), &ns, &uid, &record);
+    let manifest = manifest_of(&archive);
+    assert_eq!(
+        manifest["rowCounts"],
+        serde_json::json!({"public.items": 1000, "shop.empty": 0, "shop.notes": 250})
+    );
+    assert_eq!(manifest["testRestore"]["rows"], 1250);
+    assert_eq!(
+        scratch_databases(&env),
+        "",
+        "the scratch database is dropped"
+    );
+}
+
+/// A test restore that does not bring back the rows counted when the
+/// backup was taken (here the store holds an archive with 10 rows fewer
+/// than its manifest counted) blocks the deletion with the difference, on
+/// the service, in a Warning event and on the record; nothing is dropped,
+/// and the scratch database is gone.
+// fail closed: a deletion never proceeds on a backup whose restore loses rows.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_test_restore_that_brings_back_other_row_counts_blocks_the_deletion() {
+    let (env, _runner, store) = with_backup_runner().await;
+    let ns = env.cluster.namespace("mismatch");
+    let db = "mismatch_orders";
+    service_with_rows(&env, &ns, db, "  finalBackup:\n    verify: Restore").await;
+    let database = on_server(&ns, db);
+    env.postgres
+        .query_in(&database, "delete from items where id > 990");
+    manual_backup(&env, &ns, "fewer", None);
+    env.cluster.kubectl_ok(&[
+        "wait",
+        "--for=condition=Ready",
+        "servicebackup/fewer",
+        "-n",
+        &ns,
+        "--timeout=30s",
+    ]);
+    // The final backup as an earlier attempt recorded it, 1000 rows counted,
+    // whose archive now holds the 990 of another backup.
+    let uid = env.field(&ns, "orders-db", "{.metadata.uid}");
+    let record = format!("orders-db-final-{}", &uid[..8]);
+    let (fewer, _) = backup_paths(store.path(), &ns, &uid, "fewer");
+    let (archive, manifest_path) = backup_paths(store.path(), &ns, &uid, &record);
+    std::fs::copy(&fewer, &archive).unwrap();
+    let mut manifest = manifest_of(&fewer);
+    let fields = manifest.as_object_mut().unwrap();
+    fields.insert("idempotencyKey".into(), format!("{uid}/final").into());
+    fields.insert("backupName".into(), record.clone().into());
+    fields.insert("origin".into(), "Final".into());
+    let location = format!("file://{}", archive.display());
+    fields.insert("location".into(), location.clone().into());
+    fields.insert(
+        "rowCounts".into(),
+        serde_json::json!({"public.items": 1000}),
+    );
+    std::fs::write(&manifest_path, serde_json::to_vec(&manifest).unwrap()).unwrap();
+
+    env.start_deleting(&ns, "orders-db");
+    let cause = format!(
+        "the final backup failed: test restore of {location} failed: row counts differ: public.items: 1000 rows at dump time, 990 restored"
+    );
+    env.until_state(
+        &ns,
+        "orders-db",
+        &format!("Deleting DeletionBlocked: {cause}"),
+    )
+    .await;
+    assert_eq!(
+        env.cluster.event_messages(&ns, "FinalBackupFailed"),
+        format!("Warning {cause}\n")
+    );
+    eventually(WAIT, "the test restore's result on the record", || async {
+        let status = env.get(
+            &ns,
+            &format!("servicebackup/{record}"),
+            "{.status.phase} {.status.testRestore.result} {.status.testRestore.message}",
+        );
+        (status
+            == format!(
+                "Failed Failed test restore of {location} failed: row counts differ: public.items: 1000 rows at dump time, 990 restored"
+            ))
+        .then_some(())
+    })
+    .await;
+    assert!(env.postgres.database_exists(&database), "nothing dropped");
+    assert_eq!(
+        env.postgres
+            .query_in(&database, "select count(*) from items"),
+        "990"
+    );
+    // Attempts come back after a growing wait; between two, no scratch
+    // database is left.
+    eventually(WAIT, "the scratch database to be dropped", || async {
+        scratch_databases(&env).is_empty().then_some(())
+    })
+    .await;
 }

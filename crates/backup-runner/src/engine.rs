@@ -7,7 +7,8 @@ use k8s_openapi::jiff::Timestamp;
 use kube::api::Api;
 use kube::{Client, ResourceExt};
 use navique_api::grpc::snapshot::v1::{
-    Origin, Phase, RequestSnapshotRequest, RestoreSnapshotRequest, ServiceRef,
+    Origin, Phase, RequestSnapshotRequest, RestoreSnapshotRequest, ServiceRef, TestRestore,
+    Verification,
 };
 use navique_api::services::{
     BackupPhase, IN_PROJECT_PORT, ManagedService, PlacementMode, ServiceBackup, in_project_host,
@@ -23,6 +24,7 @@ use crate::layout::BackupKey;
 use crate::manifest::{self, Manifest, ServiceRecord};
 use crate::pg::{self, Connection, PgTools};
 use crate::store::Store;
+use crate::test_restore::{self, RowCounts};
 use crate::transfer::{self, Digested};
 use crate::{Error, Metrics};
 
@@ -32,6 +34,7 @@ pub struct SnapshotRequest {
     pub idempotency_key: String,
     pub backup: BackupKey,
     pub origin: Origin,
+    pub verification: Verification,
 }
 
 impl SnapshotRequest {
@@ -45,6 +48,13 @@ impl SnapshotRequest {
         let origin = Origin::try_from(request.origin).map_err(|_| {
             Error::InvalidRequest(format!("origin {} is not a known Origin", request.origin))
         })?;
+        // An unknown value never means less proof: refused.
+        let verification = Verification::try_from(request.verification).map_err(|_| {
+            Error::InvalidRequest(format!(
+                "verification {} is not a known Verification",
+                request.verification
+            ))
+        })?;
         Ok(Self {
             idempotency_key: request.idempotency_key,
             backup: BackupKey::new(
@@ -54,6 +64,7 @@ impl SnapshotRequest {
                 &request.backup_name,
             )?,
             origin,
+            verification,
         })
     }
 
@@ -70,6 +81,56 @@ impl SnapshotRequest {
 pub trait Report: Send + Sync {
     fn phase(&self, phase: Phase, message: String);
     fn bytes(&self, written: u64);
+    fn test_restore(&self, result: TestRestore);
+}
+
+/// The source's side of a test restore: a read-only repeatable-read
+/// transaction whose snapshot pg_dump dumps (`--snapshot`), held open
+/// until the dump ends, in which the rows are counted.
+struct SourceSnapshot {
+    client: tokio_postgres::Client,
+    id: String,
+}
+
+impl SourceSnapshot {
+    async fn open(connection: &Connection) -> Result<Self, Error> {
+        let failed = |e| pg::sql_failed("a snapshot", format!("of {}", connection.describe()), e);
+        let client = connection.connect().await.map_err(failed)?;
+        client
+            .batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+            .await
+            .map_err(failed)?;
+        let row = client
+            .query_one("SELECT pg_catalog.pg_export_snapshot()", &[])
+            .await
+            .map_err(failed)?;
+        Ok(Self {
+            id: row.get(0),
+            client,
+        })
+    }
+
+    async fn count(&self, connection: &Connection) -> Result<RowCounts, Error> {
+        test_restore::count_rows(&self.client).await.map_err(|e| {
+            pg::sql_failed(
+                "a count",
+                format!("of the rows in {}", connection.describe()),
+                e,
+            )
+        })
+    }
+}
+
+/// Drops the scratch database, with any session still in it.
+async fn drop_scratch(admin: &tokio_postgres::Client, scratch: &str) -> Result<(), Error> {
+    let statement = format!(
+        "DROP DATABASE IF EXISTS {} WITH (FORCE)",
+        test_restore::quote_ident(scratch)
+    );
+    admin
+        .batch_execute(&statement)
+        .await
+        .map_err(|e| pg::sql_failed("a test restore", statement.clone(), e))
 }
 
 /// A validated RestoreSnapshot.
@@ -204,7 +265,8 @@ impl Engine {
     }
 
     /// Takes the snapshot, or finds it completed in the store (an earlier
-    /// process finished it). Returns its manifest once it is verified.
+    /// process finished it). Returns its manifest once it is verified, with
+    /// a test restore when the request asks for one.
     pub async fn snapshot(
         &self,
         request: &SnapshotRequest,
@@ -213,6 +275,7 @@ impl Engine {
         cancel: &CancellationToken,
     ) -> Result<Manifest, Error> {
         let backup = &request.backup;
+        let test_restore = request.verification == Verification::Restore;
         if let Some(found) = self.find_completed(backup).await? {
             if found.idempotency_key != request.idempotency_key {
                 return Err(Error::BackupNameTaken {
@@ -239,33 +302,99 @@ impl Engine {
             };
             self.verify(&key, &expected, found.compression, cancel)
                 .await?;
+            if test_restore {
+                let counts = found.row_counts.as_ref().ok_or_else(|| Error::TestRestore {
+                    location: found.location.clone(),
+                    reason: format!(
+                        "the backup was taken without row counts to compare with; remove {} to take it again",
+                        self.store.location(&backup.manifest())
+                    ),
+                })?;
+                let service = self
+                    .service(&backup.namespace, &backup.service, Some(&backup.uid))
+                    .await?;
+                let reached = self.reach_for_test_restore(&service).await?;
+                self.test_restore(
+                    &reached.connection,
+                    &request.idempotency_key,
+                    &key,
+                    &expected,
+                    found.compression,
+                    counts,
+                    report,
+                    cancel,
+                )
+                .await?;
+            }
             return Ok(found);
         }
         let service = self
             .service(&backup.namespace, &backup.service, Some(&backup.uid))
             .await?;
         self.check_record(backup, request.origin).await?;
-        let connection = self.reach(&service).await?.connection;
+        let reached = if test_restore {
+            self.reach_for_test_restore(&service).await?
+        } else {
+            self.reach(&service).await?
+        };
+        let connection = &reached.connection;
+        // For a test restore, the rows are counted in a repeatable-read
+        // transaction whose snapshot pg_dump dumps, while it dumps.
+        let source = match test_restore {
+            true => Some(SourceSnapshot::open(connection).await?),
+            false => None,
+        };
         report.phase(
             Phase::Running,
             format!("pg_dump of {} is streaming", connection.describe()),
         );
         let key = backup.archive();
         let location = self.store.location(&key);
-        let digested = self
-            .dump_into_store(&connection, &key, report, cancel)
-            .await?;
+        let dumping = self.dump_into_store(
+            connection,
+            source.as_ref().map(|s| s.id.as_str()),
+            &key,
+            report,
+            cancel,
+        );
+        let (digested, row_counts) = match &source {
+            Some(source) => {
+                let (digested, counts) = tokio::join!(dumping, source.count(connection));
+                (digested?, Some(counts?))
+            }
+            None => (dumping.await?, None),
+        };
+        drop(source);
         tracing::info!(%location, size = digested.size, sha256 = %digested.sha256, "archive uploaded");
 
         report.phase(
             Phase::Verifying,
             format!("reading back {location} ({} bytes)", digested.size),
         );
-        let entries = match self
-            .verify(&key, &digested, Compression::Zstd, cancel)
-            .await
-        {
-            Ok(entries) => entries,
+        let verified = async {
+            let entries = self
+                .verify(&key, &digested, Compression::Zstd, cancel)
+                .await?;
+            let restored = match &row_counts {
+                Some(counts) => Some(
+                    self.test_restore(
+                        connection,
+                        &request.idempotency_key,
+                        &key,
+                        &digested,
+                        Compression::Zstd,
+                        counts,
+                        report,
+                        cancel,
+                    )
+                    .await?,
+                ),
+                None => None,
+            };
+            Ok::<_, Error>((entries, restored))
+        };
+        let (entries, restored) = match verified.await {
+            Ok(verified) => verified,
             Err(e) => {
                 // Not a backup without a manifest, but do not leave it about.
                 if let Err(delete) = self.store.inner().delete(&self.store.path(&key)).await {
@@ -290,6 +419,8 @@ impl Engine {
             size_bytes: digested.size,
             sha256: digested.sha256,
             entries,
+            row_counts,
+            test_restore: restored,
             started_at: started_at.to_string(),
             completed_at: Timestamp::now().to_string(),
         };
@@ -305,14 +436,166 @@ impl Engine {
         Ok(manifest)
     }
 
+    /// How a test restore reaches the service's server: as the provider,
+    /// which can create and drop a scratch database there.
+    async fn reach_for_test_restore(&self, service: &ManagedService) -> Result<Reached, Error> {
+        if service.spec.placement.mode != PlacementMode::ProviderShared {
+            return Err(Error::TestRestoreUnsupported {
+                service: format!(
+                    "{}/{}",
+                    service.namespace().unwrap_or_default(),
+                    service.name_any()
+                ),
+            });
+        }
+        self.reach(service).await
+    }
+
+    /// Restores the archive `key` into a scratch database on the server of
+    /// `source` (the provider's connection), compares its row counts with
+    /// `counts`, and drops it again, whatever happened. The result is
+    /// reported either way.
+    #[allow(clippy::too_many_arguments)]
+    async fn test_restore(
+        &self,
+        source: &Connection,
+        idempotency_key: &str,
+        key: &str,
+        expected: &Digested,
+        compression: Compression,
+        counts: &RowCounts,
+        report: &dyn Report,
+        cancel: &CancellationToken,
+    ) -> Result<manifest::TestRestoreRecord, Error> {
+        let location = self.store.location(key);
+        let scratch = test_restore::scratch_name(idempotency_key);
+        report.phase(
+            Phase::Verifying,
+            format!("test restore of {location} into the scratch database {scratch}"),
+        );
+        let admin = source.connect().await.map_err(|e| {
+            pg::sql_failed("a test restore", format!("on {}", source.describe()), e)
+        })?;
+        let outcome = async {
+            drop_scratch(&admin, &scratch).await?;
+            for statement in [
+                format!("CREATE DATABASE {}", test_restore::quote_ident(&scratch)),
+                // No Project role may even connect while it holds their data.
+                format!(
+                    "REVOKE ALL ON DATABASE {} FROM PUBLIC",
+                    test_restore::quote_ident(&scratch)
+                ),
+            ] {
+                admin.batch_execute(&statement).await.map_err(|e| {
+                    pg::sql_failed("a test restore", format!("of {location}: {statement}"), e)
+                })?;
+            }
+            let into = source.with_database(&scratch);
+            self.restore_scratch(&into, key, expected, compression, cancel)
+                .await?;
+            let client = into.connect().await.map_err(|e| {
+                pg::sql_failed("a test restore", format!("on {}", into.describe()), e)
+            })?;
+            let restored = test_restore::count_rows(&client).await.map_err(|e| {
+                pg::sql_failed("a count", format!("of the rows in {}", into.describe()), e)
+            })?;
+            drop(client);
+            test_restore::compare(counts, &restored).map_err(|reason| Error::TestRestore {
+                location: location.clone(),
+                reason,
+            })
+        }
+        .await;
+        if let Err(e) = drop_scratch(&admin, &scratch).await {
+            // The next attempt drops it first; say so meanwhile.
+            tracing::warn!(%scratch, error = %e, "cannot drop the scratch database");
+        }
+        let completed_at = Timestamp::now();
+        let tables = counts.len() as u64;
+        let rows = counts.values().sum();
+        report.test_restore(TestRestore {
+            passed: outcome.is_ok(),
+            tables,
+            rows,
+            message: match &outcome {
+                Ok(_) => {
+                    format!("{tables} tables with {rows} rows restored as counted at dump time")
+                }
+                Err(e) => e.to_string(),
+            },
+            completed_at: Some(prost_types::Timestamp {
+                seconds: completed_at.as_second(),
+                nanos: completed_at.subsec_nanosecond(),
+            }),
+        });
+        outcome?;
+        Ok(manifest::TestRestoreRecord {
+            tables,
+            rows,
+            completed_at: completed_at.to_string(),
+        })
+    }
+
+    /// Streams the archive into pg_restore of the scratch database; the
+    /// stored bytes must match `expected`.
+    async fn restore_scratch(
+        &self,
+        into: &Connection,
+        key: &str,
+        expected: &Digested,
+        compression: Compression,
+        cancel: &CancellationToken,
+    ) -> Result<(), Error> {
+        let location = self.store.location(key);
+        let mut child =
+            self.tools
+                .restore_scratch(into)
+                .spawn()
+                .map_err(|source| Error::Spawn {
+                    program: self.tools.bin_dir().join("pg_restore"),
+                    source,
+                })?;
+        let mut stdin = stdin_of(&mut child, compression);
+        let stderr = tokio::spawn(pg::read_stderr(child.stderr.take()));
+        let (read, last) = transfer::read_back(&self.store, key, &mut stdin, cancel).await?;
+        if read != *expected {
+            let _ = child.kill().await;
+            return Err(Error::Corrupt {
+                location,
+                reason: format!(
+                    "read {} bytes with sha256 {}, expected {} bytes with sha256 {}",
+                    read.size, read.sha256, expected.size, expected.sha256
+                ),
+            });
+        }
+        transfer::finish_sink(stdin, last).await;
+        let status = child
+            .wait()
+            .await
+            .map_err(Error::io("cannot wait for pg_restore"))?;
+        let stderr = stderr.await.unwrap_or_default();
+        if !status.success() {
+            return Err(Error::TestRestore {
+                location,
+                reason: format!(
+                    "pg_restore into {} failed ({status}): {}",
+                    into.describe(),
+                    pg::summarize(&stderr)
+                ),
+            });
+        }
+        Ok(())
+    }
+
     async fn dump_into_store(
         &self,
         connection: &Connection,
+        snapshot: Option<&str>,
         key: &str,
         report: &dyn Report,
         cancel: &CancellationToken,
     ) -> Result<Digested, Error> {
-        let mut command = self.tools.dump(connection);
+        let mut command = self.tools.dump(connection, snapshot);
         let mut child = command.spawn().map_err(|source| Error::Spawn {
             program: self.tools.bin_dir().join("pg_dump"),
             source,
@@ -763,6 +1046,7 @@ mod tests {
             service: service("ns", "db", "u1"),
             origin: Origin::Final as i32,
             backup_name: "db-final".into(),
+            ..Default::default()
         };
         let parsed = SnapshotRequest::from_proto(request.clone()).unwrap();
         assert_eq!(parsed.backup.archive(), "ns/db-u1/db-final.dump");

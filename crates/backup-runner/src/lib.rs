@@ -24,6 +24,7 @@ pub mod pg;
 pub mod snapshots;
 pub mod status;
 pub mod store;
+pub mod test_restore;
 pub mod transfer;
 
 use std::sync::Arc;

@@ -5,6 +5,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::compression::Compression;
+use crate::test_restore::RowCounts;
 
 /// `<backup>.json`.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
@@ -29,8 +30,24 @@ pub struct Manifest {
     pub sha256: String,
     /// Entries `pg_restore --list` found when verifying.
     pub entries: u64,
+    /// Rows per table, read inside the dump's snapshot, when a test
+    /// restore was asked for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub row_counts: Option<RowCounts>,
+    /// The test restore that passed before this manifest was written.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub test_restore: Option<TestRestoreRecord>,
     /// RFC 3339.
     pub started_at: String,
+    pub completed_at: String,
+}
+
+/// A passed test restore: the tables and rows it compared, and when.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct TestRestoreRecord {
+    pub tables: u64,
+    pub rows: u64,
     pub completed_at: String,
 }
 
@@ -92,6 +109,12 @@ mod tests {
             size_bytes: 42,
             sha256: "ab".into(),
             entries: 7,
+            row_counts: Some([("public.items".to_owned(), 1000)].into()),
+            test_restore: Some(TestRestoreRecord {
+                tables: 1,
+                rows: 1000,
+                completed_at: "2026-01-01T00:01:00Z".into(),
+            }),
             started_at: "2026-01-01T00:00:00Z".into(),
             completed_at: "2026-01-01T00:01:00Z".into(),
         };
@@ -99,6 +122,7 @@ mod tests {
         let text = String::from_utf8_lossy(&json);
         assert!(text.contains("\"sizeBytes\": 42"), "{text}");
         assert!(text.contains("\"compression\": \"zstd\""), "{text}");
+        assert!(text.contains("\"public.items\": 1000"), "{text}");
         assert_eq!(Manifest::from_json(&json).unwrap(), manifest);
         let mut future = manifest.clone();
         future.version = 3;

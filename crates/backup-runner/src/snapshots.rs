@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::jiff::Timestamp;
-use navique_api::grpc::snapshot::v1::{Phase, Snapshot};
+use navique_api::grpc::snapshot::v1::{Phase, Snapshot, TestRestore};
 use navique_api::services::BackupPhase;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
@@ -164,6 +164,11 @@ impl Report for Attempt {
     fn bytes(&self, written: u64) {
         self.state
             .send_modify(|state| state.bytes_written = written);
+    }
+
+    fn test_restore(&self, result: TestRestore) {
+        self.state
+            .send_modify(|state| state.snapshot.test_restore = Some(result));
     }
 }
 

@@ -9,8 +9,10 @@ use k8s_openapi::jiff::Timestamp;
 use kube::Client;
 use kube::api::{Api, Patch, PatchParams};
 use navique_api::conditions;
-use navique_api::grpc::snapshot::v1::{Phase, Snapshot};
-use navique_api::services::{BackupPhase, ServiceBackup, ServiceBackupStatus};
+use navique_api::grpc::snapshot::v1::{Phase, Snapshot, TestRestore};
+use navique_api::services::{
+    BackupPhase, ServiceBackup, ServiceBackupStatus, TestRestoreResult, TestRestoreStatus,
+};
 
 use crate::Error;
 use crate::layout::BackupKey;
@@ -72,7 +74,22 @@ pub fn backup_status(snapshot: &Snapshot, message: &str) -> ServiceBackupStatus 
         },
         expiration_time: None,
         message: (!message.is_empty()).then(|| message.to_owned()),
+        test_restore: snapshot.test_restore.as_ref().map(test_restore_status),
         conditions: Vec::new(),
+    }
+}
+
+fn test_restore_status(result: &TestRestore) -> TestRestoreStatus {
+    TestRestoreStatus {
+        result: if result.passed {
+            TestRestoreResult::Passed
+        } else {
+            TestRestoreResult::Failed
+        },
+        tables: i64::try_from(result.tables).unwrap_or(i64::MAX),
+        rows: i64::try_from(result.rows).unwrap_or(i64::MAX),
+        message: (!result.message.is_empty()).then(|| result.message.clone()),
+        completion_time: time(result.completed_at.as_ref()),
     }
 }
 

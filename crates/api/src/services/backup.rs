@@ -109,9 +109,37 @@ pub struct ServiceBackupStatus {
     /// Why the backup failed, or what it is doing.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
+    /// The test restore, when the backup was verified with `Restore`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub test_restore: Option<TestRestoreStatus>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(schema_with = "crate::schema::conditions")]
     pub conditions: Vec<Condition>,
+}
+
+/// A test restore into a scratch database, compared table by table with
+/// the row counts read inside the dump's snapshot.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct TestRestoreStatus {
+    /// `Passed` or `Failed`.
+    pub result: TestRestoreResult,
+    /// Tables compared.
+    pub tables: i64,
+    /// Rows they held, in the source's snapshot and once restored.
+    pub rows: i64,
+    /// What differed, or why the restore failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub completion_time: Option<Time>,
+}
+
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum TestRestoreResult {
+    #[default]
+    Passed,
+    Failed,
 }
 
 /// Phase of a backup. Only `Completed` backups were verified after upload.

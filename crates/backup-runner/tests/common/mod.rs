@@ -427,6 +427,7 @@ pub fn request(key: &str, service: ServiceRef, backup_name: &str) -> RequestSnap
         service: Some(service),
         origin: Origin::Final as i32,
         backup_name: backup_name.to_owned(),
+        ..Default::default()
     }
 }
 
