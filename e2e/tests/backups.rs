@@ -143,6 +143,7 @@ async fn snapshot_and_delete_leaves_one_verified_final_backup_that_restores() {
             "ORIGIN",
             "PHASE",
             "SIZE",
+            "PROGRESS",
             "COMPLETED",
             "AGE",
             "MESSAGE"
@@ -158,6 +159,7 @@ async fn snapshot_and_delete_leaves_one_verified_final_backup_that_restores() {
         "a human size such as 24.1 KiB: {table}"
     );
     assert!(row[4].parse::<f64>().is_ok(), "{table}");
+    assert_eq!(&row[6..8], ["100%", "1/1"], "the dump's progress: {table}");
     assert_eq!(
         env.cluster.kubectl_ok(&[
             "get",
@@ -1272,4 +1274,83 @@ async fn a_test_restore_that_brings_back_other_row_counts_blocks_the_deletion() 
         scratch_databases(&env).is_empty().then_some(())
     })
     .await;
+}
+
+/// While a final backup runs, its ServiceBackup shows how far pg_dump is:
+/// bytes dumped and stored, tables done of the tables, and a percent of
+/// `pg_database_size`, also as the PROGRESS column of `kubectl get sbk`;
+/// once done, 100% and every table.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_running_backup_shows_its_progress_in_status_and_in_kubectl() {
+    let port = free_port();
+    let env = ServiceEnv::start(&["--backup-runner-url", &format!("https://127.0.0.1:{port}")]);
+    let store = tempfile::tempdir().unwrap();
+    let _runner = env
+        .start_backup_runner_with(
+            port,
+            &format!("file://{}", store.path().display()),
+            &["--progress-interval", "1s"],
+            &[],
+        )
+        .await;
+    env.controller_ready().await;
+    let ns = env.cluster.namespace("progress");
+    let db = "progress_orders";
+    service_with_rows(&env, &ns, db, "").await;
+    let database = on_server(&ns, db);
+    // Enough (about 60 MB dumped) for the dump to take seconds.
+    env.postgres.query_in(
+        &database,
+        &format!(
+            "set role {database}; create table blob as select g as id, md5(random()::text) || md5(random()::text) as a from generate_series(1, 1000000) g"
+        ),
+    );
+    let uid = env.field(&ns, "orders-db", "{.metadata.uid}");
+    let record = format!("orders-db-final-{}", &uid[..8]);
+    let database_bytes: i64 = env
+        .postgres
+        .query(&format!("select pg_database_size('{database}')"))
+        .parse()
+        .unwrap();
+
+    env.start_deleting(&ns, "orders-db");
+    let running = eventually(WAIT, "progress while the dump runs", || async {
+        let fields = env.get(
+            &ns,
+            &format!("servicebackup/{record}"),
+            "{.status.phase} {.status.progress.dumpedBytes} {.status.progress.storedBytes} {.status.progress.databaseBytes} {.status.progress.tablesDone} {.status.progress.tables} {.status.progress.summary}",
+        );
+        let fields: Vec<String> = fields.split(' ').map(str::to_owned).collect();
+        (fields.len() == 9 && fields[0] == "Running" && fields[1] != "0").then_some(fields)
+    })
+    .await;
+    let dumped: i64 = running[1].parse().unwrap();
+    let stored: i64 = running[2].parse().unwrap();
+    assert!(stored < dumped, "stored after compression: {running:?}");
+    assert_eq!(running[3], database_bytes.to_string(), "{running:?}");
+    assert_eq!(running[5], "2", "items and blob: {running:?}");
+    let percent: i64 = running[6].trim_end_matches('%').parse().unwrap();
+    assert_eq!(percent, dumped * 100 / database_bytes, "{running:?}");
+    assert!(percent < 100, "{running:?}");
+    assert_eq!(running[7], format!("{}/2", running[4]), "{running:?}");
+    assert_eq!(running[8], "tables", "{running:?}");
+    let table = env.cluster.kubectl_ok(&["get", "sbk", &record, "-n", &ns]);
+    assert!(
+        table.lines().next().unwrap().contains(" PROGRESS "),
+        "{table}"
+    );
+    assert!(
+        table.contains("% 0/2 tables") || table.contains("% 1/2 tables"),
+        "{table}"
+    );
+
+    env.until_gone(&ns, "orders-db").await;
+    assert_eq!(
+        env.get(
+            &ns,
+            &format!("servicebackup/{record}"),
+            "{.status.phase} {.status.progress.tablesDone} {.status.progress.tables} {.status.progress.summary}",
+        ),
+        "Completed 2 2 100% 2/2 tables"
+    );
 }

@@ -98,10 +98,26 @@ pub struct Args {
         value_name = "N"
     )]
     pub zstd_workers: u32,
+
+    /// How often a running backup's progress is written to its
+    /// ServiceBackup's status, as a duration such as `5s` (phase changes
+    /// are written at once).
+    #[arg(
+        long,
+        env = "NAVIQUE_BACKUP_PROGRESS_INTERVAL",
+        default_value = "5s",
+        value_name = "DURATION",
+        value_parser = progress_interval
+    )]
+    pub progress_interval: Duration,
 }
 
 fn expiry_interval(text: &str) -> Result<Duration, navique_api::Error> {
     navique_api::duration::parse("--expiry-interval", text)
+}
+
+fn progress_interval(text: &str) -> Result<Duration, navique_api::Error> {
+    navique_api::duration::parse("--progress-interval", text)
 }
 
 fn orphaned_backup_grace(text: &str) -> Result<Duration, navique_api::Error> {

@@ -7,8 +7,8 @@ use k8s_openapi::jiff::Timestamp;
 use kube::api::Api;
 use kube::{Client, ResourceExt};
 use navique_api::grpc::snapshot::v1::{
-    Origin, Phase, RequestSnapshotRequest, RestoreSnapshotRequest, ServiceRef, TestRestore,
-    Verification,
+    DumpProgress, Origin, Phase, RequestSnapshotRequest, RestoreSnapshotRequest, ServiceRef,
+    TestRestore, Verification,
 };
 use navique_api::services::{
     BackupPhase, IN_PROJECT_PORT, ManagedService, PlacementMode, ServiceBackup, in_project_host,
@@ -19,10 +19,13 @@ use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
 use tokio::process::Child;
 use tokio_util::sync::CancellationToken;
 
+use std::sync::Arc;
+
 use crate::compression::{self, Compression};
 use crate::layout::BackupKey;
 use crate::manifest::{self, Manifest, ServiceRecord};
 use crate::pg::{self, Connection, PgTools};
+use crate::progress;
 use crate::store::Store;
 use crate::test_restore::{self, RowCounts};
 use crate::transfer::{self, Digested};
@@ -82,6 +85,7 @@ pub trait Report: Send + Sync {
     fn phase(&self, phase: Phase, message: String);
     fn bytes(&self, written: u64);
     fn test_restore(&self, result: TestRestore);
+    fn progress(&self, progress: DumpProgress);
 }
 
 /// The source's side of a test restore: a read-only repeatable-read
@@ -118,6 +122,31 @@ impl SourceSnapshot {
                 e,
             )
         })
+    }
+}
+
+/// `pg_database_size` and the tables pg_dump will dump, for progress;
+/// zeros (unknown) when they cannot be read, which does not stop a backup.
+async fn estimate(connection: &Connection) -> (u64, u64) {
+    let query = format!(
+        "SELECT pg_catalog.pg_database_size(pg_catalog.current_database()), \
+         (SELECT count(*) FROM ({}) t)",
+        test_restore::TABLES
+    );
+    let read = async {
+        let client = connection.connect().await?;
+        let row = client.query_one(&query, &[]).await?;
+        Ok::<_, tokio_postgres::Error>((row.get::<_, i64>(0), row.get::<_, i64>(1)))
+    };
+    match read.await {
+        Ok((size, tables)) => (
+            u64::try_from(size).unwrap_or_default(),
+            u64::try_from(tables).unwrap_or_default(),
+        ),
+        Err(e) => {
+            tracing::warn!(database = %connection.describe(), error = %e, "cannot estimate the dump's size");
+            (0, 0)
+        }
     }
 }
 
@@ -226,6 +255,7 @@ pub struct Engine {
     metrics: Metrics,
     provider_namespace: String,
     zstd_workers: u32,
+    progress_interval: std::time::Duration,
 }
 
 impl Engine {
@@ -237,7 +267,18 @@ impl Engine {
             metrics,
             provider_namespace: catalogue::DEFAULT_PROVIDER_NAMESPACE.to_owned(),
             zstd_workers: compression::default_workers(),
+            progress_interval: std::time::Duration::from_secs(5),
         }
+    }
+
+    /// How often progress reaches ServiceBackup status (`--progress-interval`).
+    pub fn with_progress_interval(mut self, interval: std::time::Duration) -> Self {
+        self.progress_interval = interval;
+        self
+    }
+
+    pub fn progress_interval(&self) -> std::time::Duration {
+        self.progress_interval
     }
 
     /// Threads compressing each archive (`--zstd-workers`).
@@ -595,17 +636,28 @@ impl Engine {
         report: &dyn Report,
         cancel: &CancellationToken,
     ) -> Result<Digested, Error> {
+        let (database_bytes, tables) = estimate(connection).await;
+        let counters = Arc::new(progress::Counters::default());
         let mut command = self.tools.dump(connection, snapshot);
         let mut child = command.spawn().map_err(|source| Error::Spawn {
             program: self.tools.bin_dir().join("pg_dump"),
             source,
         })?;
-        let stdout = child.stdout.take().expect("stdout is piped");
+        let stdout = progress::Counting::new(
+            child.stdout.take().expect("stdout is piped"),
+            counters.clone(),
+        );
         let mut compressed = compression::compress(BufReader::new(stdout), self.zstd_workers);
-        let stderr = tokio::spawn(pg::read_stderr(child.stderr.take()));
-        let progress = |written| report.bytes(written);
+        let stderr = tokio::spawn(progress::read_verbose_stderr(
+            child.stderr.take(),
+            counters.clone(),
+        ));
+        let progress = |written| {
+            report.bytes(written);
+            report.progress(counters.progress(written, database_bytes, tables, false));
+        };
         // On any early return `child` is dropped, which kills pg_dump.
-        transfer::upload(
+        let digested = transfer::upload(
             &self.store,
             key,
             &mut compressed,
@@ -630,7 +682,9 @@ impl Engine {
                 }
             },
         )
-        .await
+        .await?;
+        report.progress(counters.progress(digested.size, database_bytes, tables, true));
+        Ok(digested)
     }
 
     /// Reads the archive back: the stored bytes have the size and sha256

@@ -21,6 +21,7 @@ pub mod manual;
 mod metrics;
 pub mod parts;
 pub mod pg;
+pub mod progress;
 pub mod snapshots;
 pub mod status;
 pub mod store;
@@ -81,7 +82,8 @@ pub async fn run(args: Args) -> Result<(), Error> {
         let engine = Arc::new(
             Engine::new(client.clone(), store, tools, metrics)
                 .with_provider_namespace(&args.provider_namespace)
-                .with_zstd_workers(args.zstd_workers),
+                .with_zstd_workers(args.zstd_workers)
+                .with_progress_interval(args.progress_interval),
         );
         let snapshots = Snapshots::new(engine, shutdown.child_token());
         let manual_metrics =

@@ -15,7 +15,7 @@ use crate::Error;
 /// Where Debian installs each PostgreSQL version.
 const DEBIAN_ROOT: &str = "/usr/lib/postgresql";
 /// How much of a tool's stderr a message keeps.
-const STDERR_LIMIT: usize = 16 * 1024;
+pub const STDERR_LIMIT: usize = 16 * 1024;
 const MESSAGE_LIMIT: usize = 2000;
 
 /// The folder holding pg_dump and pg_restore.
@@ -91,7 +91,13 @@ impl PgTools {
     pub fn dump(&self, connection: &Connection, snapshot: Option<&str>) -> Command {
         let mut command = self.command("pg_dump");
         command
-            .args(["--format=custom", "--compress=0", "--no-password"])
+            // --verbose: the tables it starts on are its progress.
+            .args([
+                "--format=custom",
+                "--compress=0",
+                "--verbose",
+                "--no-password",
+            ])
             .stdin(Stdio::null())
             .stdout(Stdio::piped());
         if let Some(snapshot) = snapshot {

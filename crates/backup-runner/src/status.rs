@@ -9,9 +9,10 @@ use k8s_openapi::jiff::Timestamp;
 use kube::Client;
 use kube::api::{Api, Patch, PatchParams};
 use navique_api::conditions;
-use navique_api::grpc::snapshot::v1::{Phase, Snapshot, TestRestore};
+use navique_api::grpc::snapshot::v1::{DumpProgress, Phase, Snapshot, TestRestore};
 use navique_api::services::{
-    BackupPhase, ServiceBackup, ServiceBackupStatus, TestRestoreResult, TestRestoreStatus,
+    BackupPhase, BackupProgress, ServiceBackup, ServiceBackupStatus, TestRestoreResult,
+    TestRestoreStatus,
 };
 
 use crate::Error;
@@ -74,8 +75,25 @@ pub fn backup_status(snapshot: &Snapshot, message: &str) -> ServiceBackupStatus 
         },
         expiration_time: None,
         message: (!message.is_empty()).then(|| message.to_owned()),
+        progress: snapshot.progress.as_ref().map(|p| {
+            // The dump ended once the attempt verifies or completes.
+            let dumped = matches!(snapshot.phase(), Phase::Verifying | Phase::Completed);
+            progress_status(p, dumped)
+        }),
         test_restore: snapshot.test_restore.as_ref().map(test_restore_status),
         conditions: Vec::new(),
+    }
+}
+
+fn progress_status(progress: &DumpProgress, dumped: bool) -> BackupProgress {
+    let int = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
+    BackupProgress {
+        dumped_bytes: int(progress.dumped_bytes),
+        stored_bytes: int(progress.stored_bytes),
+        database_bytes: (progress.database_bytes > 0).then(|| int(progress.database_bytes)),
+        tables_done: int(progress.tables_done),
+        tables: int(progress.tables),
+        summary: crate::progress::summary(progress, dumped),
     }
 }
 

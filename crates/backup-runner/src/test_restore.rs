@@ -15,7 +15,7 @@ pub type RowCounts = BTreeMap<String, u64>;
 /// Tables whose rows pg_dump dumps: ordinary tables (partitions included,
 /// partitioned parents hold none) outside PostgreSQL's own schemas, except
 /// the members of extensions, which `CREATE EXTENSION` makes.
-const TABLES: &str = "SELECT n.nspname, c.relname FROM pg_catalog.pg_class c \
+pub const TABLES: &str = "SELECT n.nspname, c.relname FROM pg_catalog.pg_class c \
      JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace \
      WHERE c.relkind = 'r' AND n.nspname <> 'information_schema' \
      AND n.nspname NOT LIKE 'pg\\_%' \
