@@ -1,11 +1,12 @@
-//! Final-snapshot throughput of the real backup-runner against `pg_dump |
-//! zstd > file` on the same database, and backup-runner's peak memory.
+//! Final-snapshot and restore throughput of the real backup-runner, each
+//! beside its floor measured in the same run, and backup-runner's peak
+//! memory.
 //!
 //! A throwaway PostgreSQL gets a ProviderShared ManagedService (made by the
 //! real service-lifecycle-controller on the dev API server), whose database
 //! its owner fills with orders (random amounts, dates, uuids, addresses,
 //! JSON order lines, free-text notes) until `pg_database_size` reaches
-//! `NAVIQUE_BENCH_DATABASE_MIB` (default 1024). Then, `NAVIQUE_BENCH_ROUNDS`
+//! `NAVIQUE_BENCH_DATABASE_MIB` (default 512). Then, `NAVIQUE_BENCH_ROUNDS`
 //! times (default 3), each of these, one after the other, in an order that
 //! rotates from round to round:
 //!
@@ -13,22 +14,30 @@
 //!   snapshot over gRPC, timed from `RequestSnapshot` to the COMPLETED
 //!   message of `WatchSnapshot`, so including the verification (read-back,
 //!   sha256, `pg_restore --list`); the VERIFYING message splits the two;
-//! - `pg_dump -Fc | zstd > file`: backup-runner's own pg_dump command
-//!   (binary, flags and connection, from `PgTools` and the credential
-//!   Secret), zlib-compressed by pg_dump, then zstd at its default level;
-//! - `pg_dump -Fc -Z0 | zstd > file`: the same with pg_dump's compression
-//!   off, so that zstd alone compresses;
-//! - `pg_dump -Fc > file`: pg_dump alone, the floor under backup-runner,
-//!   which runs it and adds the upload and the verification.
+//! - `pg_dump -Fc -Z0 | zstd > file`, its floor: backup-runner's own
+//!   pg_dump command (binary, flags and connection, from `PgTools` and the
+//!   credential Secret), through the zstd command at its default level;
+//! - `pg_dump -Fc > file (zlib)`: what backup-runner ran before, pg_dump
+//!   compressing with zlib itself;
+//! - `pg_dump -Fc -Z0 > file`: pg_dump alone, uncompressed.
+//!
+//! Then one more snapshot is kept, and `NAVIQUE_BENCH_ROUNDS` times each of:
+//!
+//! - backup-runner's `RestoreSnapshot` of it (stream from the store, sha256,
+//!   decompression, `pg_restore --single-transaction --clean --if-exists`)
+//!   into a service that asks for it;
+//! - `zstd -d < file | pg_restore --single-transaction` of the same file
+//!   into an empty database, its floor.
 //!
 //! Throughput is `pg_database_size` over wall time. Peak memory is `VmHWM`
-//! of backup-runner's `/proc/<pid>/status` after every round (pg_dump runs
-//! as its own process and is not in it).
+//! of backup-runner's `/proc/<pid>/status` after every round (pg_dump and
+//! pg_restore run as their own processes and are not in it).
 //!
 //! Run: `make bench-backup` (`cargo bench -p navique-e2e --bench
 //! final_snapshot`; needs the workspace binaries built in release: `cargo
-//! build --release --bins`, and `zstd`: `apt-get install zstd`). Figures are
-//! recorded in docs/backups.md.
+//! build --release --bins`, and `zstd`: `apt-get install zstd`). 10 GiB:
+//! `NAVIQUE_BENCH_DATABASE_MIB=10240 NAVIQUE_BENCH_ROUNDS=1 make
+//! bench-backup`. Figures are recorded in docs/backups.md.
 
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -321,6 +330,19 @@ async fn main() -> anyhow::Result<()> {
     );
     let kept = take_snapshot(&mut client, &service, RESTORE_SOURCE, false).await?;
     let archive = kept.location.clone();
+    navique_e2e::eventually(
+        Duration::from_secs(60),
+        "the kept backup's record",
+        || async {
+            (env.get(
+                &ns,
+                &format!("servicebackup/{RESTORE_SOURCE}"),
+                "{.status.phase}",
+            ) == "Completed")
+                .then_some(())
+        },
+    )
+    .await;
     let restored = env
         .orders_db(&ns, TARGET_DATABASE, "Retain", false)
         .replace(&format!("name: {SERVICE}"), &format!("name: {TARGET}"))
