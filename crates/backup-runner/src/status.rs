@@ -300,6 +300,41 @@ mod tests {
     }
 
     #[test]
+    fn progress_reads_100_percent_once_the_dump_ended_and_test_restores_their_result() {
+        let mut running = snapshot(Phase::Running);
+        running.progress = Some(DumpProgress {
+            dumped_bytes: 300,
+            stored_bytes: 80,
+            database_bytes: 1000,
+            tables_done: 1,
+            tables: 3,
+        });
+        let status = backup_status(&running, "");
+        let progress = status.progress.unwrap();
+        assert_eq!(progress.summary, "30% 1/3 tables");
+        assert_eq!(progress.database_bytes, Some(1000));
+        let mut verifying = running.clone();
+        verifying.phase = Phase::Verifying as i32;
+        if let Some(progress) = verifying.progress.as_mut() {
+            progress.tables_done = 3;
+        }
+        assert_eq!(
+            backup_status(&verifying, "").progress.unwrap().summary,
+            "100% 3/3 tables"
+        );
+        verifying.test_restore = Some(TestRestore {
+            passed: false,
+            tables: 3,
+            rows: 7,
+            message: "row counts differ: ...".into(),
+            completed_at: None,
+        });
+        let failed = backup_status(&verifying, "").test_restore.unwrap();
+        assert_eq!(failed.result, TestRestoreResult::Failed);
+        assert_eq!((failed.tables, failed.rows), (3, 7));
+    }
+
+    #[test]
     fn sizes_read_in_binary_units() {
         assert_eq!(human_size(0), "0 B");
         assert_eq!(human_size(1023), "1023 B");
