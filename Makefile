@@ -81,9 +81,11 @@ bench-webhook: setup
 	$(CARGO) build --release --bins
 	$(CARGO) bench -p navique-e2e --bench webhook_admission
 
-# Final-snapshot throughput of backup-runner against `pg_dump | zstd > file`
-# on a database of 1 GiB (NAVIQUE_BENCH_DATABASE_MIB), and its peak memory.
-# Needs zstd (apt-get install zstd).
+# Final-snapshot and restore throughput of backup-runner beside their floors
+# (`pg_dump -Fc -Z0 | zstd > file`, `zstd -d < file | pg_restore`) on a
+# database of 512 MiB (NAVIQUE_BENCH_DATABASE_MIB; 10 GiB:
+# NAVIQUE_BENCH_DATABASE_MIB=10240 NAVIQUE_BENCH_ROUNDS=1), and its peak
+# memory. Needs zstd (apt-get install zstd).
 bench-backup: setup
 	$(CARGO) build --release --bins
 	$(CARGO) bench -p navique-e2e --bench final_snapshot

@@ -13,6 +13,8 @@ command -v openssl >/dev/null || packages+=(openssl)
 [[ -x /usr/bin/chromedriver ]] || packages+=(chromium-driver)
 # A font for the page's text in screenshots.
 [[ -e /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf ]] || packages+=(fonts-dejavu-core)
+# make bench-backup's floors (pg_dump | zstd > file).
+command -v zstd >/dev/null || packages+=(zstd)
 
 if ((${#packages[@]})); then
   if [[ $(id -u) -ne 0 ]]; then

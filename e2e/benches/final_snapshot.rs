@@ -1,11 +1,12 @@
-//! Final-snapshot throughput of the real backup-runner against `pg_dump |
-//! zstd > file` on the same database, and backup-runner's peak memory.
+//! Final-snapshot and restore throughput of the real backup-runner, each
+//! beside its floor measured in the same run, and backup-runner's peak
+//! memory.
 //!
 //! A throwaway PostgreSQL gets a ProviderShared ManagedService (made by the
 //! real service-lifecycle-controller on the dev API server), whose database
 //! its owner fills with orders (random amounts, dates, uuids, addresses,
 //! JSON order lines, free-text notes) until `pg_database_size` reaches
-//! `NAVIQUE_BENCH_DATABASE_MIB` (default 1024). Then, `NAVIQUE_BENCH_ROUNDS`
+//! `NAVIQUE_BENCH_DATABASE_MIB` (default 512). Then, `NAVIQUE_BENCH_ROUNDS`
 //! times (default 3), each of these, one after the other, in an order that
 //! rotates from round to round:
 //!
@@ -13,22 +14,30 @@
 //!   snapshot over gRPC, timed from `RequestSnapshot` to the COMPLETED
 //!   message of `WatchSnapshot`, so including the verification (read-back,
 //!   sha256, `pg_restore --list`); the VERIFYING message splits the two;
-//! - `pg_dump -Fc | zstd > file`: backup-runner's own pg_dump command
-//!   (binary, flags and connection, from `PgTools` and the credential
-//!   Secret), zlib-compressed by pg_dump, then zstd at its default level;
-//! - `pg_dump -Fc -Z0 | zstd > file`: the same with pg_dump's compression
-//!   off, so that zstd alone compresses;
-//! - `pg_dump -Fc > file`: pg_dump alone, the floor under backup-runner,
-//!   which runs it and adds the upload and the verification.
+//! - `pg_dump -Fc -Z0 | zstd > file`, its floor: backup-runner's own
+//!   pg_dump command (binary, flags and connection, from `PgTools` and the
+//!   credential Secret), through the zstd command at its default level;
+//! - `pg_dump -Fc > file (zlib)`: what backup-runner ran before, pg_dump
+//!   compressing with zlib itself;
+//! - `pg_dump -Fc -Z0 > file`: pg_dump alone, uncompressed.
+//!
+//! Then one more snapshot is kept, and `NAVIQUE_BENCH_ROUNDS` times each of:
+//!
+//! - backup-runner's `RestoreSnapshot` of it (stream from the store, sha256,
+//!   decompression, `pg_restore --single-transaction --clean --if-exists`)
+//!   into a service that asks for it;
+//! - `zstd -d < file | pg_restore --single-transaction` of the same file
+//!   into an empty database, its floor.
 //!
 //! Throughput is `pg_database_size` over wall time. Peak memory is `VmHWM`
-//! of backup-runner's `/proc/<pid>/status` after every round (pg_dump runs
-//! as its own process and is not in it).
+//! of backup-runner's `/proc/<pid>/status` after every round (pg_dump and
+//! pg_restore run as their own processes and are not in it).
 //!
 //! Run: `make bench-backup` (`cargo bench -p navique-e2e --bench
 //! final_snapshot`; needs the workspace binaries built in release: `cargo
-//! build --release --bins`, and `zstd`: `apt-get install zstd`). Figures are
-//! recorded in docs/backups.md.
+//! build --release --bins`, and `zstd`: `apt-get install zstd`). 10 GiB:
+//! `NAVIQUE_BENCH_DATABASE_MIB=10240 NAVIQUE_BENCH_ROUNDS=1 make
+//! bench-backup`. Figures are recorded in docs/backups.md.
 
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -37,7 +46,7 @@ use std::time::{Duration, Instant};
 use backup_runner::pg::{Connection, PgTools};
 use navique_api::grpc::snapshot::v1::snapshot_service_client::SnapshotServiceClient;
 use navique_api::grpc::snapshot::v1::{
-    Origin, Phase, RequestSnapshotRequest, ServiceRef, WatchSnapshotRequest,
+    Origin, Phase, RequestSnapshotRequest, RestoreSnapshotRequest, ServiceRef, WatchSnapshotRequest,
 };
 use navique_e2e::free_port;
 use navique_e2e::services::{Postgres, ServiceEnv, grpc_ca, on_server, snapshot_client};
@@ -53,11 +62,17 @@ const MIB: f64 = 1024.0 * 1024.0;
 
 /// The pipelines measured beside backup-runner: pg_dump's extra flags, and
 /// whether its output goes through zstd.
+/// backup-runner's pg_dump already has `--compress=0`; a later
+/// `--compress` wins.
 static PIPELINES: [(&str, &[&str], bool); 3] = [
-    ("pg_dump -Fc | zstd > file", &[], true),
-    ("pg_dump -Fc -Z0 | zstd > file", &["--compress=0"], true),
-    ("pg_dump -Fc > file (no zstd)", &[], false),
+    ("pg_dump -Fc -Z0 | zstd > file", &[], true),
+    ("pg_dump -Fc > file (zlib)", &["--compress=6"], false),
+    ("pg_dump -Fc -Z0 > file", &[], false),
 ];
+/// The archive the restores read, and the service they restore into.
+const RESTORE_SOURCE: &str = "orders-db-final-restores";
+const TARGET: &str = "orders-restored";
+const TARGET_DATABASE: &str = "bench_restored";
 
 const SCHEMA: &str = "
 create table customers (
@@ -132,8 +147,10 @@ struct Run {
 }
 
 /// A backup-runner snapshot: the whole of it, and until VERIFYING.
-#[derive(Clone, Copy)]
+#[derive(Clone)]
 struct Snapshot {
+    /// The archive's path.
+    location: String,
     run: Run,
     dumped: Duration,
 }
@@ -146,7 +163,7 @@ async fn main() -> anyhow::Result<()> {
         "zstd is missing ({}): install Debian's zstd package (apt-get install zstd)",
         found.map_or_else(|e| e.to_string(), |o| o.status.to_string())
     );
-    let target_mib: u64 = setting("NAVIQUE_BENCH_DATABASE_MIB", 1024)?;
+    let target_mib: u64 = setting("NAVIQUE_BENCH_DATABASE_MIB", 512)?;
     let rounds: usize = setting("NAVIQUE_BENCH_ROUNDS", 3)?;
 
     let env = ServiceEnv::start(&[]);
@@ -239,7 +256,13 @@ async fn main() -> anyhow::Result<()> {
                         service.uid
                     )),
                 );
-                let snapshot = take_snapshot(&mut client, &service, round).await?;
+                let snapshot = take_snapshot(
+                    &mut client,
+                    &service,
+                    &format!("{SERVICE}-final-{round}"),
+                    true,
+                )
+                .await?;
                 println!(
                     "round {round}/{rounds}: {:<32} {} (dump and upload {:.1} s, \
                      verification {:.1} s); peak resident {:.1} MiB",
@@ -294,7 +317,143 @@ async fn main() -> anyhow::Result<()> {
         "backup-runner peak resident memory (VmHWM) over {rounds} snapshots: {:.1} MiB",
         status_mib(pid, "VmHWM")?
     );
+
+    // Restores: one kept archive, restored by backup-runner (RestoreSnapshot,
+    // as the lifecycle controller asks, into a service that asks for it)
+    // and by `zstd -d < file | pg_restore` into an empty database.
+    env.cluster.kubectl_in(
+        &["apply", "-f", "-"],
+        Some(&format!(
+            "apiVersion: services.kube-dc.com/v1alpha1\nkind: ServiceBackup\nmetadata: {{name: {RESTORE_SOURCE}, namespace: {ns}}}\nspec:\n  serviceRef: {{name: {SERVICE}, uid: {}}}\n  origin: Final\n",
+            service.uid
+        )),
+    );
+    let kept = take_snapshot(&mut client, &service, RESTORE_SOURCE, false).await?;
+    let archive = kept.location.clone();
+    navique_e2e::eventually(
+        Duration::from_secs(60),
+        "the kept backup's record",
+        || async {
+            (env.get(
+                &ns,
+                &format!("servicebackup/{RESTORE_SOURCE}"),
+                "{.status.phase}",
+            ) == "Completed")
+                .then_some(())
+        },
+    )
+    .await;
+    let restored = env
+        .orders_db(&ns, TARGET_DATABASE, "Retain", false)
+        .replace(&format!("name: {SERVICE}"), &format!("name: {TARGET}"))
+        .replace(
+            "  deletionPolicy: Retain",
+            &format!("  deletionPolicy: Retain\n  restoreFrom:\n    backupName: {RESTORE_SOURCE}"),
+        );
+    env.apply(&restored).await;
+    // No backup-runner is configured for the controller: it provisions the
+    // database, then waits; the bench asks for the restores itself.
+    let target_database = on_server(&ns, TARGET_DATABASE);
+    navique_e2e::eventually(Duration::from_secs(60), "the target database", || async {
+        env.postgres.database_exists(&target_database).then_some(())
+    })
+    .await;
+    let target = ServiceRef {
+        namespace: ns.clone(),
+        name: TARGET.to_owned(),
+        uid: env.field(&ns, TARGET, "{.metadata.uid}"),
+    };
+    let mut by_runner = Vec::new();
+    let mut by_floor = Vec::new();
+    for round in 1..=rounds {
+        for measure in (0..2).map(|i| (i + round - 1) % 2) {
+            if measure == 0 {
+                let started = Instant::now();
+                client
+                    .restore_snapshot(RestoreSnapshotRequest {
+                        source_service: Some(service.clone()),
+                        backup_name: RESTORE_SOURCE.to_owned(),
+                        target: Some(target.clone()),
+                    })
+                    .await?;
+                let run = Run {
+                    elapsed: started.elapsed(),
+                    size: kept.run.size,
+                };
+                println!(
+                    "round {round}/{rounds}: {:<32} {}; peak resident {:.1} MiB",
+                    "backup-runner restore",
+                    describe(run, database_size),
+                    status_mib(pid, "VmHWM")?
+                );
+                by_runner.push(run);
+            } else {
+                let empty = format!("bench_floor_{round}");
+                env.postgres.query(&format!("create database {empty}"));
+                let into = connection.with_database(&empty);
+                let (tools, archive) = (tools.clone(), archive.clone());
+                let run = tokio::task::spawn_blocking(move || {
+                    restore_floor(&tools, &into, Path::new(&archive))
+                })
+                .await??;
+                env.postgres
+                    .query(&format!("drop database {empty} with (force)"));
+                println!(
+                    "round {round}/{rounds}: {:<32} {}",
+                    "zstd -d < file | pg_restore",
+                    describe(run, database_size)
+                );
+                by_floor.push(run);
+            }
+        }
+    }
+    let (runner_restore, runner_range) = median(by_runner);
+    let (floor_restore, floor_range) = median(by_floor);
+    println!("restores, median of {rounds} rounds:");
+    println!(
+        "  {:<32} {}; times {runner_range}",
+        "backup-runner restore",
+        describe(runner_restore, database_size)
+    );
+    println!(
+        "  {:<32} {}; times {floor_range}; backup-runner / this: {:.2} of its throughput",
+        "zstd -d < file | pg_restore",
+        describe(floor_restore, database_size),
+        floor_restore.elapsed.as_secs_f64() / runner_restore.elapsed.as_secs_f64()
+    );
+    println!(
+        "backup-runner peak resident memory (VmHWM) after the restores: {:.1} MiB",
+        status_mib(pid, "VmHWM")?
+    );
     Ok(())
+}
+
+/// `zstd -d < archive | pg_restore` (backup-runner's scratch-restore
+/// command: one transaction, objects owned by the connecting role) into
+/// `into`, an empty database; returns the time until both exited.
+fn restore_floor(tools: &PgTools, into: &Connection, archive: &Path) -> anyhow::Result<Run> {
+    let started = Instant::now();
+    let mut zstd = Command::new("zstd")
+        .args(["-q", "-d", "-c"])
+        .arg(archive)
+        .stdout(Stdio::piped())
+        .spawn()?;
+    let stdout = zstd.stdout.take().expect("zstd's stdout is piped");
+    let mut restore = tools.restore_scratch(into).into_std();
+    let restored = restore.stdin(stdout).output()?;
+    let status = zstd.wait()?;
+    let elapsed = started.elapsed();
+    anyhow::ensure!(status.success(), "zstd -d failed: {status}");
+    anyhow::ensure!(
+        restored.status.success(),
+        "pg_restore failed ({}): {}",
+        restored.status,
+        String::from_utf8_lossy(&restored.stderr)
+    );
+    Ok(Run {
+        elapsed,
+        size: std::fs::metadata(archive)?.len(),
+    })
 }
 
 /// A positive integer from the environment, `default` when unset.
@@ -350,7 +509,7 @@ fn pipeline(
     out: &Path,
 ) -> anyhow::Result<Run> {
     let file = std::fs::File::create(out)?;
-    let mut dump = tools.dump(connection).into_std();
+    let mut dump = tools.dump(connection, None).into_std();
     dump.args(flags);
     let started = Instant::now();
     let dumped = if through_zstd {
@@ -382,19 +541,23 @@ fn pipeline(
 
 /// Takes a FINAL snapshot through SnapshotService and follows it to
 /// COMPLETED; removes the archive afterwards.
+/// A FINAL snapshot named `backup`; its archive is removed after when
+/// `remove`.
 async fn take_snapshot(
     client: &mut SnapshotServiceClient<Channel>,
     service: &ServiceRef,
-    round: usize,
+    backup: &str,
+    remove: bool,
 ) -> anyhow::Result<Snapshot> {
-    let key = format!("{}/bench-{round}", service.uid);
+    let key = format!("{}/bench-{backup}", service.uid);
     let started = Instant::now();
     client
         .request_snapshot(RequestSnapshotRequest {
             idempotency_key: key.clone(),
             service: Some(service.clone()),
             origin: Origin::Final as i32,
-            backup_name: format!("{SERVICE}-final-{round}"),
+            backup_name: backup.to_owned(),
+            ..Default::default()
         })
         .await?;
     let mut progress = client
@@ -416,8 +579,11 @@ async fn take_snapshot(
                     .location
                     .strip_prefix("file://")
                     .ok_or_else(|| anyhow::anyhow!("not a file: {}", snapshot.location))?;
-                std::fs::remove_file(archive)?;
+                if remove {
+                    std::fs::remove_file(archive)?;
+                }
                 return Ok(Snapshot {
+                    location: archive.to_owned(),
                     run: Run {
                         elapsed,
                         size: snapshot.size_bytes,

@@ -58,6 +58,15 @@ fn stored(store: &Path, extension: &str) -> Vec<std::path::PathBuf> {
     found
 }
 
+/// The first bytes of a zstd frame, and of pg_dump's custom format.
+const ZSTD_MAGIC: [u8; 4] = [0x28, 0xb5, 0x2f, 0xfd];
+const PG_DUMP_MAGIC: &[u8] = b"PGDMP";
+
+/// The manifest next to the archive `archive` (`x.dump` → `x.json`).
+fn manifest_of(archive: &Path) -> serde_json::Value {
+    serde_json::from_slice(&std::fs::read(archive.with_extension("json")).unwrap()).unwrap()
+}
+
 fn sha256(path: &Path) -> String {
     let output = Command::new("sha256sum").arg(path).output().unwrap();
     let text = String::from_utf8(output.stdout).unwrap();
@@ -134,6 +143,7 @@ async fn snapshot_and_delete_leaves_one_verified_final_backup_that_restores() {
             "ORIGIN",
             "PHASE",
             "SIZE",
+            "PROGRESS",
             "COMPLETED",
             "AGE",
             "MESSAGE"
@@ -149,6 +159,7 @@ async fn snapshot_and_delete_leaves_one_verified_final_backup_that_restores() {
         "a human size such as 24.1 KiB: {table}"
     );
     assert!(row[4].parse::<f64>().is_ok(), "{table}");
+    assert_eq!(&row[6..8], ["100%", "1/1"], "the dump's progress: {table}");
     assert_eq!(
         env.cluster.kubectl_ok(&[
             "get",
@@ -201,6 +212,11 @@ async fn snapshot_and_delete_leaves_one_verified_final_backup_that_restores() {
         record[4]
     );
     assert_eq!(record[5], format!("sha256:{}", sha256(path)));
+    // Compressed by backup-runner: a zstd frame, and the manifest says so.
+    assert_eq!(&std::fs::read(path).unwrap()[..4], ZSTD_MAGIC);
+    let manifest = manifest_of(path);
+    assert_eq!(manifest["version"], 2);
+    assert_eq!(manifest["compression"], "zstd");
     assert_eq!(
         stored(store.path(), "dump").len(),
         2,
@@ -704,6 +720,7 @@ async fn snapshot_service_answers_only_the_lifecycle_controller() {
         service: Some(protected.clone()),
         origin: 3,
         backup_name: "orders-db-final".to_owned(),
+        ..Default::default()
     };
 
     // (a) TLS, but no client certificate: Unauthenticated.
@@ -948,4 +965,392 @@ async fn the_archives_of_a_deleted_project_go_after_the_grace() {
     .await;
     // Another Project's archive stays.
     assert_eq!(stored(&store.path().join(&kept), "dump").len(), 1);
+}
+
+/// The archive and manifest of backup `backup` of the service `orders-db`
+/// with uid `uid`, as backup-runner lays them out under `store`.
+fn backup_paths(
+    store: &Path,
+    ns: &str,
+    uid: &str,
+    backup: &str,
+) -> (std::path::PathBuf, std::path::PathBuf) {
+    let folder = store.join(ns).join(format!("orders-db-{uid}"));
+    (
+        folder.join(format!("{backup}.dump")),
+        folder.join(format!("{backup}.json")),
+    )
+}
+
+/// An archive written before backup-runner compressed with zstd (pg_dump's
+/// own zlib inside the custom format, manifest version 1, no
+/// `compression`) still restores, every row of it.
+// upgrade: backups taken by the previous release stay restorable.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_archive_from_before_zstd_still_restores_every_row() {
+    let (env, _runner, store) = with_backup_runner().await;
+    let ns = env.cluster.namespace("old-format");
+    let db = "old_orders";
+    service_with_rows(&env, &ns, db, "").await;
+    manual_backup(&env, &ns, "old-format", None);
+    env.cluster.kubectl_ok(&[
+        "wait",
+        "--for=condition=Ready",
+        "servicebackup/old-format",
+        "-n",
+        &ns,
+        "--timeout=30s",
+    ]);
+    // What the previous release stored: pg_dump -Fc as it compresses by
+    // default, under a version 1 manifest.
+    let uid = env.field(&ns, "orders-db", "{.metadata.uid}");
+    let (archive, manifest_path) = backup_paths(store.path(), &ns, &uid, "old-format");
+    let old = env
+        .postgres
+        .pg_dump(&on_server(&ns, db), &["--format=custom"]);
+    assert!(old.starts_with(PG_DUMP_MAGIC));
+    std::fs::write(&archive, &old).unwrap();
+    let mut manifest = manifest_of(&archive);
+    let fields = manifest.as_object_mut().unwrap();
+    fields.insert("version".into(), 1.into());
+    fields.remove("compression");
+    fields.insert("sizeBytes".into(), old.len().into());
+    fields.insert("sha256".into(), sha256(&archive).into());
+    std::fs::write(&manifest_path, serde_json::to_vec(&manifest).unwrap()).unwrap();
+    // The rows change after the backup: the restore must bring back the
+    // backup's, not these.
+    env.postgres
+        .query_in(&on_server(&ns, db), "delete from items where id > 10");
+
+    let restored = restored_service(&env, &ns, "orders-restored", "restored_old", "old-format");
+    env.apply(&restored).await;
+    env.until_state(&ns, "orders-restored", "Ready Available")
+        .await;
+    assert_eq!(
+        env.postgres.query_in(
+            &on_server(&ns, "restored_old"),
+            "select count(*), sum(id) from items"
+        ),
+        "1000|500500"
+    );
+    assert!(
+        env.cluster
+            .event_messages(&ns, "Restored")
+            .starts_with("Normal restored ServiceBackup old-format from file://"),
+        "{}",
+        env.cluster.event_messages(&ns, "Restored")
+    );
+}
+
+/// A final backup whose archive was altered, then truncated, after it was
+/// stored (found in the store by the deletion, as after a restart) fails
+/// verification: the deletion is blocked with the cause on the service, in
+/// a Warning event and on the record, and nothing is dropped. Once the
+/// damaged backup is removed, the next attempt takes a new one.
+// fail closed: a deletion never proceeds on an archive that does not verify.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_altered_or_truncated_final_backup_fails_verification_and_blocks_the_deletion() {
+    let (env, _runner, store) = with_backup_runner().await;
+    let ns = env.cluster.namespace("damaged");
+    let db = "damaged_orders";
+    service_with_rows(&env, &ns, db, "").await;
+    let database = on_server(&ns, db);
+    manual_backup(&env, &ns, "healthy", None);
+    env.cluster.kubectl_ok(&[
+        "wait",
+        "--for=condition=Ready",
+        "servicebackup/healthy",
+        "-n",
+        &ns,
+        "--timeout=30s",
+    ]);
+    // The final backup as an earlier attempt stored and recorded it, with
+    // one byte of the archive changed since.
+    let uid = env.field(&ns, "orders-db", "{.metadata.uid}");
+    let record = format!("orders-db-final-{}", &uid[..8]);
+    let (healthy, _) = backup_paths(store.path(), &ns, &uid, "healthy");
+    let (archive, manifest_path) = backup_paths(store.path(), &ns, &uid, &record);
+    let mut bytes = std::fs::read(&healthy).unwrap();
+    let mut manifest = manifest_of(&healthy);
+    let fields = manifest.as_object_mut().unwrap();
+    fields.insert("idempotencyKey".into(), format!("{uid}/final").into());
+    fields.insert("backupName".into(), record.clone().into());
+    fields.insert("origin".into(), "Final".into());
+    fields.insert(
+        "location".into(),
+        format!("file://{}", archive.display()).into(),
+    );
+    std::fs::write(&manifest_path, serde_json::to_vec(&manifest).unwrap()).unwrap();
+    let stored_sha = manifest["sha256"].as_str().unwrap().to_owned();
+    let size = bytes.len();
+    bytes[size / 2] ^= 0x01;
+    std::fs::write(&archive, &bytes).unwrap();
+    let altered_sha = sha256(&archive);
+
+    env.start_deleting(&ns, "orders-db");
+    let location = format!("file://{}", archive.display());
+    let altered = format!(
+        "Deleting DeletionBlocked: the final backup failed: verification of {location} failed: read back {size} bytes with sha256 {altered_sha}, but {size} bytes with sha256 {stored_sha} were stored"
+    );
+    env.until_state(&ns, "orders-db", &altered).await;
+    assert_eq!(
+        env.cluster.event_messages(&ns, "FinalBackupFailed"),
+        format!(
+            "Warning {}\n",
+            altered.strip_prefix("Deleting DeletionBlocked: ").unwrap()
+        )
+    );
+    let failed = env.get(
+        &ns,
+        &format!("servicebackup/{record}"),
+        "{.status.phase} {.status.message}",
+    );
+    assert!(failed.starts_with("Failed verification of "), "{failed}");
+    assert!(env.postgres.database_exists(&database), "nothing dropped");
+
+    // Truncated: the next attempt (after the back-off) says so.
+    std::fs::write(&archive, &bytes[..size / 2]).unwrap();
+    let truncated = format!(
+        "Deleting DeletionBlocked: the final backup failed: verification of {location} failed: read back {} bytes with sha256 {}, but {size} bytes with sha256 {stored_sha} were stored",
+        size / 2,
+        sha256(&archive)
+    );
+    env.until_state(&ns, "orders-db", &truncated).await;
+    assert!(env.postgres.database_exists(&database), "nothing dropped");
+    assert!(
+        archive.exists() && manifest_path.exists(),
+        "the evidence is kept"
+    );
+
+    // The provider removes the damaged backup: a new one is taken, and only
+    // then is the database dropped.
+    std::fs::remove_file(&manifest_path).unwrap();
+    env.until_gone(&ns, "orders-db").await;
+    assert!(!env.postgres.database_exists(&database));
+    assert_eq!(&std::fs::read(&archive).unwrap()[..4], ZSTD_MAGIC);
+    assert_eq!(
+        manifest_of(&archive)["sizeBytes"],
+        std::fs::metadata(&archive).unwrap().len()
+    );
+    let finals: Vec<Vec<String>> = backups(&env, &ns)
+        .into_iter()
+        .filter(|b| b[1] == "Final")
+        .collect();
+    assert_eq!(finals.len(), 1, "{finals:?}");
+    assert_eq!(finals[0][2], "Completed", "{finals:?}");
+}
+
+/// The scratch databases of test restores left on the server.
+fn scratch_databases(env: &ServiceEnv) -> String {
+    env.postgres
+        .query("select string_agg(datname, ',') from pg_database where datname like '\\_navique\\_verify\\_%'")
+}
+
+/// `finalBackup.verify: Restore`: before the database is dropped, the
+/// final backup is restored into a scratch database whose row counts, table
+/// by table, equal those read inside the dump's snapshot. The result is on
+/// the record and in the manifest, and the scratch database is gone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_test_restore_proves_the_final_backup_before_the_database_is_dropped() {
+    let (env, _runner, store) = with_backup_runner().await;
+    let ns = env.cluster.namespace("proven");
+    let db = "proven_orders";
+    service_with_rows(&env, &ns, db, "  finalBackup:\n    verify: Restore").await;
+    let database = on_server(&ns, db);
+    env.postgres.query_in(
+        &database,
+        &format!(
+            "set role {database}; create schema shop; create table shop.notes as select g as id from generate_series(1, 250) g; create table shop.empty (id int)"
+        ),
+    );
+    let uid = env.field(&ns, "orders-db", "{.metadata.uid}");
+    let record = format!("orders-db-final-{}", &uid[..8]);
+
+    env.start_deleting(&ns, "orders-db");
+    env.until_gone(&ns, "orders-db").await;
+    assert!(!env.postgres.database_exists(&database));
+    assert_eq!(
+        env.get(
+            &ns,
+            &format!("servicebackup/{record}"),
+            "{.status.phase} {.status.testRestore.result} {.status.testRestore.tables} {.status.testRestore.rows} {.status.testRestore.message}"
+        ),
+        "Completed Passed 3 1250 3 tables with 1250 rows restored as counted at dump time"
+    );
+    let (archive, _) = backup_paths(store.path(), &ns, &uid, &record);
+    let manifest = manifest_of(&archive);
+    assert_eq!(
+        manifest["rowCounts"],
+        serde_json::json!({"public.items": 1000, "shop.empty": 0, "shop.notes": 250})
+    );
+    assert_eq!(manifest["testRestore"]["rows"], 1250);
+    assert_eq!(
+        scratch_databases(&env),
+        "",
+        "the scratch database is dropped"
+    );
+}
+
+/// A test restore that does not bring back the rows counted when the
+/// backup was taken (here the store holds an archive with 10 rows fewer
+/// than its manifest counted) blocks the deletion with the difference, on
+/// the service, in a Warning event and on the record; nothing is dropped,
+/// and the scratch database is gone.
+// fail closed: a deletion never proceeds on a backup whose restore loses rows.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_test_restore_that_brings_back_other_row_counts_blocks_the_deletion() {
+    let (env, _runner, store) = with_backup_runner().await;
+    let ns = env.cluster.namespace("mismatch");
+    let db = "mismatch_orders";
+    service_with_rows(&env, &ns, db, "  finalBackup:\n    verify: Restore").await;
+    let database = on_server(&ns, db);
+    env.postgres
+        .query_in(&database, "delete from items where id > 990");
+    manual_backup(&env, &ns, "fewer", None);
+    env.cluster.kubectl_ok(&[
+        "wait",
+        "--for=condition=Ready",
+        "servicebackup/fewer",
+        "-n",
+        &ns,
+        "--timeout=30s",
+    ]);
+    // The final backup as an earlier attempt recorded it, 1000 rows counted,
+    // whose archive now holds the 990 of another backup.
+    let uid = env.field(&ns, "orders-db", "{.metadata.uid}");
+    let record = format!("orders-db-final-{}", &uid[..8]);
+    let (fewer, _) = backup_paths(store.path(), &ns, &uid, "fewer");
+    let (archive, manifest_path) = backup_paths(store.path(), &ns, &uid, &record);
+    std::fs::copy(&fewer, &archive).unwrap();
+    let mut manifest = manifest_of(&fewer);
+    let fields = manifest.as_object_mut().unwrap();
+    fields.insert("idempotencyKey".into(), format!("{uid}/final").into());
+    fields.insert("backupName".into(), record.clone().into());
+    fields.insert("origin".into(), "Final".into());
+    let location = format!("file://{}", archive.display());
+    fields.insert("location".into(), location.clone().into());
+    fields.insert(
+        "rowCounts".into(),
+        serde_json::json!({"public.items": 1000}),
+    );
+    std::fs::write(&manifest_path, serde_json::to_vec(&manifest).unwrap()).unwrap();
+
+    env.start_deleting(&ns, "orders-db");
+    let cause = format!(
+        "the final backup failed: test restore of {location} failed: row counts differ: public.items: 1000 rows at dump time, 990 restored"
+    );
+    env.until_state(
+        &ns,
+        "orders-db",
+        &format!("Deleting DeletionBlocked: {cause}"),
+    )
+    .await;
+    assert_eq!(
+        env.cluster.event_messages(&ns, "FinalBackupFailed"),
+        format!("Warning {cause}\n")
+    );
+    eventually(WAIT, "the test restore's result on the record", || async {
+        let status = env.get(
+            &ns,
+            &format!("servicebackup/{record}"),
+            "{.status.phase} {.status.testRestore.result} {.status.testRestore.message}",
+        );
+        (status
+            == format!(
+                "Failed Failed test restore of {location} failed: row counts differ: public.items: 1000 rows at dump time, 990 restored"
+            ))
+        .then_some(())
+    })
+    .await;
+    assert!(env.postgres.database_exists(&database), "nothing dropped");
+    assert_eq!(
+        env.postgres
+            .query_in(&database, "select count(*) from items"),
+        "990"
+    );
+    // Attempts come back after a growing wait; between two, no scratch
+    // database is left.
+    eventually(WAIT, "the scratch database to be dropped", || async {
+        scratch_databases(&env).is_empty().then_some(())
+    })
+    .await;
+}
+
+/// While a final backup runs, its ServiceBackup shows how far pg_dump is:
+/// bytes dumped and stored, tables done of the tables, and a percent of
+/// `pg_database_size`, also as the PROGRESS column of `kubectl get sbk`;
+/// once done, 100% and every table.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_running_backup_shows_its_progress_in_status_and_in_kubectl() {
+    let port = free_port();
+    let env = ServiceEnv::start(&["--backup-runner-url", &format!("https://127.0.0.1:{port}")]);
+    let store = tempfile::tempdir().unwrap();
+    let _runner = env
+        .start_backup_runner_with(
+            port,
+            &format!("file://{}", store.path().display()),
+            &["--progress-interval", "1s"],
+            &[],
+        )
+        .await;
+    env.controller_ready().await;
+    let ns = env.cluster.namespace("progress");
+    let db = "progress_orders";
+    service_with_rows(&env, &ns, db, "").await;
+    let database = on_server(&ns, db);
+    // Enough (about 60 MB dumped) for the dump to take seconds.
+    env.postgres.query_in(
+        &database,
+        &format!(
+            "set role {database}; create table blob as select g as id, md5(random()::text) || md5(random()::text) as a from generate_series(1, 1000000) g"
+        ),
+    );
+    let uid = env.field(&ns, "orders-db", "{.metadata.uid}");
+    let record = format!("orders-db-final-{}", &uid[..8]);
+    let database_bytes: i64 = env
+        .postgres
+        .query(&format!("select pg_database_size('{database}')"))
+        .parse()
+        .unwrap();
+
+    env.start_deleting(&ns, "orders-db");
+    let running = eventually(WAIT, "progress while the dump runs", || async {
+        let fields = env.get(
+            &ns,
+            &format!("servicebackup/{record}"),
+            "{.status.phase} {.status.progress.dumpedBytes} {.status.progress.storedBytes} {.status.progress.databaseBytes} {.status.progress.tablesDone} {.status.progress.tables} {.status.progress.summary}",
+        );
+        let fields: Vec<String> = fields.split(' ').map(str::to_owned).collect();
+        (fields.len() == 9 && fields[0] == "Running" && fields[1] != "0").then_some(fields)
+    })
+    .await;
+    let dumped: i64 = running[1].parse().unwrap();
+    let stored: i64 = running[2].parse().unwrap();
+    assert!(stored < dumped, "stored after compression: {running:?}");
+    assert_eq!(running[3], database_bytes.to_string(), "{running:?}");
+    assert_eq!(running[5], "2", "items and blob: {running:?}");
+    let percent: i64 = running[6].trim_end_matches('%').parse().unwrap();
+    assert_eq!(percent, dumped * 100 / database_bytes, "{running:?}");
+    assert!(percent < 100, "{running:?}");
+    assert_eq!(running[7], format!("{}/2", running[4]), "{running:?}");
+    assert_eq!(running[8], "tables", "{running:?}");
+    let table = env.cluster.kubectl_ok(&["get", "sbk", &record, "-n", &ns]);
+    assert!(
+        table.lines().next().unwrap().contains(" PROGRESS "),
+        "{table}"
+    );
+    assert!(
+        table.contains("% 0/2 tables") || table.contains("% 1/2 tables"),
+        "{table}"
+    );
+
+    env.until_gone(&ns, "orders-db").await;
+    assert_eq!(
+        env.get(
+            &ns,
+            &format!("servicebackup/{record}"),
+            "{.status.phase} {.status.progress.tablesDone} {.status.progress.tables} {.status.progress.summary}",
+        ),
+        "Completed 2 2 100% 2/2 tables"
+    );
 }

@@ -87,10 +87,37 @@ pub struct Args {
     /// the servers they dump.
     #[arg(long, env = "NAVIQUE_PG_BIN_DIR", value_name = "PATH")]
     pub pg_bin_dir: Option<PathBuf>,
+
+    /// Threads compressing each archive with zstd, besides pg_dump. Default:
+    /// the cores beyond the first, at least 1, at most 8.
+    #[arg(
+        long,
+        env = "NAVIQUE_BACKUP_ZSTD_WORKERS",
+        default_value_t = crate::compression::default_workers(),
+        value_parser = clap::value_parser!(u32).range(1..=64),
+        value_name = "N"
+    )]
+    pub zstd_workers: u32,
+
+    /// How often a running backup's progress is written to its
+    /// ServiceBackup's status, as a duration such as `5s` (phase changes
+    /// are written at once).
+    #[arg(
+        long,
+        env = "NAVIQUE_BACKUP_PROGRESS_INTERVAL",
+        default_value = "5s",
+        value_name = "DURATION",
+        value_parser = progress_interval
+    )]
+    pub progress_interval: Duration,
 }
 
 fn expiry_interval(text: &str) -> Result<Duration, navique_api::Error> {
     navique_api::duration::parse("--expiry-interval", text)
+}
+
+fn progress_interval(text: &str) -> Result<Duration, navique_api::Error> {
+    navique_api::duration::parse("--progress-interval", text)
 }
 
 fn orphaned_backup_grace(text: &str) -> Result<Duration, navique_api::Error> {

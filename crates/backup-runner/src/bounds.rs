@@ -80,6 +80,7 @@ mod tests {
             }),
             origin: 3,
             backup_name: "orders-db-final-0b6f5d5e".into(),
+            ..Default::default()
         };
         request_snapshot(&real).unwrap();
         let long = |n: usize| "k".repeat(n);

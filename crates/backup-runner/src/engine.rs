@@ -7,7 +7,8 @@ use k8s_openapi::jiff::Timestamp;
 use kube::api::Api;
 use kube::{Client, ResourceExt};
 use navique_api::grpc::snapshot::v1::{
-    Origin, Phase, RequestSnapshotRequest, RestoreSnapshotRequest, ServiceRef,
+    DumpProgress, Origin, Phase, RequestSnapshotRequest, RestoreSnapshotRequest, ServiceRef,
+    TestRestore, Verification,
 };
 use navique_api::services::{
     BackupPhase, IN_PROJECT_PORT, ManagedService, PlacementMode, ServiceBackup, in_project_host,
@@ -15,12 +16,18 @@ use navique_api::services::{
 use navique_provider_postgres::{Owner, catalogue, names};
 use object_store::{ObjectStoreExt, PutPayload};
 use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
+use tokio::process::Child;
 use tokio_util::sync::CancellationToken;
 
+use std::sync::Arc;
+
+use crate::compression::{self, Compression};
 use crate::layout::BackupKey;
 use crate::manifest::{self, Manifest, ServiceRecord};
 use crate::pg::{self, Connection, PgTools};
+use crate::progress;
 use crate::store::Store;
+use crate::test_restore::{self, RowCounts};
 use crate::transfer::{self, Digested};
 use crate::{Error, Metrics};
 
@@ -30,6 +37,7 @@ pub struct SnapshotRequest {
     pub idempotency_key: String,
     pub backup: BackupKey,
     pub origin: Origin,
+    pub verification: Verification,
 }
 
 impl SnapshotRequest {
@@ -43,6 +51,13 @@ impl SnapshotRequest {
         let origin = Origin::try_from(request.origin).map_err(|_| {
             Error::InvalidRequest(format!("origin {} is not a known Origin", request.origin))
         })?;
+        // An unknown value never means less proof: refused.
+        let verification = Verification::try_from(request.verification).map_err(|_| {
+            Error::InvalidRequest(format!(
+                "verification {} is not a known Verification",
+                request.verification
+            ))
+        })?;
         Ok(Self {
             idempotency_key: request.idempotency_key,
             backup: BackupKey::new(
@@ -52,6 +67,7 @@ impl SnapshotRequest {
                 &request.backup_name,
             )?,
             origin,
+            verification,
         })
     }
 
@@ -68,6 +84,82 @@ impl SnapshotRequest {
 pub trait Report: Send + Sync {
     fn phase(&self, phase: Phase, message: String);
     fn bytes(&self, written: u64);
+    fn test_restore(&self, result: TestRestore);
+    fn progress(&self, progress: DumpProgress);
+}
+
+/// The source's side of a test restore: a read-only repeatable-read
+/// transaction whose snapshot pg_dump dumps (`--snapshot`), held open
+/// until the dump ends, in which the rows are counted.
+struct SourceSnapshot {
+    client: tokio_postgres::Client,
+    id: String,
+}
+
+impl SourceSnapshot {
+    async fn open(connection: &Connection) -> Result<Self, Error> {
+        let failed = |e| pg::sql_failed("a snapshot", format!("of {}", connection.describe()), e);
+        let client = connection.connect().await.map_err(failed)?;
+        client
+            .batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+            .await
+            .map_err(failed)?;
+        let row = client
+            .query_one("SELECT pg_catalog.pg_export_snapshot()", &[])
+            .await
+            .map_err(failed)?;
+        Ok(Self {
+            id: row.get(0),
+            client,
+        })
+    }
+
+    async fn count(&self, connection: &Connection) -> Result<RowCounts, Error> {
+        test_restore::count_rows(&self.client).await.map_err(|e| {
+            pg::sql_failed(
+                "a count",
+                format!("of the rows in {}", connection.describe()),
+                e,
+            )
+        })
+    }
+}
+
+/// `pg_database_size` and the tables pg_dump will dump, for progress;
+/// zeros (unknown) when they cannot be read, which does not stop a backup.
+async fn estimate(connection: &Connection) -> (u64, u64) {
+    let query = format!(
+        "SELECT pg_catalog.pg_database_size(pg_catalog.current_database()), \
+         (SELECT count(*) FROM ({}) t)",
+        test_restore::TABLES
+    );
+    let read = async {
+        let client = connection.connect().await?;
+        let row = client.query_one(&query, &[]).await?;
+        Ok::<_, tokio_postgres::Error>((row.get::<_, i64>(0), row.get::<_, i64>(1)))
+    };
+    match read.await {
+        Ok((size, tables)) => (
+            u64::try_from(size).unwrap_or_default(),
+            u64::try_from(tables).unwrap_or_default(),
+        ),
+        Err(e) => {
+            tracing::warn!(database = %connection.describe(), error = %e, "cannot estimate the dump's size");
+            (0, 0)
+        }
+    }
+}
+
+/// Drops the scratch database, with any session still in it.
+async fn drop_scratch(admin: &tokio_postgres::Client, scratch: &str) -> Result<(), Error> {
+    let statement = format!(
+        "DROP DATABASE IF EXISTS {} WITH (FORCE)",
+        test_restore::quote_ident(scratch)
+    );
+    admin
+        .batch_execute(&statement)
+        .await
+        .map_err(|e| pg::sql_failed("a test restore", statement.clone(), e))
 }
 
 /// A validated RestoreSnapshot.
@@ -162,6 +254,8 @@ pub struct Engine {
     tools: PgTools,
     metrics: Metrics,
     provider_namespace: String,
+    zstd_workers: u32,
+    progress_interval: std::time::Duration,
 }
 
 impl Engine {
@@ -172,7 +266,25 @@ impl Engine {
             tools,
             metrics,
             provider_namespace: catalogue::DEFAULT_PROVIDER_NAMESPACE.to_owned(),
+            zstd_workers: compression::default_workers(),
+            progress_interval: std::time::Duration::from_secs(5),
         }
+    }
+
+    /// How often progress reaches ServiceBackup status (`--progress-interval`).
+    pub fn with_progress_interval(mut self, interval: std::time::Duration) -> Self {
+        self.progress_interval = interval;
+        self
+    }
+
+    pub fn progress_interval(&self) -> std::time::Duration {
+        self.progress_interval
+    }
+
+    /// Threads compressing each archive (`--zstd-workers`).
+    pub fn with_zstd_workers(mut self, workers: u32) -> Self {
+        self.zstd_workers = workers;
+        self
     }
 
     /// Where the ServiceClasses' admin Secrets are read from.
@@ -194,7 +306,8 @@ impl Engine {
     }
 
     /// Takes the snapshot, or finds it completed in the store (an earlier
-    /// process finished it). Returns its manifest once it is verified.
+    /// process finished it). Returns its manifest once it is verified, with
+    /// a test restore when the request asks for one.
     pub async fn snapshot(
         &self,
         request: &SnapshotRequest,
@@ -203,6 +316,7 @@ impl Engine {
         cancel: &CancellationToken,
     ) -> Result<Manifest, Error> {
         let backup = &request.backup;
+        let test_restore = request.verification == Verification::Restore;
         if let Some(found) = self.find_completed(backup).await? {
             if found.idempotency_key != request.idempotency_key {
                 return Err(Error::BackupNameTaken {
@@ -211,31 +325,117 @@ impl Engine {
                     other: found.idempotency_key,
                 });
             }
-            tracing::info!(location = %found.location, "found the completed snapshot in the store");
+            // Found after a restart: verified again before anyone relies on
+            // it, since the store may have changed it since. A failure is
+            // kept (nothing deleted): the manifest says a backup was there.
+            tracing::info!(location = %found.location, "found the completed snapshot in the store; verifying it again");
+            let key = backup.archive();
+            report.phase(
+                Phase::Verifying,
+                format!(
+                    "reading back {} ({} bytes), found in the store",
+                    found.location, found.size_bytes
+                ),
+            );
+            let expected = Digested {
+                size: found.size_bytes,
+                sha256: found.sha256.clone(),
+            };
+            self.verify(&key, &expected, found.compression, cancel)
+                .await?;
+            if test_restore {
+                let counts = found.row_counts.as_ref().ok_or_else(|| Error::TestRestore {
+                    location: found.location.clone(),
+                    reason: format!(
+                        "the backup was taken without row counts to compare with; remove {} to take it again",
+                        self.store.location(&backup.manifest())
+                    ),
+                })?;
+                let service = self
+                    .service(&backup.namespace, &backup.service, Some(&backup.uid))
+                    .await?;
+                let reached = self.reach_for_test_restore(&service).await?;
+                self.test_restore(
+                    &reached.connection,
+                    &request.idempotency_key,
+                    &key,
+                    &expected,
+                    found.compression,
+                    counts,
+                    report,
+                    cancel,
+                )
+                .await?;
+            }
             return Ok(found);
         }
         let service = self
             .service(&backup.namespace, &backup.service, Some(&backup.uid))
             .await?;
         self.check_record(backup, request.origin).await?;
-        let connection = self.reach(&service).await?.connection;
+        let reached = if test_restore {
+            self.reach_for_test_restore(&service).await?
+        } else {
+            self.reach(&service).await?
+        };
+        let connection = &reached.connection;
+        // For a test restore, the rows are counted in a repeatable-read
+        // transaction whose snapshot pg_dump dumps, while it dumps.
+        let source = match test_restore {
+            true => Some(SourceSnapshot::open(connection).await?),
+            false => None,
+        };
         report.phase(
             Phase::Running,
             format!("pg_dump of {} is streaming", connection.describe()),
         );
         let key = backup.archive();
         let location = self.store.location(&key);
-        let digested = self
-            .dump_into_store(&connection, &key, report, cancel)
-            .await?;
+        let dumping = self.dump_into_store(
+            connection,
+            source.as_ref().map(|s| s.id.as_str()),
+            &key,
+            report,
+            cancel,
+        );
+        let (digested, row_counts) = match &source {
+            Some(source) => {
+                let (digested, counts) = tokio::join!(dumping, source.count(connection));
+                (digested?, Some(counts?))
+            }
+            None => (dumping.await?, None),
+        };
+        drop(source);
         tracing::info!(%location, size = digested.size, sha256 = %digested.sha256, "archive uploaded");
 
         report.phase(
             Phase::Verifying,
             format!("reading back {location} ({} bytes)", digested.size),
         );
-        let entries = match self.verify(&key, &digested, cancel).await {
-            Ok(entries) => entries,
+        let verified = async {
+            let entries = self
+                .verify(&key, &digested, Compression::Zstd, cancel)
+                .await?;
+            let restored = match &row_counts {
+                Some(counts) => Some(
+                    self.test_restore(
+                        connection,
+                        &request.idempotency_key,
+                        &key,
+                        &digested,
+                        Compression::Zstd,
+                        counts,
+                        report,
+                        cancel,
+                    )
+                    .await?,
+                ),
+                None => None,
+            };
+            Ok::<_, Error>((entries, restored))
+        };
+        let (entries, restored) = match verified.await {
+            Ok(verified) => verified,
             Err(e) => {
                 // Not a backup without a manifest, but do not leave it about.
                 if let Err(delete) = self.store.inner().delete(&self.store.path(&key)).await {
@@ -256,9 +456,12 @@ impl Engine {
             },
             location,
             format: manifest::FORMAT.to_owned(),
+            compression: Compression::Zstd,
             size_bytes: digested.size,
             sha256: digested.sha256,
             entries,
+            row_counts,
+            test_restore: restored,
             started_at: started_at.to_string(),
             completed_at: Timestamp::now().to_string(),
         };
@@ -274,26 +477,190 @@ impl Engine {
         Ok(manifest)
     }
 
+    /// How a test restore reaches the service's server: as the provider,
+    /// which can create and drop a scratch database there.
+    async fn reach_for_test_restore(&self, service: &ManagedService) -> Result<Reached, Error> {
+        if service.spec.placement.mode != PlacementMode::ProviderShared {
+            return Err(Error::TestRestoreUnsupported {
+                service: format!(
+                    "{}/{}",
+                    service.namespace().unwrap_or_default(),
+                    service.name_any()
+                ),
+            });
+        }
+        self.reach(service).await
+    }
+
+    /// Restores the archive `key` into a scratch database on the server of
+    /// `source` (the provider's connection), compares its row counts with
+    /// `counts`, and drops it again, whatever happened. The result is
+    /// reported either way.
+    #[allow(clippy::too_many_arguments)]
+    async fn test_restore(
+        &self,
+        source: &Connection,
+        idempotency_key: &str,
+        key: &str,
+        expected: &Digested,
+        compression: Compression,
+        counts: &RowCounts,
+        report: &dyn Report,
+        cancel: &CancellationToken,
+    ) -> Result<manifest::TestRestoreRecord, Error> {
+        let location = self.store.location(key);
+        let scratch = test_restore::scratch_name(idempotency_key);
+        report.phase(
+            Phase::Verifying,
+            format!("test restore of {location} into the scratch database {scratch}"),
+        );
+        let admin = source.connect().await.map_err(|e| {
+            pg::sql_failed("a test restore", format!("on {}", source.describe()), e)
+        })?;
+        let outcome = async {
+            drop_scratch(&admin, &scratch).await?;
+            for statement in [
+                format!("CREATE DATABASE {}", test_restore::quote_ident(&scratch)),
+                // No Project role may even connect while it holds their data.
+                format!(
+                    "REVOKE ALL ON DATABASE {} FROM PUBLIC",
+                    test_restore::quote_ident(&scratch)
+                ),
+            ] {
+                admin.batch_execute(&statement).await.map_err(|e| {
+                    pg::sql_failed("a test restore", format!("of {location}: {statement}"), e)
+                })?;
+            }
+            let into = source.with_database(&scratch);
+            self.restore_scratch(&into, key, expected, compression, cancel)
+                .await?;
+            let client = into.connect().await.map_err(|e| {
+                pg::sql_failed("a test restore", format!("on {}", into.describe()), e)
+            })?;
+            let restored = test_restore::count_rows(&client).await.map_err(|e| {
+                pg::sql_failed("a count", format!("of the rows in {}", into.describe()), e)
+            })?;
+            drop(client);
+            test_restore::compare(counts, &restored).map_err(|reason| Error::TestRestore {
+                location: location.clone(),
+                reason,
+            })
+        }
+        .await;
+        if let Err(e) = drop_scratch(&admin, &scratch).await {
+            // The next attempt drops it first; say so meanwhile.
+            tracing::warn!(%scratch, error = %e, "cannot drop the scratch database");
+        }
+        let completed_at = Timestamp::now();
+        let tables = counts.len() as u64;
+        let rows = counts.values().sum();
+        report.test_restore(TestRestore {
+            passed: outcome.is_ok(),
+            tables,
+            rows,
+            message: match &outcome {
+                Ok(_) => {
+                    format!("{tables} tables with {rows} rows restored as counted at dump time")
+                }
+                Err(e) => e.to_string(),
+            },
+            completed_at: Some(prost_types::Timestamp {
+                seconds: completed_at.as_second(),
+                nanos: completed_at.subsec_nanosecond(),
+            }),
+        });
+        outcome?;
+        Ok(manifest::TestRestoreRecord {
+            tables,
+            rows,
+            completed_at: completed_at.to_string(),
+        })
+    }
+
+    /// Streams the archive into pg_restore of the scratch database; the
+    /// stored bytes must match `expected`.
+    async fn restore_scratch(
+        &self,
+        into: &Connection,
+        key: &str,
+        expected: &Digested,
+        compression: Compression,
+        cancel: &CancellationToken,
+    ) -> Result<(), Error> {
+        let location = self.store.location(key);
+        let mut child =
+            self.tools
+                .restore_scratch(into)
+                .spawn()
+                .map_err(|source| Error::Spawn {
+                    program: self.tools.bin_dir().join("pg_restore"),
+                    source,
+                })?;
+        let mut stdin = stdin_of(&mut child, compression);
+        let stderr = tokio::spawn(pg::read_stderr(child.stderr.take()));
+        let (read, last) = transfer::read_back(&self.store, key, &mut stdin, cancel).await?;
+        if read != *expected {
+            let _ = child.kill().await;
+            return Err(Error::Corrupt {
+                location,
+                reason: format!(
+                    "read {} bytes with sha256 {}, expected {} bytes with sha256 {}",
+                    read.size, read.sha256, expected.size, expected.sha256
+                ),
+            });
+        }
+        transfer::finish_sink(stdin, last).await;
+        let status = child
+            .wait()
+            .await
+            .map_err(Error::io("cannot wait for pg_restore"))?;
+        let stderr = stderr.await.unwrap_or_default();
+        if !status.success() {
+            return Err(Error::TestRestore {
+                location,
+                reason: format!(
+                    "pg_restore into {} failed ({status}): {}",
+                    into.describe(),
+                    pg::summarize(&stderr)
+                ),
+            });
+        }
+        Ok(())
+    }
+
     async fn dump_into_store(
         &self,
         connection: &Connection,
+        snapshot: Option<&str>,
         key: &str,
         report: &dyn Report,
         cancel: &CancellationToken,
     ) -> Result<Digested, Error> {
-        let mut command = self.tools.dump(connection);
+        let (database_bytes, tables) = estimate(connection).await;
+        let counters = Arc::new(progress::Counters::default());
+        let mut command = self.tools.dump(connection, snapshot);
         let mut child = command.spawn().map_err(|source| Error::Spawn {
             program: self.tools.bin_dir().join("pg_dump"),
             source,
         })?;
-        let mut stdout = child.stdout.take().expect("stdout is piped");
-        let stderr = tokio::spawn(pg::read_stderr(child.stderr.take()));
-        let progress = |written| report.bytes(written);
+        let stdout = progress::Counting::new(
+            child.stdout.take().expect("stdout is piped"),
+            counters.clone(),
+        );
+        let mut compressed = compression::compress(BufReader::new(stdout), self.zstd_workers);
+        let stderr = tokio::spawn(progress::read_verbose_stderr(
+            child.stderr.take(),
+            counters.clone(),
+        ));
+        let progress = |written| {
+            report.bytes(written);
+            report.progress(counters.progress(written, database_bytes, tables, false));
+        };
         // On any early return `child` is dropped, which kills pg_dump.
-        transfer::upload(
+        let digested = transfer::upload(
             &self.store,
             key,
-            &mut stdout,
+            &mut compressed,
             &progress,
             &self.metrics,
             cancel,
@@ -315,15 +682,19 @@ impl Engine {
                 }
             },
         )
-        .await
+        .await?;
+        report.progress(counters.progress(digested.size, database_bytes, tables, true));
+        Ok(digested)
     }
 
-    /// Reads the archive back: same size and sha256 as uploaded, and
-    /// `pg_restore --list` reads it and lists entries. Returns their count.
+    /// Reads the archive back: the stored bytes have the size and sha256
+    /// expected, and `pg_restore --list` reads the whole (decompressed)
+    /// archive and lists entries. Returns their count.
     async fn verify(
         &self,
         key: &str,
         uploaded: &Digested,
+        compression: Compression,
         cancel: &CancellationToken,
     ) -> Result<u64, Error> {
         let location = self.store.location(key);
@@ -335,13 +706,13 @@ impl Engine {
             program: self.tools.bin_dir().join("pg_restore"),
             source,
         })?;
-        let mut stdin = child.stdin.take().expect("stdin is piped");
+        let mut stdin = stdin_of(&mut child, compression);
         let counting = tokio::spawn(count_entries(child.stdout.take().expect("stdout is piped")));
         let stderr = tokio::spawn(pg::read_stderr(child.stderr.take()));
         let (read, last) = transfer::read_back(&self.store, key, &mut stdin, cancel).await?;
         if read != *uploaded {
             return Err(failed(format!(
-                "read back {} bytes with sha256 {}, but uploaded {} bytes with sha256 {}",
+                "read back {} bytes with sha256 {}, but {} bytes with sha256 {} were stored",
                 read.size, read.sha256, uploaded.size, uploaded.sha256
             )));
         }
@@ -364,21 +735,21 @@ impl Engine {
         Ok(entries)
     }
 
-    /// The manifest of `backup` when it is complete: the manifest exists
-    /// and the archive it describes is there with its size. An archive
-    /// without a manifest, or a manifest without its archive, is not a
-    /// backup (the attempt is taken again).
+    /// The manifest of `backup` when the manifest exists and so does the
+    /// archive it describes (whether it is whole is for `verify` to say).
+    /// An archive without a manifest, or a manifest without its archive, is
+    /// not a backup (the attempt is taken again).
     pub async fn find_completed(&self, backup: &BackupKey) -> Result<Option<Manifest>, Error> {
         let Some(manifest) = self.read_manifest(backup).await? else {
             return Ok(None);
         };
         let archive = backup.archive();
         match self.store.inner().head(&self.store.path(&archive)).await {
-            Ok(meta) if meta.size == manifest.size_bytes => Ok(Some(manifest)),
-            Ok(_) | Err(object_store::Error::NotFound { .. }) => {
+            Ok(_) => Ok(Some(manifest)),
+            Err(object_store::Error::NotFound { .. }) => {
                 tracing::warn!(
                     location = %self.store.location(&archive),
-                    "the manifest's archive is missing or has another size; taking the snapshot again"
+                    "the manifest's archive is missing; taking the snapshot again"
                 );
                 Ok(None)
             }
@@ -639,7 +1010,7 @@ impl Engine {
                 program: self.tools.bin_dir().join("pg_restore"),
                 source,
             })?;
-        let mut stdin = child.stdin.take().expect("stdin is piped");
+        let mut stdin = stdin_of(&mut child, manifest.compression);
         let stderr = tokio::spawn(pg::read_stderr(child.stderr.take()));
         let (read, last) = transfer::read_back(&self.store, &key, &mut stdin, cancel).await?;
         if read.size != manifest.size_bytes || read.sha256 != manifest.sha256 {
@@ -679,6 +1050,14 @@ impl Engine {
             completed_at: Timestamp::now(),
         })
     }
+}
+
+/// The child's stdin, fed the stored bytes of an archive of `compression`.
+fn stdin_of(
+    child: &mut Child,
+    compression: Compression,
+) -> std::pin::Pin<Box<dyn tokio::io::AsyncWrite + Send>> {
+    compression::decompressing(child.stdin.take().expect("stdin is piped"), compression)
 }
 
 async fn count_entries(stdout: impl AsyncRead + Unpin) -> u64 {
@@ -721,6 +1100,7 @@ mod tests {
             service: service("ns", "db", "u1"),
             origin: Origin::Final as i32,
             backup_name: "db-final".into(),
+            ..Default::default()
         };
         let parsed = SnapshotRequest::from_proto(request.clone()).unwrap();
         assert_eq!(parsed.backup.archive(), "ns/db-u1/db-final.dump");

@@ -138,6 +138,14 @@ pub enum Error {
     #[error("verification of {location} failed: {reason}")]
     Verification { location: String, reason: String },
 
+    #[error("test restore of {location} failed: {reason}")]
+    TestRestore { location: String, reason: String },
+
+    #[error(
+        "a test restore (verify: Restore) needs a ProviderShared service, whose server can hold a scratch database: {service} runs InProject"
+    )]
+    TestRestoreUnsupported { service: String },
+
     #[error(
         "archive {location} does not match its manifest: {reason}; it cannot be trusted, take a new backup"
     )]
@@ -205,6 +213,7 @@ impl Error {
             | Self::Engine(_)
             | Self::SecretInvalid { .. }
             | Self::CrossNamespace { .. }
+            | Self::TestRestoreUnsupported { .. }
             | Self::TooLarge { .. } => Code::FailedPrecondition,
             Self::Corrupt { .. } | Self::Manifest { .. } => Code::DataLoss,
             Self::Store { .. } | Self::Kube { .. } | Self::ShuttingDown => Code::Unavailable,
@@ -214,6 +223,7 @@ impl Error {
             | Self::Io { .. }
             | Self::ToolFailed { .. }
             | Self::Verification { .. }
+            | Self::TestRestore { .. }
             | Self::GrpcTls(_)
             | Self::Serve { .. }
             | Self::Runtime(_) => Code::Internal,
@@ -230,9 +240,11 @@ impl Error {
             Self::PgTools(_) | Self::Spawn { .. } | Self::Io { .. } | Self::ToolFailed { .. } => {
                 "dump"
             }
-            Self::Verification { .. } | Self::Corrupt { .. } | Self::Manifest { .. } => {
-                "verification"
-            }
+            Self::Verification { .. }
+            | Self::Corrupt { .. }
+            | Self::Manifest { .. }
+            | Self::TestRestore { .. }
+            | Self::TestRestoreUnsupported { .. } => "verification",
             Self::TooLarge { .. } => "too_large",
             Self::Engine(_) | Self::Catalogue(_) => "engine",
             Self::Kube { .. } => "kubernetes",

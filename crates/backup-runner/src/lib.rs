@@ -10,6 +10,7 @@
 
 mod args;
 pub mod bounds;
+pub mod compression;
 pub mod engine;
 mod error;
 pub mod expiry;
@@ -20,9 +21,11 @@ pub mod manual;
 mod metrics;
 pub mod parts;
 pub mod pg;
+pub mod progress;
 pub mod snapshots;
 pub mod status;
 pub mod store;
+pub mod test_restore;
 pub mod transfer;
 
 use std::sync::Arc;
@@ -78,7 +81,9 @@ pub async fn run(args: Args) -> Result<(), Error> {
         component.register_metrics(|registry| metrics.register(registry));
         let engine = Arc::new(
             Engine::new(client.clone(), store, tools, metrics)
-                .with_provider_namespace(&args.provider_namespace),
+                .with_provider_namespace(&args.provider_namespace)
+                .with_zstd_workers(args.zstd_workers)
+                .with_progress_interval(args.progress_interval),
         );
         let snapshots = Snapshots::new(engine, shutdown.child_token());
         let manual_metrics =

@@ -15,7 +15,7 @@ use kube::api::Api;
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::watcher;
 use kube::{Client, ResourceExt};
-use navique_api::grpc::snapshot::v1::Origin;
+use navique_api::grpc::snapshot::v1::{Origin, Verification};
 use navique_api::services::{BackupOrigin, BackupPhase, ServiceBackup, ServiceBackupStatus};
 use navique_runtime::controller::{ReconcileMetrics, Tracker, log_outcome};
 use tokio_util::sync::CancellationToken;
@@ -133,6 +133,8 @@ async fn take_snapshot(backup: &ServiceBackup, context: &Context) -> Result<Acti
             BackupOrigin::Scheduled => Origin::Scheduled,
             _ => Origin::Manual,
         },
+        // A test restore is for final backups (`finalBackup.verify`).
+        verification: Verification::Archive,
     };
     // A failed manual backup stays failed: a person asks again with a new record.
     let snapshot = context.snapshots.request(request, false)?;

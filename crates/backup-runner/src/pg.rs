@@ -15,7 +15,7 @@ use crate::Error;
 /// Where Debian installs each PostgreSQL version.
 const DEBIAN_ROOT: &str = "/usr/lib/postgresql";
 /// How much of a tool's stderr a message keeps.
-const STDERR_LIMIT: usize = 16 * 1024;
+pub const STDERR_LIMIT: usize = 16 * 1024;
 const MESSAGE_LIMIT: usize = 2000;
 
 /// The folder holding pg_dump and pg_restore.
@@ -85,13 +85,43 @@ impl PgTools {
         command
     }
 
-    /// `pg_dump --format=custom` of the connection's database to stdout.
-    pub fn dump(&self, connection: &Connection) -> Command {
+    /// `pg_dump --format=custom --compress=0` of the connection's database
+    /// to stdout: backup-runner compresses (see `compression`). With
+    /// `snapshot`, inside that exported snapshot (`--snapshot`).
+    pub fn dump(&self, connection: &Connection, snapshot: Option<&str>) -> Command {
         let mut command = self.command("pg_dump");
         command
-            .args(["--format=custom", "--no-password"])
+            // --verbose: the tables it starts on are its progress.
+            .args([
+                "--format=custom",
+                "--compress=0",
+                "--verbose",
+                "--no-password",
+            ])
             .stdin(Stdio::null())
             .stdout(Stdio::piped());
+        if let Some(snapshot) = snapshot {
+            command.arg(format!("--snapshot={snapshot}"));
+        }
+        connection.apply(&mut command);
+        command
+    }
+
+    /// `pg_restore` of the archive on stdin into the connection's (scratch)
+    /// database, as one transaction, objects owned by the connecting role.
+    pub fn restore_scratch(&self, connection: &Connection) -> Command {
+        let mut command = self.command("pg_restore");
+        command
+            .args([
+                "--no-password",
+                "--no-owner",
+                "--no-privileges",
+                "--single-transaction",
+                "--exit-on-error",
+            ])
+            .arg(format!("--dbname={}", connection.database))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null());
         connection.apply(&mut command);
         command
     }
@@ -235,17 +265,16 @@ impl Connection {
         }
     }
 
-    /// Whether the database holds any table, view, sequence or other
-    /// relation outside PostgreSQL's own schemas.
-    pub async fn holds_data(&self) -> Result<bool, Error> {
-        let failed = |e: tokio_postgres::Error| Error::ToolFailed {
-            tool: "a check",
-            context: format!("of whether {} holds data", self.describe()),
-            status: "error".to_owned(),
-            stderr: e
-                .as_db_error()
-                .map_or_else(|| e.to_string(), |db| db.message().to_owned()),
-        };
+    /// The same server and login, into another database.
+    pub fn with_database(&self, database: &str) -> Self {
+        Self {
+            database: database.to_owned(),
+            ..self.clone()
+        }
+    }
+
+    /// A client session on the connection's database.
+    pub async fn connect(&self) -> Result<tokio_postgres::Client, tokio_postgres::Error> {
         let mut config = tokio_postgres::Config::new();
         config
             .host(&self.host)
@@ -255,13 +284,24 @@ impl Connection {
             .dbname(&self.database)
             .application_name("navique-backup-runner")
             .connect_timeout(std::time::Duration::from_secs(15));
-        let (client, connection) = config
-            .connect(tokio_postgres::NoTls)
-            .await
-            .map_err(failed)?;
+        let (client, connection) = config.connect(tokio_postgres::NoTls).await?;
         tokio::spawn(async move {
             let _ = connection.await;
         });
+        Ok(client)
+    }
+
+    /// Whether the database holds any table, view, sequence or other
+    /// relation outside PostgreSQL's own schemas.
+    pub async fn holds_data(&self) -> Result<bool, Error> {
+        let failed = |e: tokio_postgres::Error| {
+            sql_failed(
+                "a check",
+                format!("of whether {} holds data", self.describe()),
+                e,
+            )
+        };
+        let client = self.connect().await.map_err(failed)?;
         let row = client
             .query_one(
                 "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_class c \
@@ -280,6 +320,18 @@ impl Connection {
             "database {} on {}:{} as {}",
             self.database, self.host, self.port, self.user
         )
+    }
+}
+
+/// A failed SQL step, with the server's own message when it gave one.
+pub fn sql_failed(what: &'static str, context: String, e: tokio_postgres::Error) -> Error {
+    Error::ToolFailed {
+        tool: what,
+        context,
+        status: "error".to_owned(),
+        stderr: e
+            .as_db_error()
+            .map_or_else(|| e.to_string(), |db| db.message().to_owned()),
     }
 }
 
@@ -375,7 +427,11 @@ mod tests {
         let tools = PgTools {
             bin_dir: PathBuf::from("/bin"),
         };
-        for command in [tools.dump(&connection), tools.restore(&connection)] {
+        for command in [
+            tools.dump(&connection, Some("00000003-0000001B-1")),
+            tools.restore(&connection),
+            tools.restore_scratch(&connection.with_database("_navique_verify_0")),
+        ] {
             let args: Vec<_> = command.as_std().get_args().collect();
             assert!(!args.iter().any(|a| a.to_string_lossy().contains("s3cret")));
         }

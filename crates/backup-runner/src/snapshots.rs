@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::jiff::Timestamp;
-use navique_api::grpc::snapshot::v1::{Phase, Snapshot};
+use navique_api::grpc::snapshot::v1::{DumpProgress, Phase, Snapshot, TestRestore};
 use navique_api::services::BackupPhase;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
@@ -165,6 +165,16 @@ impl Report for Attempt {
         self.state
             .send_modify(|state| state.bytes_written = written);
     }
+
+    fn progress(&self, progress: DumpProgress) {
+        self.state
+            .send_modify(|state| state.snapshot.progress = Some(progress));
+    }
+
+    fn test_restore(&self, result: TestRestore) {
+        self.state
+            .send_modify(|state| state.snapshot.test_restore = Some(result));
+    }
 }
 
 /// Every snapshot this process was asked for, by idempotency key.
@@ -257,6 +267,7 @@ impl Snapshots {
                 self.status.clone(),
                 attempt.request.backup.clone(),
                 attempt.state.subscribe(),
+                self.engine.progress_interval(),
             )
             .in_current_span(),
         );
@@ -329,25 +340,51 @@ impl Snapshots {
     }
 }
 
-/// Writes the status each time the record's phase or message changes,
-/// until the snapshot is COMPLETED or FAILED. PENDING is not written: it
-/// lasts while the store is searched, and a snapshot found there
-/// completed must not flip its record back to Pending.
-async fn follow(writer: StatusWriter, backup: BackupKey, mut state: watch::Receiver<State>) {
+/// Writes the status each time the record's phase or message changes, and
+/// its progress at most every `interval`, until the snapshot is COMPLETED
+/// or FAILED. PENDING is not written: it lasts while the store is searched,
+/// and a snapshot found there completed must not flip its record back to
+/// Pending.
+async fn follow(
+    writer: StatusWriter,
+    backup: BackupKey,
+    mut state: watch::Receiver<State>,
+    interval: Duration,
+) {
     let mut written: Option<(BackupPhase, String)> = None;
+    let mut progress_written: Option<(Instant, Option<DumpProgress>)> = None;
     loop {
         let current = state.borrow_and_update().clone();
         let key = (
             backup_phase(current.snapshot.phase()),
             current.message.clone(),
         );
-        if key.0 != BackupPhase::Pending && written.as_ref() != Some(&key) {
+        let progress = current.snapshot.progress;
+        let progress_due = progress_written
+            .as_ref()
+            .is_some_and(|(at, last)| *last != progress && at.elapsed() >= interval);
+        if key.0 != BackupPhase::Pending && (written.as_ref() != Some(&key) || progress_due) {
             writer
                 .write_retrying(&backup, &backup_status(&current.snapshot, &current.message))
                 .await;
             written = Some(key);
+            progress_written = Some((Instant::now(), progress));
         }
-        if current.is_terminal() || state.changed().await.is_err() {
+        if current.is_terminal() {
+            return;
+        }
+        // Wake for the next change, or when progress not yet written is due.
+        let changed = match &progress_written {
+            Some((at, last)) if *last != progress => {
+                let due = (*at + interval).saturating_duration_since(Instant::now());
+                tokio::select! {
+                    changed = state.changed() => changed,
+                    () = tokio::time::sleep(due) => Ok(()),
+                }
+            }
+            _ => state.changed().await,
+        };
+        if changed.is_err() {
             return;
         }
     }

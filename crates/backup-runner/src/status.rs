@@ -9,8 +9,11 @@ use k8s_openapi::jiff::Timestamp;
 use kube::Client;
 use kube::api::{Api, Patch, PatchParams};
 use navique_api::conditions;
-use navique_api::grpc::snapshot::v1::{Phase, Snapshot};
-use navique_api::services::{BackupPhase, ServiceBackup, ServiceBackupStatus};
+use navique_api::grpc::snapshot::v1::{DumpProgress, Phase, Snapshot, TestRestore};
+use navique_api::services::{
+    BackupPhase, BackupProgress, ServiceBackup, ServiceBackupStatus, TestRestoreResult,
+    TestRestoreStatus,
+};
 
 use crate::Error;
 use crate::layout::BackupKey;
@@ -72,7 +75,39 @@ pub fn backup_status(snapshot: &Snapshot, message: &str) -> ServiceBackupStatus 
         },
         expiration_time: None,
         message: (!message.is_empty()).then(|| message.to_owned()),
+        progress: snapshot.progress.as_ref().map(|p| {
+            // The dump ended once the attempt verifies or completes.
+            let dumped = matches!(snapshot.phase(), Phase::Verifying | Phase::Completed);
+            progress_status(p, dumped)
+        }),
+        test_restore: snapshot.test_restore.as_ref().map(test_restore_status),
         conditions: Vec::new(),
+    }
+}
+
+fn progress_status(progress: &DumpProgress, dumped: bool) -> BackupProgress {
+    let int = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
+    BackupProgress {
+        dumped_bytes: int(progress.dumped_bytes),
+        stored_bytes: int(progress.stored_bytes),
+        database_bytes: (progress.database_bytes > 0).then(|| int(progress.database_bytes)),
+        tables_done: int(progress.tables_done),
+        tables: int(progress.tables),
+        summary: crate::progress::summary(progress, dumped),
+    }
+}
+
+fn test_restore_status(result: &TestRestore) -> TestRestoreStatus {
+    TestRestoreStatus {
+        result: if result.passed {
+            TestRestoreResult::Passed
+        } else {
+            TestRestoreResult::Failed
+        },
+        tables: i64::try_from(result.tables).unwrap_or(i64::MAX),
+        rows: i64::try_from(result.rows).unwrap_or(i64::MAX),
+        message: (!result.message.is_empty()).then(|| result.message.clone()),
+        completion_time: time(result.completed_at.as_ref()),
     }
 }
 
@@ -262,6 +297,41 @@ mod tests {
         assert_eq!(failed.size_bytes, None);
         assert_eq!(failed.size, None);
         assert!(failed.completion_time.is_some());
+    }
+
+    #[test]
+    fn progress_reads_100_percent_once_the_dump_ended_and_test_restores_their_result() {
+        let mut running = snapshot(Phase::Running);
+        running.progress = Some(DumpProgress {
+            dumped_bytes: 300,
+            stored_bytes: 80,
+            database_bytes: 1000,
+            tables_done: 1,
+            tables: 3,
+        });
+        let status = backup_status(&running, "");
+        let progress = status.progress.unwrap();
+        assert_eq!(progress.summary, "30% 1/3 tables");
+        assert_eq!(progress.database_bytes, Some(1000));
+        let mut verifying = running.clone();
+        verifying.phase = Phase::Verifying as i32;
+        if let Some(progress) = verifying.progress.as_mut() {
+            progress.tables_done = 3;
+        }
+        assert_eq!(
+            backup_status(&verifying, "").progress.unwrap().summary,
+            "100% 3/3 tables"
+        );
+        verifying.test_restore = Some(TestRestore {
+            passed: false,
+            tables: 3,
+            rows: 7,
+            message: "row counts differ: ...".into(),
+            completed_at: None,
+        });
+        let failed = backup_status(&verifying, "").test_restore.unwrap();
+        assert_eq!(failed.result, TestRestoreResult::Failed);
+        assert_eq!((failed.tables, failed.rows), (3, 7));
     }
 
     #[test]

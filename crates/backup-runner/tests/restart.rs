@@ -151,7 +151,7 @@ async fn a_runner_killed_mid_upload_leaves_no_backup_and_the_retry_makes_one() {
         "{} bytes",
         snapshot.size_bytes
     );
-    assert!(!restore_list(&archive).is_empty());
+    assert!(!restore_list(&archive).await.is_empty());
     eventually(TIMEOUT, "the ServiceBackup to be Completed", || async {
         env.backup(NS, "big-db-final")
             .await

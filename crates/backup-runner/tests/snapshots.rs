@@ -121,7 +121,7 @@ async fn snapshot_round_trip(backend: Backend, store: Store) {
         std::fs::metadata(&archive).unwrap().len()
     );
     assert_eq!(snapshot.sha256, sha256_file(&archive));
-    let entries = restore_list(&archive);
+    let entries = restore_list(&archive).await;
     assert!(
         entries
             .iter()

@@ -179,6 +179,27 @@ impl Postgres {
         psql.output().expect("run psql")
     }
 
+    /// `pg_dump` of `database` as the superuser over the socket, with
+    /// `args` (e.g. `--format=custom`): its stdout.
+    pub fn pg_dump(&self, database: &str, args: &[&str]) -> Vec<u8> {
+        let output = Command::new(self.bin.join("pg_dump"))
+            .arg("-h")
+            .arg(self.dir.path())
+            .args([
+                "-p",
+                &self.port.to_string(),
+                "-U",
+                ADMIN_USER,
+                "-d",
+                database,
+            ])
+            .args(args)
+            .output()
+            .expect("run pg_dump");
+        assert!(output.status.success(), "pg_dump: {}", describe(&output));
+        output.stdout
+    }
+
     /// Runs `sql` as the superuser and returns psql's unaligned output.
     pub fn query(&self, sql: &str) -> String {
         self.query_in("postgres", sql)

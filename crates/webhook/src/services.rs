@@ -629,6 +629,7 @@ mod tests {
                 enabled: true,
                 schedule: None,
                 retention: None,
+                final_backup_verify: None,
             },
             defaults: None,
             // The HA plan protects by default.

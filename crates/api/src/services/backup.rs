@@ -26,6 +26,11 @@ use super::ServiceRef;
     printcolumn(name = "Phase", type_ = "string", json_path = ".status.phase"),
     printcolumn(name = "Size", type_ = "string", json_path = ".status.size"),
     printcolumn(
+        name = "Progress",
+        type_ = "string",
+        json_path = ".status.progress.summary"
+    ),
+    printcolumn(
         name = "Completed",
         type_ = "date",
         json_path = ".status.completionTime"
@@ -109,9 +114,60 @@ pub struct ServiceBackupStatus {
     /// Why the backup failed, or what it is doing.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
+    /// How far the dump is (while it runs) or went.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub progress: Option<BackupProgress>,
+    /// The test restore, when the backup was verified with `Restore`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub test_restore: Option<TestRestoreStatus>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(schema_with = "crate::schema::conditions")]
     pub conditions: Vec<Condition>,
+}
+
+/// How far a dump is, written while it runs (every `--progress-interval`).
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct BackupProgress {
+    /// Bytes pg_dump wrote, before compression.
+    pub dumped_bytes: i64,
+    /// Bytes stored, after compression.
+    pub stored_bytes: i64,
+    /// `pg_database_size` when the dump started: the estimate
+    /// [`Self::summary`]'s percent is of (a dump holds no indexes, so it
+    /// ends below it). Absent when it could not be read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub database_bytes: Option<i64>,
+    /// Tables whose rows are dumped, of [`Self::tables`].
+    pub tables_done: i64,
+    pub tables: i64,
+    /// The PROGRESS column, e.g. `41% 3/12 tables` (100% once dumped).
+    pub summary: String,
+}
+
+/// A test restore into a scratch database, compared table by table with
+/// the row counts read inside the dump's snapshot.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct TestRestoreStatus {
+    /// `Passed` or `Failed`.
+    pub result: TestRestoreResult,
+    /// Tables compared.
+    pub tables: i64,
+    /// Rows they held, in the source's snapshot and once restored.
+    pub rows: i64,
+    /// What differed, or why the restore failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub completion_time: Option<Time>,
+}
+
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum TestRestoreResult {
+    #[default]
+    Passed,
+    Failed,
 }
 
 /// Phase of a backup. Only `Completed` backups were verified after upload.

@@ -2,7 +2,7 @@ use kube::{CustomResource, KubeSchema};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::{DeletionPolicy, NameRef};
+use super::{BackupVerification, DeletionPolicy, NameRef};
 
 /// Desired state of a ServiceClass.
 #[derive(CustomResource, JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
@@ -182,6 +182,11 @@ pub struct PlanBackup {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(regex(pattern = crate::duration::PATTERN))]
     pub retention: Option<String>,
+    /// The least proof of every final backup of the plan's services before
+    /// their data is dropped (`Archive`, the default, or `Restore`); a
+    /// service's `spec.finalBackup.verify` may ask for more.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub final_backup_verify: Option<BackupVerification>,
 }
 
 #[cfg(test)]

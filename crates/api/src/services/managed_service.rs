@@ -111,6 +111,41 @@ pub struct FinalBackup {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(regex(pattern = crate::duration::PATTERN))]
     pub retention: Option<String>,
+    /// How the final backup is proven before anything is dropped: `Archive`
+    /// (read back and listed; the default) or `Restore` (also restored into
+    /// a scratch database whose row counts must match the source's). The
+    /// plan's `backup.finalBackupVerify` is a floor this cannot lower.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verify: Option<BackupVerification>,
+}
+
+/// How a final backup is proven before the deletion goes on.
+#[derive(
+    JsonSchema, Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord,
+)]
+pub enum BackupVerification {
+    /// Read back whole: size, sha256 and `pg_restore --list`.
+    #[default]
+    Archive,
+    /// `Archive`, then a test restore into a scratch database on the
+    /// provider's server, compared table by table with the row counts read
+    /// inside the dump's snapshot (`ProviderShared` only).
+    Restore,
+}
+
+impl BackupVerification {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Archive => "Archive",
+            Self::Restore => "Restore",
+        }
+    }
+
+    /// The stronger of the plan's floor and the service's own setting: a
+    /// Project can ask for more proof than its plan, never for less.
+    pub fn effective(plan: Option<Self>, service: Option<Self>) -> Self {
+        plan.unwrap_or_default().max(service.unwrap_or_default())
+    }
 }
 
 /// Where a service's engine runs.

@@ -427,6 +427,7 @@ pub fn request(key: &str, service: ServiceRef, backup_name: &str) -> RequestSnap
         service: Some(service),
         origin: Origin::Final as i32,
         backup_name: backup_name.to_owned(),
+        ..Default::default()
     }
 }
 
@@ -462,14 +463,26 @@ pub async fn watch_to_end(client: &mut SnapshotServiceClient<Channel>, key: &str
     snapshot
 }
 
-/// `pg_restore --list` of an archive file: its entries.
-pub fn restore_list(archive: &Path) -> Vec<String> {
+/// `pg_restore --list` of an archive file (a zstd frame, as backup-runner
+/// stores them): its entries.
+pub async fn restore_list(archive: &Path) -> Vec<String> {
+    use tokio::io::AsyncReadExt;
+    let stored = fs::read(archive).unwrap();
+    assert_eq!(&stored[..4], [0x28, 0xb5, 0x2f, 0xfd], "a zstd frame");
+    let mut dump = Vec::new();
+    async_compression::tokio::bufread::ZstdDecoder::new(&stored[..])
+        .read_to_end(&mut dump)
+        .await
+        .unwrap();
+    let listed = std::env::temp_dir().join(format!("navique-list-{}.dump", std::process::id()));
+    fs::write(&listed, &dump).unwrap();
     let tools = PgTools::locate(None).unwrap();
     let output = Command::new(tools.bin_dir().join("pg_restore"))
         .arg("--list")
-        .arg(archive)
+        .arg(&listed)
         .output()
         .unwrap();
+    fs::remove_file(&listed).unwrap();
     assert!(output.status.success(), "{}", describe(&output));
     String::from_utf8_lossy(&output.stdout)
         .lines()

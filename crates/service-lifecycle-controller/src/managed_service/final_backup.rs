@@ -12,7 +12,8 @@ use kube::{Client, ResourceExt};
 use navique_api::grpc::snapshot::v1 as pb;
 use navique_api::grpc::snapshot::v1::snapshot_service_client::SnapshotServiceClient;
 use navique_api::services::{
-    BackupOrigin, ManagedService, ServiceBackup, ServiceBackupSpec, ServiceRef,
+    BackupOrigin, BackupVerification, ManagedService, ServiceBackup, ServiceBackupSpec,
+    ServicePlan, ServiceRef,
 };
 use navique_runtime::grpc_tls::{self, GrpcTls};
 use tonic::transport::Channel;
@@ -304,9 +305,14 @@ fn uid_from_location(location: &str, service: &str) -> Option<String> {
 /// The snapshot request of the service's final backup.
 pub fn request_for(
     service: &ManagedService,
+    plan: Option<&ServicePlan>,
     record: &str,
 ) -> Result<pb::RequestSnapshotRequest, Error> {
     let uid = service.uid().ok_or(Error::Unnamed)?;
+    let verification = match verification(service, plan) {
+        BackupVerification::Archive => pb::Verification::Archive,
+        BackupVerification::Restore => pb::Verification::Restore,
+    };
     Ok(pb::RequestSnapshotRequest {
         idempotency_key: idempotency_key(&uid),
         service: Some(pb::ServiceRef {
@@ -316,7 +322,17 @@ pub fn request_for(
         }),
         origin: pb::Origin::Final as i32,
         backup_name: record.to_owned(),
+        verification: verification as i32,
     })
+}
+
+/// How the final backup is proven: the plan's floor, or more if the
+/// service asks for it.
+pub fn verification(service: &ManagedService, plan: Option<&ServicePlan>) -> BackupVerification {
+    BackupVerification::effective(
+        plan.and_then(|p| p.spec.backup.final_backup_verify),
+        service.spec.final_backup.as_ref().and_then(|f| f.verify),
+    )
 }
 
 #[cfg(test)]
@@ -342,20 +358,59 @@ mod tests {
         assert_eq!(record_name(&service(None)), "orders-db-final-0a1b2c3d");
         let named = FinalBackup {
             name: Some("orders-last".to_owned()),
-            retention: None,
+            ..FinalBackup::default()
         };
         assert_eq!(record_name(&service(Some(named))), "orders-last");
     }
 
     #[test]
     fn one_key_per_service_whatever_the_record() {
-        let request = request_for(&service(None), "orders-db-final-0a1b2c3d").unwrap();
+        let request = request_for(&service(None), None, "orders-db-final-0a1b2c3d").unwrap();
         assert_eq!(
             request.idempotency_key,
             "0a1b2c3d-4e5f-6789-abcd-ef0123456789/final"
         );
         assert_eq!(request.origin, pb::Origin::Final as i32);
+        assert_eq!(request.verification, pb::Verification::Archive as i32);
         assert_eq!(request.service.unwrap().namespace, "shop");
+    }
+
+    #[test]
+    fn a_service_asks_for_more_proof_than_its_plan_never_for_less() {
+        use BackupVerification::{Archive, Restore};
+        let plan = |verify: Option<BackupVerification>| {
+            let mut plan: ServicePlan = serde_json::from_value(serde_json::json!({
+                "apiVersion": "services.kube-dc.com/v1alpha1",
+                "kind": "ServicePlan",
+                "metadata": {"name": "ha"},
+                "spec": {"classRef": {"name": "postgresql"}, "allowedDeletionPolicies": ["Retain"]},
+            }))
+            .unwrap();
+            plan.spec.backup.final_backup_verify = verify;
+            plan
+        };
+        let asking = |verify| {
+            service(Some(FinalBackup {
+                verify,
+                ..FinalBackup::default()
+            }))
+        };
+        for (plan_floor, own, expected) in [
+            (None, None, Archive),
+            (None, Some(Restore), Restore),
+            (Some(Restore), None, Restore),
+            (Some(Restore), Some(Archive), Restore),
+            (Some(Archive), Some(Restore), Restore),
+        ] {
+            let plan = plan(plan_floor);
+            assert_eq!(
+                verification(&asking(own), Some(&plan)),
+                expected,
+                "plan {plan_floor:?}, service {own:?}"
+            );
+        }
+        let request = request_for(&asking(Some(Restore)), None, "r").unwrap();
+        assert_eq!(request.verification, pb::Verification::Restore as i32);
     }
 
     #[test]

@@ -761,7 +761,7 @@ impl Context {
         decision: &deletion::Decision,
     ) -> Result<Action, Error> {
         let uid = service.uid().ok_or(Error::Unnamed)?;
-        let (reason, message, next) = match self.final_backup(service).await {
+        let (reason, message, next) = match self.final_backup(service, facts.plan.as_ref()).await {
             Ok(FinalBackup::Completed) => {
                 self.backup_attempts.completed(&uid);
                 return Ok(Action::requeue(Duration::ZERO));
@@ -858,14 +858,18 @@ impl Context {
     /// and after a failure asked for again only once the wait since that
     /// failure is over (1 s doubling to 5 min), however often the service
     /// is reconciled meanwhile.
-    async fn final_backup(&self, service: &ManagedService) -> Result<FinalBackup, Error> {
+    async fn final_backup(
+        &self,
+        service: &ManagedService,
+        plan: Option<&ServicePlan>,
+    ) -> Result<FinalBackup, Error> {
         let runner = self.backup_runner.as_ref().ok_or(Error::NoBackupRunner)?;
         let uid = service.uid().ok_or(Error::Unnamed)?;
         let record = final_backup::record_name(service);
         final_backup::ensure_record(&self.client, service, &record).await?;
         let request = || async {
             let snapshot = runner
-                .request(final_backup::request_for(service, &record)?)
+                .request(final_backup::request_for(service, plan, &record)?)
                 .await?;
             let attempt = self
                 .backup_attempts

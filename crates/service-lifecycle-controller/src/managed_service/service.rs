@@ -117,6 +117,7 @@ mod tests {
                     enabled: backup,
                     schedule: None,
                     retention: None,
+                    final_backup_verify: None,
                 },
                 default_deletion_protection: false,
                 defaults: None,
