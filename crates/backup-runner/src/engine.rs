@@ -577,32 +577,29 @@ impl Engine {
         })
     }
 
-    /// Streams the archive into pg_restore of the scratch database; the
-    /// stored bytes must match `expected`.
-    async fn restore_scratch(
+    /// Runs `restore` (a pg_restore) on the archive at `key`, streamed and
+    /// decompressed into it; the stored bytes must be `expected`, or
+    /// pg_restore is killed before it has the end of the archive, which
+    /// rolls its transaction back. Its exit status and standard error.
+    async fn feed_pg_restore(
         &self,
-        into: &Connection,
+        mut restore: tokio::process::Command,
         key: &str,
         expected: &Digested,
         compression: Compression,
         cancel: &CancellationToken,
-    ) -> Result<(), Error> {
-        let location = self.store.location(key);
-        let mut child =
-            self.tools
-                .restore_scratch(into)
-                .spawn()
-                .map_err(|source| Error::Spawn {
-                    program: self.tools.bin_dir().join("pg_restore"),
-                    source,
-                })?;
+    ) -> Result<(std::process::ExitStatus, String), Error> {
+        let mut child = restore.spawn().map_err(|source| Error::Spawn {
+            program: self.tools.bin_dir().join("pg_restore"),
+            source,
+        })?;
         let mut stdin = stdin_of(&mut child, compression);
         let stderr = tokio::spawn(pg::read_stderr(child.stderr.take()));
         let (read, last) = transfer::read_back(&self.store, key, &mut stdin, cancel).await?;
         if read != *expected {
             let _ = child.kill().await;
             return Err(Error::Corrupt {
-                location,
+                location: self.store.location(key),
                 reason: format!(
                     "read {} bytes with sha256 {}, expected {} bytes with sha256 {}",
                     read.size, read.sha256, expected.size, expected.sha256
@@ -614,7 +611,24 @@ impl Engine {
             .wait()
             .await
             .map_err(Error::io("cannot wait for pg_restore"))?;
-        let stderr = stderr.await.unwrap_or_default();
+        Ok((status, stderr.await.unwrap_or_default()))
+    }
+
+    /// Streams the archive into pg_restore of the scratch database; the
+    /// stored bytes must match `expected`.
+    async fn restore_scratch(
+        &self,
+        into: &Connection,
+        key: &str,
+        expected: &Digested,
+        compression: Compression,
+        cancel: &CancellationToken,
+    ) -> Result<(), Error> {
+        let location = self.store.location(key);
+        let restore = self.tools.restore_scratch(into);
+        let (status, stderr) = self
+            .feed_pg_restore(restore, key, expected, compression, cancel)
+            .await?;
         if !status.success() {
             return Err(Error::TestRestore {
                 location,
@@ -1002,35 +1016,15 @@ impl Engine {
         }
         let key = source.archive();
         let location = self.store.location(&key);
-        let mut child = self
-            .tools
-            .restore(connection)
-            .spawn()
-            .map_err(|source| Error::Spawn {
-                program: self.tools.bin_dir().join("pg_restore"),
-                source,
-            })?;
-        let mut stdin = stdin_of(&mut child, manifest.compression);
-        let stderr = tokio::spawn(pg::read_stderr(child.stderr.take()));
-        let (read, last) = transfer::read_back(&self.store, &key, &mut stdin, cancel).await?;
-        if read.size != manifest.size_bytes || read.sha256 != manifest.sha256 {
-            // pg_restore never got the end of the archive: killing it rolls
-            // its transaction back.
-            let _ = child.kill().await;
-            return Err(Error::Corrupt {
-                location,
-                reason: format!(
-                    "read {} bytes with sha256 {}, the manifest says {} bytes with sha256 {}",
-                    read.size, read.sha256, manifest.size_bytes, manifest.sha256
-                ),
-            });
-        }
-        transfer::finish_sink(stdin, last).await;
-        let status = child
-            .wait()
-            .await
-            .map_err(Error::io("cannot wait for pg_restore"))?;
-        let stderr = stderr.await.unwrap_or_default();
+        // What the manifest says was stored, and what the restore read.
+        let stored = Digested {
+            size: manifest.size_bytes,
+            sha256: manifest.sha256.clone(),
+        };
+        let restore = self.tools.restore(connection);
+        let (status, stderr) = self
+            .feed_pg_restore(restore, &key, &stored, manifest.compression, cancel)
+            .await?;
         if !status.success() {
             return Err(Error::ToolFailed {
                 tool: "pg_restore",
@@ -1044,7 +1038,7 @@ impl Engine {
         }
         Ok(Restored {
             location,
-            digested: read,
+            digested: stored,
             database: connection.database.clone(),
             started_at,
             completed_at: Timestamp::now(),
