@@ -162,37 +162,34 @@ impl Postgres {
     /// Runs each of `commands` as the superuser in `database`, over the
     /// unix socket (trusted whatever [`Auth`]); psql's unaligned output.
     fn psql(&self, database: &str, commands: &[String]) -> Output {
-        let mut psql = Command::new(self.bin.join("psql"));
-        psql.args(["-X", "-At", "-v", "ON_ERROR_STOP=1", "-h"])
-            .arg(self.dir.path())
-            .args([
-                "-p",
-                &self.port.to_string(),
-                "-U",
-                ADMIN_USER,
-                "-d",
-                database,
-            ]);
+        let mut psql = self.client("psql", database);
+        psql.args(["-X", "-At", "-v", "ON_ERROR_STOP=1"]);
         for command in commands {
             psql.arg("-c").arg(command);
         }
         psql.output().expect("run psql")
     }
 
+    /// `tool` (a PostgreSQL client) connected to `database` as the
+    /// superuser over the unix socket.
+    fn client(&self, tool: &str, database: &str) -> Command {
+        let mut command = Command::new(self.bin.join(tool));
+        command.arg("-h").arg(self.dir.path()).args([
+            "-p",
+            &self.port.to_string(),
+            "-U",
+            ADMIN_USER,
+            "-d",
+            database,
+        ]);
+        command
+    }
+
     /// `pg_dump` of `database` as the superuser over the socket, with
     /// `args` (e.g. `--format=custom`): its stdout.
     pub fn pg_dump(&self, database: &str, args: &[&str]) -> Vec<u8> {
-        let output = Command::new(self.bin.join("pg_dump"))
-            .arg("-h")
-            .arg(self.dir.path())
-            .args([
-                "-p",
-                &self.port.to_string(),
-                "-U",
-                ADMIN_USER,
-                "-d",
-                database,
-            ])
+        let output = self
+            .client("pg_dump", database)
             .args(args)
             .output()
             .expect("run pg_dump");
