@@ -160,9 +160,21 @@ async fn core_kinds_hold(mode: GuardMode) {
     );
     assert_eq!(env.marker(&["configmap", "settings", "-n", &ns]), "");
 
-    // Without the Locks, the same deletes pass.
+    // Without the Locks, the same deletes pass; the Secret, whose owner is
+    // gone, is collected as soon as its marker is, as kube's garbage
+    // collector would.
     for (resource, _, _, name) in TARGETS {
         k.kubectl_ok(&["delete", "lock", &format!("keep-{resource}"), "-n", &ns]);
+        if resource == "secret" {
+            eventually(WAIT, "the unlocked orphan to be collected", || async {
+                let get = k.kubectl(&["get", resource, name, "-n", &ns], None);
+                String::from_utf8_lossy(&get.stderr)
+                    .contains("NotFound")
+                    .then_some(())
+            })
+            .await;
+            continue;
+        }
         eventually(WAIT, "the marker to go", || async {
             env.marker(&[resource, name, "-n", &ns])
                 .is_empty()
@@ -178,11 +190,7 @@ async fn core_and_apps_kinds_hold_with_the_policy_guard() {
     core_kinds_hold(GuardMode::Policy).await;
 }
 
-// In about one run of four the locked Secret is gone (NotFound) right after
-// its Lock reports Protecting, in webhook mode only; the cause is not found
-// yet (issue 24's closing note). Run it with `--ignored` while that stands.
 #[tokio::test]
-#[ignore = "flaky: the locked Secret vanishes in about 1 run of 4 (webhook mode)"]
 async fn core_and_apps_kinds_hold_with_the_webhook_guard() {
     core_kinds_hold(GuardMode::Webhook).await;
 }
