@@ -1099,6 +1099,20 @@ fn helm_installs_the_chart_into_the_dev_api_server_and_refuses_a_mistyped_value(
     );
     let webhooks = names("validatingwebhookconfigurations", None);
     assert!(webhooks.contains("navique-services"), "{webhooks}");
+
+    // The plugin names the installed release (this plugin's own version:
+    // the chart's appVersion follows the workspace's).
+    let version = navique_e2e::plugin::kubectl_navique_ok(&cluster, &["version"]);
+    let client = format!("v{}", env!("CARGO_PKG_VERSION"));
+    let server = cluster.kubectl_ok(&["version", "-o", "json"]);
+    let server: Value = serde_json::from_str(&server).unwrap();
+    assert_eq!(
+        version,
+        format!(
+            "Client Version: {client}\nServer Version: {}\nNavique Version: {client}\n",
+            server["serverVersion"]["gitVersion"].as_str().unwrap()
+        )
+    );
 }
 
 /// The pod template of a component's Deployment.
@@ -1354,6 +1368,11 @@ fn crds_are_installed_and_kept_unless_told_otherwise() {
         assert_eq!(
             crd["metadata"]["labels"]["app.kubernetes.io/instance"],
             "navique"
+        );
+        // What `kubectl navique version` reports as installed.
+        assert_eq!(
+            crd["metadata"]["labels"]["app.kubernetes.io/version"],
+            env!("CARGO_PKG_VERSION")
         );
     }
     let lock = find(

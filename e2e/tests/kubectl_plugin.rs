@@ -113,6 +113,42 @@ fn approvals_lists_what_the_stacks_wait_for() {
     .expect("valid YAML");
     assert_eq!(yaml, list);
 
+    // -o name gives what approve takes; -o wide adds since when and who.
+    assert_eq!(
+        kubectl_navique_ok(k, &["approvals", "-n", &ns, "-o", "name"]),
+        "configmap/old-config\ndeployment.apps/web\n"
+    );
+    let wide = kubectl_navique_ok(k, &["approvals", "-n", &ns, "-o", "wide"]);
+    let header: Vec<&str> = wide
+        .lines()
+        .next()
+        .unwrap()
+        .split("   ")
+        .map(str::trim)
+        .filter(|c| !c.is_empty())
+        .collect();
+    assert_eq!(
+        header,
+        [
+            "NAMESPACE",
+            "STACK",
+            "OPERATION",
+            "KIND",
+            "NAME",
+            "WAVE",
+            "SINCE",
+            "APPROVED BY",
+            "MESSAGE"
+        ]
+    );
+    assert!(
+        wide.lines()
+            .nth(1)
+            .unwrap()
+            .ends_with("<none>   <none>        waiting for cd.hanzo.ai/deletion-approved"),
+        "{wide}"
+    );
+
     // Every namespace: this one's rows among others'.
     let everywhere = kubectl_navique_ok(k, &["approvals", "-A"]);
     let rows: Vec<Vec<&str>> = everywhere
@@ -149,6 +185,81 @@ fn approvals_lists_what_the_stacks_wait_for() {
     assert_eq!(
         (run.code, run.stdout.as_str()),
         (Some(0), "No approvals pending.\n")
+    );
+}
+
+#[test]
+fn version_names_the_plugin_the_server_and_what_is_installed() {
+    let k = &env().cluster;
+    let client = format!("v{}", env!("CARGO_PKG_VERSION"));
+    // --client asks nothing of a cluster, so needs no kubeconfig.
+    let run = kubectl_navique(
+        k,
+        Path::new("/nonexistent/kubeconfig"),
+        &["version", "--client"],
+    );
+    assert_eq!(
+        (run.code, run.stdout),
+        (Some(0), format!("Client Version: {client}\n"))
+    );
+    let report: Value =
+        serde_json::from_str(&kubectl_navique_ok(k, &["version", "-o", "json"])).unwrap();
+    let server: Value = serde_json::from_str(&k.kubectl_ok(&["version", "-o", "json"])).unwrap();
+    assert_eq!(report["clientVersion"]["gitVersion"], client.as_str());
+    assert_eq!(
+        report["serverVersion"]["gitVersion"],
+        server["serverVersion"]["gitVersion"]
+    );
+    // These tests install deploy/crds, without the chart's labels (the
+    // chart test sees the installed version).
+    assert_eq!(
+        report["naviqueVersion"],
+        json!({"error": "the CustomResourceDefinition locks.core.navique.com has no app.kubernetes.io/version label (installed without the chart?)"})
+    );
+}
+
+/// `kubectl navique <TAB>`: kubectl (1.26+) asks the shipped
+/// `kubectl_complete-navique`, which asks the plugin.
+#[test]
+fn kubectl_completes_the_plugins_commands_flags_and_values() {
+    let k = &env().cluster;
+    let script_dir = navique_e2e::repo_root().join("crates/kubectl-navique/completion");
+    let plugin_dir = navique_e2e::binary("kubectl-navique");
+    let path = std::env::join_paths(
+        [script_dir, plugin_dir.parent().unwrap().to_path_buf()]
+            .into_iter()
+            .chain(std::env::split_paths(
+                &std::env::var_os("PATH").unwrap_or_default(),
+            )),
+    )
+    .unwrap();
+    let complete = |words: &[&str]| {
+        let (kubectl, _cache) = k.kubectl_command();
+        let output = std::process::Command::new(kubectl.get_program())
+            .args(["__complete", "navique"])
+            .args(words)
+            .env("PATH", &path)
+            .env("KUBECONFIG", k.kubeconfig())
+            .output()
+            .expect("run kubectl __complete");
+        assert!(output.status.success(), "{output:?}");
+        String::from_utf8(output.stdout).unwrap()
+    };
+    let commands = complete(&["ap"]);
+    let names: Vec<&str> = commands
+        .lines()
+        .map(|l| l.split('\t').next().unwrap())
+        .collect();
+    assert_eq!(names, ["approvals", "approve", ":4"], "{commands}");
+    let flags = complete(&["approvals", "--w"]);
+    assert!(flags.starts_with("--watch\t"), "{flags}");
+    let values = complete(&["locks", "-o", "w"]);
+    assert_eq!(
+        values
+            .lines()
+            .map(|l| l.split('\t').next().unwrap())
+            .collect::<Vec<_>>(),
+        ["wide", ":4"]
     );
 }
 
@@ -429,6 +540,33 @@ async fn locks_shows_each_lock_its_target_and_why() {
         })
     );
     assert_eq!(report["locks"][0]["ready"]["reason"], "MissingReference");
+
+    assert_eq!(
+        kubectl_navique_ok(k, &["locks", "-n", &ns, "-o", "name"]),
+        "lock.core.navique.com/later\nlock.core.navique.com/protect\n"
+    );
+    let wide = kubectl_navique_ok(k, &["locks", "-n", &ns, "-o", "wide"]);
+    let protect = wide.lines().nth(2).unwrap();
+    let cells: Vec<&str> = protect
+        .split("   ")
+        .map(str::trim)
+        .filter(|c| !c.is_empty())
+        .collect();
+    assert_eq!(
+        cells,
+        [
+            ns.as_str(),
+            "protect",
+            "Stack/forge",
+            "core.navique.com/v1alpha1",
+            "true",
+            "True",
+            "Protecting",
+            "protecting Stack forge",
+            reason
+        ],
+        "{wide}"
+    );
     assert_eq!(
         report["lockedObjects"],
         json!([{

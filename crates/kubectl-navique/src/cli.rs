@@ -3,6 +3,15 @@
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap_complete::Shell;
+
+const EXAMPLES: &str = "Examples:
+  kubectl navique locks -A                       # everything locked, by which Lock, why
+  kubectl navique approvals -n forge             # what waits for a person
+  kubectl navique approve configmap/old-config   # approve one, as yourself
+  kubectl navique ui                             # the same on a live page
+  kubectl navique version                        # this plugin, Kubernetes and Navique
+  source <(kubectl navique completion bash)      # tab completion for kubectl-navique";
 
 /// `kubectl navique`: Locks, pending deletion approvals, and approving them.
 #[derive(Parser, Debug)]
@@ -10,7 +19,8 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
     name = "kubectl-navique",
     bin_name = "kubectl navique",
     version,
-    about = "Navique's Locks and deletion approvals, as kubectl sees the cluster"
+    about = "Navique's Locks and deletion approvals, as kubectl sees the cluster",
+    after_help = EXAMPLES
 )]
 pub struct Cli {
     #[command(flatten)]
@@ -23,7 +33,7 @@ pub struct Cli {
 #[derive(Args, Debug, Clone, PartialEq, Eq)]
 pub struct GlobalArgs {
     /// Path to the kubeconfig file (default: $KUBECONFIG, ~/.kube/config, in-cluster).
-    #[arg(long, global = true, value_name = "FILE")]
+    #[arg(long, global = true, value_name = "FILE", value_hint = clap::ValueHint::FilePath)]
     pub kubeconfig: Option<PathBuf>,
     /// The kubeconfig context to use (default: the current context).
     #[arg(long, global = true, value_name = "NAME")]
@@ -54,22 +64,74 @@ pub enum Output {
     Json,
     /// YAML, for scripts (one document per event with `approvals --watch`).
     Yaml,
+    /// The table with more columns.
+    Wide,
+    /// `kind.group/name` of each object, one per line, as `kubectl get -o name`.
+    Name,
 }
 
 /// The commands.
 #[derive(Subcommand, Debug, Clone, PartialEq, Eq)]
 pub enum Command {
     /// Lists Locks: what is locked, by which Locks, and why.
+    #[command(after_help = "Examples:
+  kubectl navique locks -n forge        # the Locks of one namespace and what they protect
+  kubectl navique locks -A -o wide      # every namespace, with each Lock's status message
+  kubectl navique locks -o name         # lock.core.navique.com/<name>, one per line")]
     Locks,
     /// Lists the prunes and deletes of Stack resources waiting for an approval.
+    #[command(after_help = "Examples:
+  kubectl navique approvals -n forge    # what waits, per Stack, in wave order
+  kubectl navique approvals -o wide     # ... with since when and who approved so far
+  kubectl navique approvals --watch     # follow approvals as they happen (Ctrl-C ends)
+  kubectl navique approvals -o name | xargs kubectl navique approve")]
     Approvals(ApprovalsArgs),
     /// Approves pending prunes or deletes: sets `cd.hanzo.ai/deletion-approved: "true"`
     /// on each resource with your own credentials.
+    #[command(after_help = "Examples:
+  kubectl navique approve configmap/old-config -n forge
+  kubectl navique approve deployment.apps/web configmap/settings
+  kubectl navique approve --all --stack forge -n forge   # every pending resource of a Stack")]
     Approve(ApproveArgs),
     /// Serves a page on 127.0.0.1 that lists pending approvals live, approves
     /// them with your own credentials, and shows Locks and services being
     /// deleted; opens it in the browser.
+    #[command(after_help = "Examples:
+  kubectl navique ui -A                 # every namespace you may see
+  kubectl navique ui --no-open          # print the one-time URL instead of opening it")]
     Ui(UiArgs),
+    /// Prints the plugin's version, and the Kubernetes and Navique versions
+    /// of the cluster.
+    #[command(after_help = "Examples:
+  kubectl navique version               # client, Kubernetes and Navique
+  kubectl navique version --client      # without contacting the cluster
+  kubectl navique version -o json")]
+    Version(VersionArgs),
+    /// Prints a shell completion script for `kubectl-navique`.
+    #[command(after_help = "Examples:
+  source <(kubectl-navique completion bash)
+  kubectl-navique completion zsh > \"${fpath[1]}/_kubectl-navique\"
+  kubectl-navique completion fish > ~/.config/fish/completions/kubectl-navique.fish
+
+For `kubectl navique <TAB>` (kubectl 1.26 and later), put the release's
+`kubectl_complete-navique` script on PATH next to kubectl-navique.")]
+    Completion(CompletionArgs),
+}
+
+/// `version`.
+#[derive(Args, Debug, Clone, PartialEq, Eq)]
+pub struct VersionArgs {
+    /// Only the plugin's own version: no request to the cluster.
+    #[arg(long)]
+    pub client: bool,
+}
+
+/// `completion`.
+#[derive(Args, Debug, Clone, PartialEq, Eq)]
+pub struct CompletionArgs {
+    /// The shell to complete in.
+    #[arg(value_enum)]
+    pub shell: Shell,
 }
 
 /// `ui`.
@@ -95,7 +157,12 @@ pub struct ApprovalsArgs {
     #[arg(long, env = "NAVIQUE_APPROVALS_URL", value_name = "URL")]
     pub approvals_url: Option<String>,
     /// PEM CA certificate that signed the `ApprovalEvents` server's certificate.
-    #[arg(long, env = "NAVIQUE_APPROVALS_CA_FILE", value_name = "FILE")]
+    #[arg(
+        long,
+        env = "NAVIQUE_APPROVALS_CA_FILE",
+        value_name = "FILE",
+        value_hint = clap::ValueHint::FilePath
+    )]
     pub approvals_ca_file: Option<PathBuf>,
 }
 
@@ -228,13 +295,35 @@ mod tests {
     }
 
     #[test]
+    fn wide_and_name_outputs_version_and_completion() {
+        assert_eq!(
+            parse(&["locks", "-o", "wide"]).unwrap().global.output,
+            Output::Wide
+        );
+        assert_eq!(
+            parse(&["approvals", "-o", "name"]).unwrap().global.output,
+            Output::Name
+        );
+        assert_eq!(
+            parse(&["version", "--client"]).unwrap().command,
+            Command::Version(VersionArgs { client: true })
+        );
+        assert_eq!(
+            parse(&["completion", "zsh"]).unwrap().command,
+            Command::Completion(CompletionArgs { shell: Shell::Zsh })
+        );
+    }
+
+    #[test]
     fn approve_refuses_incomplete_or_mixed_forms() {
         for args in [
             &["approve"][..],
             &["approve", "--all"],
             &["approve", "--stack", "app"],
             &["approve", "--all", "--stack", "app", "configmap/a"],
-            &["locks", "-o", "wide"],
+            &["locks", "-o", "short"],
+            &["completion"],
+            &["completion", "tcsh"],
         ] {
             assert!(parse(args).is_err(), "{args:?} parsed");
         }

@@ -46,12 +46,14 @@
 pub mod approvals;
 pub mod approve;
 pub mod cli;
+pub mod completion;
 pub mod credentials;
 pub mod events;
 pub mod locks;
 pub mod render;
 pub mod resources;
 pub mod ui;
+pub mod version;
 
 mod error;
 pub use error::Error;

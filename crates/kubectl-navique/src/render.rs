@@ -48,6 +48,16 @@ fn stack_cell(name: &str, depth: usize) -> String {
 /// under its parent's, indented, with a line for each parent that has no
 /// pending resource of its own.
 pub fn approvals(pending: &[PendingApproval]) -> String {
+    approvals_table(pending, false)
+}
+
+/// `approvals -o wide`: [`approvals`] with since when each waits and who
+/// approved it so far (`alice (1/2)`), before the message.
+pub fn approvals_wide(pending: &[PendingApproval]) -> String {
+    approvals_table(pending, true)
+}
+
+fn approvals_table(pending: &[PendingApproval], wide: bool) -> String {
     if pending.is_empty() {
         return "No approvals pending.\n".to_owned();
     }
@@ -62,32 +72,65 @@ pub fn approvals(pending: &[PendingApproval]) -> String {
             }
         }
         shown.push((namespace, &p.stack.name));
-        rows.push(row(p));
+        rows.push(row(p, wide));
     }
-    table(
-        &[
-            "NAMESPACE",
-            "STACK",
-            "OPERATION",
-            "KIND",
-            "NAME",
-            "WAVE",
-            "MESSAGE",
-        ],
-        &rows,
-    )
+    let mut header = vec!["NAMESPACE", "STACK", "OPERATION", "KIND", "NAME", "WAVE"];
+    if wide {
+        header.extend(["SINCE", "APPROVED BY"]);
+    }
+    header.push("MESSAGE");
+    table(&header, &rows)
 }
 
-fn row(p: &PendingApproval) -> Vec<String> {
-    vec![
+fn row(p: &PendingApproval, wide: bool) -> Vec<String> {
+    let mut row = vec![
         p.stack.namespace.clone(),
         stack_cell(&p.stack.name, p.parents.len()),
         p.operation.to_string(),
         p.resource.kind.clone(),
         p.resource.name.clone(),
         p.wave.map_or_else(|| NONE.to_owned(), |w| w.to_string()),
-        p.message.clone().unwrap_or_default(),
-    ]
+    ];
+    if wide {
+        row.push(p.since.clone().unwrap_or_else(|| NONE.to_owned()));
+        row.push(approved_by_cell(p));
+    }
+    row.push(p.message.clone().unwrap_or_default());
+    row
+}
+
+/// Who approved so far, and of how many needed when more than one is.
+fn approved_by_cell(p: &PendingApproval) -> String {
+    let names: Vec<&str> = p.approved_by.iter().map(|a| a.user.as_str()).collect();
+    let count = match p.approvals_required {
+        Some(n) if n > 1 => format!(" ({}/{n})", names.len()),
+        _ => String::new(),
+    };
+    match (names.is_empty(), count.is_empty()) {
+        (true, true) => NONE.to_owned(),
+        (true, false) => format!("{NONE}{count}"),
+        _ => format!("{}{count}", names.join(",")),
+    }
+}
+
+/// `approvals -o name`: `kind.group/name` of each pending resource, the
+/// form `approve` takes.
+pub fn approval_names(pending: &[PendingApproval]) -> String {
+    pending
+        .iter()
+        .map(|p| object_name(&p.resource.kind, &p.resource.group, &p.resource.name) + "\n")
+        .collect()
+}
+
+/// An object as `kubectl get -o name` prints it: `configmap/settings`,
+/// `deployment.apps/web`.
+pub fn object_name(kind: &str, group: &str, name: &str) -> String {
+    let kind = kind.to_lowercase();
+    if group.is_empty() {
+        format!("{kind}/{name}")
+    } else {
+        format!("{kind}.{group}/{name}")
+    }
 }
 
 /// `approve`: the line for one outcome, for stdout when approved and
@@ -121,6 +164,25 @@ pub fn outcome(outcome: &ApproveOutcome) -> String {
 /// `namespace` is the scope listed (`None` for every namespace), for the
 /// message when there is no Lock.
 pub fn locks(report: &LocksReport, namespace: Option<&str>) -> String {
+    locks_table(report, namespace, false)
+}
+
+/// `locks -o wide`: [`locks`] with each target's API version and each
+/// Lock's `Ready` message.
+pub fn locks_wide(report: &LocksReport, namespace: Option<&str>) -> String {
+    locks_table(report, namespace, true)
+}
+
+/// `locks -o name`: `lock.core.navique.com/<name>` of each Lock.
+pub fn lock_names(report: &LocksReport) -> String {
+    report
+        .locks
+        .iter()
+        .map(|l| object_name("Lock", navique_api::constants::CORE_GROUP, &l.name) + "\n")
+        .collect()
+}
+
+fn locks_table(report: &LocksReport, namespace: Option<&str>, wide: bool) -> String {
     if report.locks.is_empty() {
         return match namespace {
             Some(ns) => format!("No Locks found in {ns} namespace.\n"),
@@ -131,33 +193,36 @@ pub fn locks(report: &LocksReport, namespace: Option<&str>) -> String {
         .locks
         .iter()
         .map(|l| {
-            let (ready, status) = l.ready.as_ref().map_or_else(
-                || (NONE.to_owned(), NONE.to_owned()),
-                |r| (r.status.clone(), r.reason.clone()),
+            let (ready, status, message) = l.ready.as_ref().map_or_else(
+                || (NONE.to_owned(), NONE.to_owned(), NONE.to_owned()),
+                |r| (r.status.clone(), r.reason.clone(), r.message.clone()),
             );
-            vec![
+            let mut row = vec![
                 l.namespace.clone(),
                 l.name.clone(),
                 format!("{}/{}", l.target.kind, l.target.name),
-                l.active.to_string(),
-                ready,
-                status,
-                l.reason.clone().unwrap_or_default(),
-            ]
+            ];
+            if wide {
+                row.push(l.target.api_version.clone());
+            }
+            row.extend([l.active.to_string(), ready, status]);
+            if wide {
+                row.push(message);
+            }
+            row.push(l.reason.clone().unwrap_or_default());
+            row
         })
         .collect();
-    let mut out = table(
-        &[
-            "NAMESPACE",
-            "NAME",
-            "TARGET",
-            "ACTIVE",
-            "READY",
-            "STATUS",
-            "REASON",
-        ],
-        &rows,
-    );
+    let mut header = vec!["NAMESPACE", "NAME", "TARGET"];
+    if wide {
+        header.push("TARGET API VERSION");
+    }
+    header.extend(["ACTIVE", "READY", "STATUS"]);
+    if wide {
+        header.push("MESSAGE");
+    }
+    header.push("REASON");
+    let mut out = table(&header, &rows);
     if !report.locked_objects.is_empty() {
         let rows: Vec<Vec<String>> = report
             .locked_objects

@@ -31,7 +31,7 @@ pub async fn run(session: &Session, args: &ApproveArgs) -> Result<ExitCode> {
             stacks.get(stack).await?;
             let all = stacks.list(&ListParams::default()).await?.items;
             let pending = of_stack(&pending_approvals(&all), stack);
-            if pending.is_empty() && session.output == Output::Table {
+            if pending.is_empty() && matches!(session.output, Output::Table | Output::Wide) {
                 stdout(&format!("No approvals pending in Stack {stack}.\n"))?;
                 return Ok(ExitCode::SUCCESS);
             }
@@ -59,21 +59,24 @@ pub async fn run(session: &Session, args: &ApproveArgs) -> Result<ExitCode> {
             }
             Plan::Refused(outcome) => outcome,
         };
-        if session.output == Output::Table {
-            if outcome.approved {
+        match session.output {
+            Output::Table | Output::Wide if outcome.approved => {
                 stdout(&render::outcome(&outcome))?;
-            } else {
+            }
+            Output::Name if outcome.approved => stdout(&format!("{}\n", outcome.target))?,
+            Output::Table | Output::Wide | Output::Name => {
                 eprint!("{}", render::outcome(&outcome));
             }
+            Output::Json | Output::Yaml => {}
         }
         results.push(outcome);
     }
     let failed = results.iter().any(|r| !r.approved);
-    if session.output != Output::Table {
+    if matches!(session.output, Output::Json | Output::Yaml) {
         for error in results.iter().filter_map(|r| r.error.as_deref()) {
             eprintln!("{error}");
         }
-        session.print(&ApproveReport { results }, String::new)?;
+        session.print(&ApproveReport { results }, |_| String::new())?;
     }
     Ok(if failed {
         ExitCode::FAILURE

@@ -2,8 +2,10 @@
 
 mod approvals;
 mod approve;
+mod completion;
 mod locks;
 mod ui;
+mod version;
 mod watch;
 
 use std::io::Write;
@@ -18,6 +20,12 @@ use kubectl_navique::render;
 /// Runs the command line's command; the exit code says whether all of it
 /// succeeded.
 pub async fn run(cli: Cli) -> Result<ExitCode> {
+    // What needs no cluster.
+    match &cli.command {
+        Command::Completion(args) => return completion::run(args),
+        Command::Version(args) if args.client => return version::client(cli.global.output),
+        _ => {}
+    }
     let session = Session::connect(&cli.global).await?;
     let outcome = match &cli.command {
         Command::Locks => locks::run(&session).await,
@@ -25,6 +33,8 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
         Command::Approvals(_) => approvals::run(&session).await,
         Command::Approve(args) => approve::run(&session, args).await,
         Command::Ui(args) => ui::run(&session, args).await,
+        Command::Version(_) => version::run(&session).await,
+        Command::Completion(_) => unreachable!("answered above"),
     };
     // The CRD each command lists first.
     let crd = match &cli.command {
@@ -123,15 +133,28 @@ impl Session {
         }
     }
 
-    /// Prints `value` as `-o` says; `table` prints `human`.
-    fn print<T: serde::Serialize>(&self, value: &T, human: impl FnOnce() -> String) -> Result<()> {
-        let text = match self.output {
-            Output::Table => human(),
-            Output::Json => render::json(value)?,
-            Output::Yaml => render::yaml(value)?,
-        };
-        stdout(&text)
+    /// Prints `value` as `-o` says; `table`, `wide` and `name` print what
+    /// `human` makes of them.
+    fn print<T: serde::Serialize>(
+        &self,
+        value: &T,
+        human: impl FnOnce(Output) -> String,
+    ) -> Result<()> {
+        stdout(&printed(self.output, value, human)?)
     }
+}
+
+/// `value` as `output` says.
+fn printed<T: serde::Serialize>(
+    output: Output,
+    value: &T,
+    human: impl FnOnce(Output) -> String,
+) -> Result<String> {
+    Ok(match output {
+        Output::Json => render::json(value)?,
+        Output::Yaml => render::yaml(value)?,
+        human_output => human(human_output),
+    })
 }
 
 /// Writes `text` to stdout at once (watch lines must not wait in a buffer).

@@ -74,7 +74,14 @@ pub async fn run(session: &Session, args: &ApprovalsArgs) -> Result<ExitCode> {
             Err(status) => bail!("the approval event stream failed: {}", status.message()),
         };
         stdout(&match session.output {
-            Output::Table => line(&event) + "\n",
+            Output::Table | Output::Wide => line(&event) + "\n",
+            Output::Name => match &event.approval {
+                Some(a) => {
+                    render::object_name(&a.resource.kind, &a.resource.group, &a.resource.name)
+                        + "\n"
+                }
+                None => continue,
+            },
             Output::Json => render::json_line(&event)?,
             Output::Yaml => format!("---\n{}", render::yaml(&event)?),
         })?;
