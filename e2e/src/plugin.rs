@@ -75,14 +75,36 @@ impl Watch {
         ca_file: &Path,
         args: &[&str],
     ) -> Self {
+        Self::spawn(cluster, kubeconfig, Some((url, ca_file)), args)
+    }
+
+    /// `kubectl navique approvals --watch <args>` as the admin, without the
+    /// service's address: through the API server.
+    pub fn through_api_server(cluster: &Cluster, args: &[&str]) -> Self {
+        Self::spawn(cluster, cluster.kubeconfig(), None, args)
+    }
+
+    fn spawn(
+        cluster: &Cluster,
+        kubeconfig: &Path,
+        service: Option<(&str, &Path)>,
+        args: &[&str],
+    ) -> Self {
         let all: Vec<&str> = ["approvals", "--watch"]
             .iter()
             .copied()
             .chain(args.iter().copied())
             .collect();
-        let mut child = command(cluster, kubeconfig, &all)
-            .env("NAVIQUE_APPROVALS_URL", url)
-            .env("NAVIQUE_APPROVALS_CA_FILE", ca_file)
+        let mut command = command(cluster, kubeconfig, &all);
+        match service {
+            Some((url, ca_file)) => command
+                .env("NAVIQUE_APPROVALS_URL", url)
+                .env("NAVIQUE_APPROVALS_CA_FILE", ca_file),
+            None => command
+                .env_remove("NAVIQUE_APPROVALS_URL")
+                .env_remove("NAVIQUE_APPROVALS_CA_FILE"),
+        };
+        let mut child = command
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())

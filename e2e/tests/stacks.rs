@@ -488,6 +488,8 @@ async fn a_deleted_stack_pauses_at_a_confirmed_delete_and_goes_in_reverse_wave_o
         &env.approvals_ca_file().await,
         &["-n", &ns, "-o", "json"],
     );
+    // The same events for a user who cannot reach the service.
+    let through_api_server = Watch::through_api_server(cluster(), &["-n", &ns]);
     cluster().kubectl_ok(&["delete", "stack", "shop", "-n", &ns, "--wait=false"]);
     let paused = until_stack(&ns, "shop", "the teardown to pause in wave 1", |s| {
         state(s).1 == "WaitingForApproval"
@@ -558,6 +560,21 @@ async fn a_deleted_stack_pauses_at_a_confirmed_delete_and_goes_in_reverse_wave_o
     assert!(!exists(&ns, "configmap", "data") && !exists(&ns, "configmap", "base"));
     assert_eq!(event(watch.next_line(WAIT)).0, "APPROVED");
     assert_eq!(event(watch.next_line(WAIT)).0, "DELETED");
+    let lines: Vec<String> = (0..3)
+        .map(|_| {
+            let line = through_api_server.next_line(WAIT);
+            // The time, then the event.
+            line.split_once("  ").expect("a time first").1.to_owned()
+        })
+        .collect();
+    assert_eq!(
+        lines,
+        [
+            format!("APPROVAL_REQUIRED  {ns}/shop  Delete ConfigMap/data"),
+            format!("APPROVED           {ns}/shop  Delete ConfigMap/data by dev-admin"),
+            format!("DELETED            {ns}/shop  Delete ConfigMap/data"),
+        ]
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -5,7 +5,9 @@ use serde_json::Value;
 
 use crate::constants::annotations::{ADOPT, CONFIRM_DELETE, DELETION_APPROVED, SYNC_OPTIONS};
 use crate::constants::sync_options::{BOOLEAN_VALUES, DELETE, IGNORED, PRUNE, REMOVAL_VALUES};
+use crate::core::Approver;
 use crate::services::DeletionPolicy;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 /// The message a delete of a locked object is denied with (seed), naming
 /// every protecting Lock in the order given.
@@ -657,6 +659,56 @@ pub fn manifest_field_not_a_string(field: &str, key: &str, value: &Value) -> Str
     }
 }
 
+/// `alice at 2026-12-01T15:00:00Z, bob at ...`: who approved and when.
+pub fn who_and_when(approvers: &[Approver]) -> String {
+    approvers
+        .iter()
+        .map(|a| format!("{} at {}", a.user, a.time.0))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Who approved a removal that no person approved.
+const APPROVED_BY_MANIFEST: &str = "the Stack's manifest (cd.hanzo.ai/deletion-approved declared)";
+
+/// The note of an `ApprovedRemoval` Event: `pruned ConfigMap/settings,
+/// approved by alice at 2026-12-01T15:00:00Z` (`deleted ...` for a delete;
+/// [`APPROVED_BY_MANIFEST`] when no approver is named).
+pub fn approved_removal(pruned: bool, resource: &str, approvers: &[Approver]) -> String {
+    let done = if pruned { "pruned" } else { "deleted" };
+    let by = if approvers.is_empty() {
+        APPROVED_BY_MANIFEST.to_owned()
+    } else {
+        who_and_when(approvers)
+    };
+    format!("{done} {resource}, approved by {by}")
+}
+
+/// What an [`approved_removal`] note says: whether it was a prune, and who
+/// approved it and when (none for the manifest); `None` for another text.
+pub fn parse_approved_removal(note: &str) -> Option<(bool, Vec<Approver>)> {
+    let (pruned, rest) = match note.split_once(' ')? {
+        ("pruned", rest) => (true, rest),
+        ("deleted", rest) => (false, rest),
+        _ => return None,
+    };
+    let (_, by) = rest.split_once(", approved by ")?;
+    if by == APPROVED_BY_MANIFEST {
+        return Some((pruned, Vec::new()));
+    }
+    let approvers = by
+        .split(", ")
+        .map(|one| {
+            let (user, time) = one.rsplit_once(" at ")?;
+            Some(Approver {
+                user: user.to_owned(),
+                time: Time(time.parse().ok()?),
+            })
+        })
+        .collect::<Option<Vec<_>>>()?;
+    Some((pruned, approvers))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -955,6 +1007,37 @@ mod tests {
         assert_eq!(
             QUANTITY_TOO_LARGE,
             format!("must be at most {}", crate::quantity::MAX_STORAGE)
+        );
+    }
+
+    #[test]
+    fn an_approved_removal_note_says_who_and_reads_back() {
+        let approvers = vec![
+            Approver {
+                user: "alice".into(),
+                time: Time("2026-12-01T10:00:00Z".parse().unwrap()),
+            },
+            Approver {
+                user: "system:serviceaccount:ops:bot".into(),
+                time: Time("2026-12-01T11:00:00Z".parse().unwrap()),
+            },
+        ];
+        let note = approved_removal(true, "ConfigMap/settings", &approvers);
+        assert_eq!(
+            note,
+            "pruned ConfigMap/settings, approved by alice at 2026-12-01T10:00:00Z, system:serviceaccount:ops:bot at 2026-12-01T11:00:00Z"
+        );
+        assert_eq!(parse_approved_removal(&note), Some((true, approvers)));
+        let declared = approved_removal(false, "Deployment.apps/web", &[]);
+        assert_eq!(
+            declared,
+            "deleted Deployment.apps/web, approved by the Stack's manifest (cd.hanzo.ai/deletion-approved declared)"
+        );
+        assert_eq!(parse_approved_removal(&declared), Some((false, Vec::new())));
+        assert_eq!(parse_approved_removal("deleted something"), None);
+        assert_eq!(
+            parse_approved_removal("kept x, approved by alice at noon"),
+            None
         );
     }
 }

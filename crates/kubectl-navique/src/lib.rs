@@ -49,6 +49,7 @@ pub mod cli;
 pub mod completion;
 pub mod credentials;
 pub mod events;
+pub mod follow;
 pub mod locks;
 pub mod render;
 pub mod resources;

@@ -283,6 +283,18 @@ pub fn kube_error(error: &kube::Error) -> String {
     }
 }
 
+/// A watch failure as kubectl words the API server's answer.
+pub fn watch_error(error: &kube::runtime::watcher::Error) -> String {
+    use kube::runtime::watcher::Error;
+    match error {
+        Error::InitialListFailed(e) | Error::WatchStartFailed(e) | Error::WatchFailed(e) => {
+            kube_error(e)
+        }
+        Error::WatchError(status) => kube_error(&kube::Error::Api(status.clone())),
+        other => format!("error: {other}"),
+    }
+}
+
 /// What a kube error means when the cluster cannot serve the command, as
 /// the plugin says it: the API server `server` unreachable, or not serving
 /// `crd` (Navique is not installed); `None` for any other error.

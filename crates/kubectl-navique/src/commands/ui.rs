@@ -146,7 +146,7 @@ async fn follow(
             Ok(watcher::Event::Delete(o)) => {
                 objects.remove(&key(&o));
             }
-            Err(e) => error = Some(describe(&e)),
+            Err(e) => error = Some(render::watch_error(&e)),
         }
         {
             let mut all = watches.lock().expect("watches");
@@ -159,17 +159,6 @@ async fn follow(
             watched.objects = objects.values().cloned().collect();
         }
         let _ = changed.send(());
-    }
-}
-
-/// A watch failure as kubectl words the API server's answer.
-fn describe(error: &watcher::Error) -> String {
-    match error {
-        watcher::Error::InitialListFailed(e)
-        | watcher::Error::WatchStartFailed(e)
-        | watcher::Error::WatchFailed(e) => render::kube_error(e),
-        watcher::Error::WatchError(status) => render::kube_error(&kube::Error::Api(status.clone())),
-        other => format!("error: {other}"),
     }
 }
 

@@ -1,11 +1,19 @@
-//! `approvals --watch`: follows the `ApprovalEvents` gRPC stream.
+//! `approvals --watch`: follows the `ApprovalEvents` gRPC stream when
+//! given its address, else the same events through the API server
+//! ([`kubectl_navique::follow`]).
 
 use std::process::ExitCode;
 
 use anyhow::{Context, Result, bail};
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::Event;
+use k8s_openapi::jiff::Timestamp;
+use kube::runtime::{WatchStreamExt, watcher};
 use kubectl_navique::cli::{ApprovalsArgs, Output};
 use kubectl_navique::events::{WatchEvent, line};
+use kubectl_navique::follow::Follower;
 use kubectl_navique::{credentials, render};
+use navique_api::core::Stack;
 use navique_api::grpc::approvals::v1::StreamApprovalEventsRequest;
 use navique_api::grpc::approvals::v1::approval_events_client::ApprovalEventsClient;
 use tonic::metadata::{Ascii, MetadataValue};
@@ -17,9 +25,7 @@ use super::{Session, stdout};
 /// until the server ends the stream.
 pub async fn run(session: &Session, args: &ApprovalsArgs) -> Result<ExitCode> {
     let Some(url) = args.approvals_url.as_deref() else {
-        bail!(
-            "--watch follows the ApprovalEvents service: give its address with --approvals-url or NAVIQUE_APPROVALS_URL, e.g. http://127.0.0.1:9091"
-        );
+        return through_api_server(session).await;
     };
     let mut endpoint = Endpoint::from_shared(url.to_owned())
         .with_context(|| format!("invalid --approvals-url {url:?}"))?;
@@ -73,17 +79,88 @@ pub async fn run(session: &Session, args: &ApprovalsArgs) -> Result<ExitCode> {
             Ok(None) => return Ok(ExitCode::SUCCESS),
             Err(status) => bail!("the approval event stream failed: {}", status.message()),
         };
-        stdout(&match session.output {
-            Output::Table | Output::Wide => line(&event) + "\n",
-            Output::Name => match &event.approval {
-                Some(a) => {
-                    render::object_name(&a.resource.kind, &a.resource.group, &a.resource.name)
-                        + "\n"
-                }
-                None => continue,
-            },
-            Output::Json => render::json_line(&event)?,
-            Output::Yaml => format!("---\n{}", render::yaml(&event)?),
-        })?;
+        print(session.output, &event)?;
     }
+}
+
+/// One event as `-o` says.
+fn print(output: Output, event: &WatchEvent) -> Result<()> {
+    stdout(&match output {
+        Output::Table | Output::Wide => line(event) + "\n",
+        Output::Name => match &event.approval {
+            Some(a) => {
+                render::object_name(&a.resource.kind, &a.resource.group, &a.resource.name) + "\n"
+            }
+            None => return Ok(()),
+        },
+        Output::Json => render::json_line(event)?,
+        Output::Yaml => format!("---\n{}", render::yaml(event)?),
+    })
+}
+
+/// Stacks and Events, watched with the user's credentials, in place of the
+/// service; a watch that fails is retried with the watcher's backoff, its
+/// cause printed on stderr once per failure in a row.
+async fn through_api_server(session: &Session) -> Result<ExitCode> {
+    let stacks = watcher::watcher(session.api::<Stack>(), watcher::Config::default())
+        .default_backoff()
+        .map(Change::Stack);
+    let events = watcher::watcher(session.api::<Event>(), watcher::Config::default())
+        .default_backoff()
+        .map(Change::Event);
+    let mut changes = std::pin::pin!(futures::stream::select(stacks, events));
+    let mut follower = Follower::default();
+    let mut listing_events = true;
+    let mut failing = false;
+    loop {
+        let change = tokio::select! {
+            _ = tokio::signal::ctrl_c() => return Ok(ExitCode::SUCCESS),
+            change = changes.next() => change,
+        };
+        let Some(change) = change else {
+            return Ok(ExitCode::SUCCESS);
+        };
+        let now = Timestamp::from_second(Timestamp::now().as_second())?.to_string();
+        let out = match change {
+            Change::Stack(Ok(watcher::Event::Apply(stack) | watcher::Event::InitApply(stack))) => {
+                follower.stack(&stack, &now)
+            }
+            Change::Stack(Ok(watcher::Event::Delete(stack))) => {
+                follower.stack_deleted(&stack);
+                Vec::new()
+            }
+            Change::Event(Ok(watcher::Event::Init)) => {
+                listing_events = true;
+                Vec::new()
+            }
+            Change::Event(Ok(watcher::Event::InitApply(event))) => {
+                follower.event(&event, listing_events)
+            }
+            Change::Event(Ok(watcher::Event::InitDone)) => {
+                listing_events = false;
+                Vec::new()
+            }
+            Change::Event(Ok(watcher::Event::Apply(event))) => follower.event(&event, false),
+            Change::Stack(Ok(_)) | Change::Event(Ok(_)) => Vec::new(),
+            Change::Stack(Err(e)) | Change::Event(Err(e)) => {
+                if !failing {
+                    eprintln!("{} (retrying)", render::watch_error(&e));
+                }
+                failing = true;
+                continue;
+            }
+        };
+        failing = false;
+        for event in &out {
+            print(session.output, event)?;
+        }
+    }
+}
+
+/// A change from one of the two watches.
+// One at a time, moved straight into a match: boxing would buy nothing.
+#[allow(clippy::large_enum_variant)]
+enum Change {
+    Stack(Result<watcher::Event<Stack>, watcher::Error>),
+    Event(Result<watcher::Event<Event>, watcher::Error>),
 }

@@ -104,15 +104,6 @@ pub fn names(approvers: &[Approver]) -> String {
         .join(", ")
 }
 
-/// `alice at 2026-12-01T15:00:00Z, bob at ...`: who approved and when.
-pub fn who_and_when(approvers: &[Approver]) -> String {
-    approvers
-        .iter()
-        .map(|a| format!("{} at {}", a.user, a.time.0))
-        .collect::<Vec<_>>()
-        .join(", ")
-}
-
 /// The row message of a removal that waits for approval (`verb`: prune or
 /// delete).
 pub fn waiting_message(marks: &Marks, approvers: &[Approver], required: u32, verb: &str) -> String {
@@ -147,6 +138,7 @@ pub fn waiting_message(marks: &Marks, approvers: &[Approver], required: u32, ver
 #[cfg(test)]
 mod tests {
     use super::*;
+    use navique_api::messages::who_and_when;
 
     const ACCOUNT: &str = "system:serviceaccount:team:navique-stack";
 

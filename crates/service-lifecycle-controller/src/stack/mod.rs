@@ -879,18 +879,11 @@ impl Acting {
                                 let removed = waiting.pending(stack, Timestamp::now());
                                 notifier.notify(&Notice::removed(namespace, stack, &removed));
                             }
-                            let by = if approved_by.is_empty() {
-                                "the Stack's manifest (cd.hanzo.ai/deletion-approved declared)"
-                                    .to_owned()
-                            } else {
-                                approvers::who_and_when(&approved_by)
-                            };
-                            let done = if pruning { "pruned" } else { "deleted" };
                             self.publish(
                                 Some(key),
                                 EventType::Normal,
                                 events::APPROVED_REMOVAL,
-                                format!("{done} {}, approved by {by}", key.display()),
+                                messages::approved_removal(pruning, &key.display(), &approved_by),
                             )
                             .await;
                         }
