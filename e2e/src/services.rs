@@ -344,7 +344,7 @@ impl ServiceEnv {
             .kubectl_ok(&["delete", "--raw", "/debug/faults"]);
     }
 
-    /// The seed's orders-db manifest in `ns`, with its database and owner
+    /// The example orders-db manifest in `ns`, with its database and owner
     /// renamed `db` (the PostgreSQL server is shared by the tests), and the
     /// given policy, protection and placement.
     pub fn orders_db(&self, ns: &str, db: &str, policy: &str, protected: bool) -> String {
@@ -360,6 +360,25 @@ impl ServiceEnv {
             .replace(
                 "deletionProtection: false",
                 &format!("deletionProtection: {protected}"),
+            )
+    }
+
+    /// `manifest` (an orders-db) placed `InProject`, with a 10Gi volume and a
+    /// server setting, as the seed's manifest asks.
+    pub fn in_project(manifest: &str) -> String {
+        let owner = manifest
+            .lines()
+            .find(|l| l.trim_start().starts_with("owner: "))
+            .expect("an owner line")
+            .to_owned();
+        manifest
+            .replace("mode: ProviderShared", "mode: InProject")
+            .replacen(
+                &format!("{owner}\n"),
+                &format!(
+                    "{owner}\n    storage:\n      size: 10Gi\n    postgresql:\n      parameters:\n        work_mem: 8MB\n"
+                ),
+                1,
             )
     }
 

@@ -38,7 +38,16 @@ fn env() -> &'static Env {
 }
 
 fn orders_db(ns: &str, plan: &str, policy: &str, protected: bool) -> String {
-    std::fs::read_to_string(repo_root().join("deploy/examples/orders-db.yaml"))
+    orders_db_from("deploy/examples/orders-db.yaml", ns, plan, policy, protected)
+}
+
+/// The seed's own orders-db (every field it shows), as [`orders_db`].
+fn seed_orders_db(ns: &str, plan: &str, policy: &str, protected: bool) -> String {
+    orders_db_from("e2e/fixtures/seeds/orders-db.yaml", ns, plan, policy, protected)
+}
+
+fn orders_db_from(file: &str, ns: &str, plan: &str, policy: &str, protected: bool) -> String {
+    std::fs::read_to_string(repo_root().join(file))
         .unwrap()
         .replace("namespace: my-project", &format!("namespace: {ns}"))
         .replace("name: postgresql-platform-ha", &format!("name: {plan}"))
@@ -204,7 +213,7 @@ async fn deleting_the_project_removes_protected_services_and_backup_records() {
 /// The seed's orders-db on the `postgresql-platform-ha` plan
 /// with `from` replaced by `to` in its manifest.
 fn orders_db_with(ns: &str, from: &str, to: &str) -> String {
-    let manifest = orders_db(ns, "postgresql-platform-ha", "Retain", false);
+    let manifest = seed_orders_db(ns, "postgresql-platform-ha", "Retain", false);
     assert!(manifest.contains(from), "{from} not in the manifest");
     manifest.replacen(from, to, 1)
 }
@@ -213,7 +222,7 @@ fn orders_db_with(ns: &str, from: &str, to: &str) -> String {
 async fn the_seed_manifest_applies_with_a_warning_of_what_a_shared_service_does_not_apply() {
     let k = &env().cluster;
     let ns = k.namespace("seed-warning");
-    let manifest = orders_db(&ns, "postgresql-platform-ha", "Delete", false);
+    let manifest = seed_orders_db(&ns, "postgresql-platform-ha", "Delete", false);
     let output = eventually(
         Duration::from_secs(20),
         "the webhook to admit the seed manifest",
@@ -225,8 +234,18 @@ async fn the_seed_manifest_applies_with_a_warning_of_what_a_shared_service_does_
     .await;
     assert_eq!(
         String::from_utf8_lossy(&output.stderr),
-        "Warning: spec.parameters.storage, spec.parameters.instances, spec.parameters.postgresql.parameters are not applied to ProviderShared services: the service is a database on the provider's server, which the provider sizes and configures\n"
+        "Warning: spec.parameters.storage, spec.parameters.instances, spec.parameters.postgresql.parameters are not applied to ProviderShared services: the service is a database on the provider's server, which the provider sizes and configures\n\
+         Warning: spec.connectivity, spec.parameters.readonlyRole, spec.parameters.backup are not applied by this version: they are accepted, and do nothing (backups follow the plan's backup.enabled)\n"
     );
+    // The example users start from holds only what is applied: no warning.
+    let example = orders_db(&ns, "postgresql-platform-ha", "Delete", false)
+        .replace("name: orders-db", "name: example-db")
+        .replace("confirm-delete: orders-db", "confirm-delete: example-db")
+        .replace("database: orders", "database: example")
+        .replace("owner: orders", "owner: example");
+    let output = k.kubectl(&["apply", "-f", "-"], Some(&example));
+    assert!(output.status.success(), "{output:?}");
+    assert_eq!(String::from_utf8_lossy(&output.stderr), "");
 }
 
 /// Fail open: each of these became a default, went through unread, or was

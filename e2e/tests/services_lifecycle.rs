@@ -224,10 +224,10 @@ async fn a_retained_volume_loses_every_owner_so_a_planted_one_cannot_collect_it(
     let env = env();
     env.controller_ready().await;
     let ns = env.cluster.namespace("planted");
-    let manifest = env
-        .orders_db(&ns, "rdb", "Retain", false)
-        .replace("name: orders-db", "name: rdb")
-        .replace("mode: ProviderShared", "mode: InProject");
+    let manifest = ServiceEnv::in_project(
+        &env.orders_db(&ns, "rdb", "Retain", false)
+            .replace("name: orders-db", "name: rdb"),
+    );
     env.apply(&manifest).await;
     eventually(WAIT, "the StatefulSet", || async {
         (env.get(&ns, "statefulset/rdb", "{.metadata.name}") == "rdb").then_some(())
@@ -497,9 +497,7 @@ async fn an_in_project_service_runs_a_stateful_set_and_delete_removes_its_volume
     let env = env();
     env.controller_ready().await;
     let ns = env.cluster.namespace("inproject");
-    let manifest = env
-        .orders_db(&ns, "orders", "Delete", false)
-        .replace("mode: ProviderShared", "mode: InProject");
+    let manifest = ServiceEnv::in_project(&env.orders_db(&ns, "orders", "Delete", false));
     env.apply(&manifest).await;
     let waiting = env.until_state(&ns, "orders-db", "Provisioning").await;
     eventually(WAIT, "the StatefulSet", || async {

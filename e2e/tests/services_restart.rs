@@ -160,9 +160,7 @@ async fn an_interrupted_in_project_delete_removes_the_volume_after_a_restart() {
     let env = ServiceEnv::start(&[]);
     env.controller_ready().await;
     let ns = env.cluster.namespace("crash-inproject");
-    let manifest = env
-        .orders_db(&ns, "orders", "Delete", false)
-        .replace("mode: ProviderShared", "mode: InProject");
+    let manifest = ServiceEnv::in_project(&env.orders_db(&ns, "orders", "Delete", false));
     env.apply(&manifest).await;
     env.until_state(&ns, "orders-db", "Provisioning").await;
     // The claim the StatefulSet controller would make.

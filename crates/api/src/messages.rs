@@ -170,6 +170,20 @@ pub fn parameters_not_applied_shared(fields: &[&str]) -> String {
     )
 }
 
+/// The admission warning for fields this version accepts (the seed's
+/// manifests carry them) and does not apply, on any placement.
+pub fn not_applied_yet(fields: &[&str]) -> String {
+    let (verb, rest) = if fields.len() == 1 {
+        ("is", "it is accepted, and does nothing")
+    } else {
+        ("are", "they are accepted, and do nothing")
+    };
+    format!(
+        "{} {verb} not applied by this version: {rest} (backups follow the plan's backup.enabled)",
+        fields.join(", ")
+    )
+}
+
 /// The admission warning for `instances` above 1 on an `InProject` service.
 pub const INSTANCES_NOT_APPLIED: &str = "spec.parameters.instances is not applied yet: an InProject engine runs one replica (PostgreSQL replicas need replication, which this version does not set up)";
 

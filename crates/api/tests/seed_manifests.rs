@@ -1,6 +1,7 @@
-//! The manifests of the seed documents (kept in `deploy/examples`) read into
-//! the API types unchanged, the generated CRD schemas accept them, and the
-//! schemas reject bad manifests naming the field, as the API server will.
+//! The manifests of the seed documents (in `deploy/examples`, and the seed's
+//! orders-db verbatim in `e2e/fixtures/seeds`) read into the API types
+//! unchanged, the generated CRD schemas accept them, and the schemas reject
+//! bad manifests naming the field, as the API server will.
 
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::Resource;
@@ -15,10 +16,16 @@ use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
 fn example(name: &str) -> Vec<Value> {
-    let path = format!(
-        "{}/../../deploy/examples/{name}",
-        env!("CARGO_MANIFEST_DIR")
-    );
+    read(&format!("deploy/examples/{name}"))
+}
+
+/// A seed's manifest as the seed prints it.
+fn seed(name: &str) -> Vec<Value> {
+    read(&format!("e2e/fixtures/seeds/{name}"))
+}
+
+fn read(file: &str) -> Vec<Value> {
+    let path = format!("{}/../../{file}", env!("CARGO_MANIFEST_DIR"));
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
     serde_yaml::Deserializer::from_str(&text)
         .map(|doc| {
@@ -86,7 +93,7 @@ fn the_seed_lock_reads_unchanged_and_is_accepted() {
 
 #[test]
 fn the_seed_orders_db_reads_unchanged_and_is_accepted() {
-    let manifest = &example("orders-db.yaml")[0];
+    let manifest = &seed("orders-db.yaml")[0];
     let service: ManagedService = round_trip(manifest);
     assert_eq!(service.spec.deletion_policy, DeletionPolicy::Delete);
     assert_eq!(service.spec.placement.mode, PlacementMode::ProviderShared);
@@ -99,6 +106,41 @@ fn the_seed_orders_db_reads_unchanged_and_is_accepted() {
     assert_eq!(
         admit::<ManagedService>(manifest.clone()),
         Ok(manifest.clone())
+    );
+}
+
+#[test]
+fn the_example_orders_db_is_the_seed_s_without_what_is_not_applied() {
+    let example = &example("orders-db.yaml")[0];
+    let service: ManagedService = round_trip(example);
+    assert_eq!(
+        admit::<ManagedService>(example.clone()),
+        Ok(example.clone())
+    );
+    let seed = &seed("orders-db.yaml")[0];
+    assert_eq!(example["metadata"], seed["metadata"]);
+    for field in [
+        "classRef",
+        "planRef",
+        "placement",
+        "deletionPolicy",
+        "deletionProtection",
+    ] {
+        assert_eq!(example["spec"][field], seed["spec"][field], "{field}");
+    }
+    let parameters = service.spec.parameters.unwrap();
+    assert_eq!(
+        (parameters.database.as_deref(), parameters.owner.as_deref()),
+        (Some("orders"), Some("orders"))
+    );
+    assert!(example["spec"]["connectivity"].is_null());
+    assert_eq!(
+        example["spec"]["parameters"]
+            .as_object()
+            .unwrap()
+            .keys()
+            .collect::<Vec<_>>(),
+        ["database", "owner"]
     );
 }
 
@@ -147,7 +189,7 @@ fn a_lock_target_api_version_defaults_to_the_core_group() {
 
 #[test]
 fn a_service_with_deletion_policy_destroy_is_rejected_naming_the_field() {
-    let mut service = example("orders-db.yaml").remove(0);
+    let mut service = seed("orders-db.yaml").remove(0);
     service["spec"]["deletionPolicy"] = json!("Destroy");
     assert_eq!(
         admit::<ManagedService>(service),
@@ -157,7 +199,7 @@ fn a_service_with_deletion_policy_destroy_is_rejected_naming_the_field() {
 
 #[test]
 fn a_service_without_deletion_policy_defaults_to_retain_and_leaves_protection_to_the_plan() {
-    let mut service = example("orders-db.yaml").remove(0);
+    let mut service = seed("orders-db.yaml").remove(0);
     let spec = service["spec"].as_object_mut().unwrap();
     spec.remove("deletionPolicy");
     spec.remove("deletionProtection");
@@ -200,7 +242,7 @@ fn a_backup_without_origin_is_manual() {
 
 #[test]
 fn several_errors_are_reported_together() {
-    let mut service = example("orders-db.yaml").remove(0);
+    let mut service = seed("orders-db.yaml").remove(0);
     service["spec"].as_object_mut().unwrap().remove("planRef");
     service["spec"]["placement"]["mode"] = json!("Elsewhere");
     assert_eq!(
@@ -227,7 +269,7 @@ fn a_stack_resource_without_kind_is_rejected() {
 
 /// The seed's orders-db with `edit` applied, as the API server answers it.
 fn admit_orders_db(edit: impl FnOnce(&mut Value)) -> Result<Value, String> {
-    let mut manifest = example("orders-db.yaml").remove(0);
+    let mut manifest = seed("orders-db.yaml").remove(0);
     edit(&mut manifest);
     admit::<ManagedService>(manifest)
 }
@@ -305,7 +347,7 @@ fn malformed_parameters_are_rejected_naming_the_field() {
 #[test]
 fn unknown_parameters_are_not_kept() {
     let schema = schema::<ManagedService>();
-    let mut manifest = example("orders-db.yaml").remove(0);
+    let mut manifest = seed("orders-db.yaml").remove(0);
     manifest["spec"]["parameters"]["storgae"] = json!({"size": "10Gi"});
     manifest["spec"]["parameters"]["postgresql"]["version"] = json!("17");
     assert_eq!(

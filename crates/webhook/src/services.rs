@@ -437,9 +437,32 @@ fn parameters_denial(
     Some(Decision::Deny(problem))
 }
 
-/// The parameters a service's placement does not apply, as admission
-/// warnings: never taken silently.
+/// The parameters a service's placement does not apply, and the fields
+/// this version does not apply at all, as admission warnings: never taken
+/// silently.
 fn parameter_warnings(object: &DynamicObject, parameters: &PostgresParameters) -> Vec<String> {
+    let inert: Vec<&str> = [
+        (
+            spec(object).is_some_and(|s| !s.get("connectivity").is_none_or(Value::is_null)),
+            "spec.connectivity",
+        ),
+        (
+            parameters.readonly_role.is_some(),
+            "spec.parameters.readonlyRole",
+        ),
+        (parameters.backup.is_some(), "spec.parameters.backup"),
+    ]
+    .into_iter()
+    .filter_map(|(given, field)| given.then_some(field))
+    .collect();
+    let mut warnings = placement_warnings(object, parameters);
+    if !inert.is_empty() {
+        warnings.push(messages::not_applied_yet(&inert));
+    }
+    warnings
+}
+
+fn placement_warnings(object: &DynamicObject, parameters: &PostgresParameters) -> Vec<String> {
     let mode = spec(object)
         .and_then(|s| s.get("placement"))
         .and_then(|p| serde_json::from_value::<Placement>(p.clone()).ok())
@@ -1000,7 +1023,28 @@ mod tests {
             "storage": {"size": "10Gi"}, "readonlyRole": true, "backup": {"enabled": true},
             "postgresql": {"parameters": {"work_mem": "8MB", "max_connections": 50}},
         });
-        assert_eq!(create_with("InProject", seed), Decision::Allow);
+        assert_eq!(
+            create_with("InProject", seed),
+            Decision::Warn(vec![
+                "spec.parameters.readonlyRole, spec.parameters.backup are not applied by this version: they are accepted, and do nothing (backups follow the plan's backup.enabled)".to_owned()
+            ])
+        );
+        let effective = json!({
+            "database": "orders", "owner": "orders", "instances": 1, "storage": {"size": "10Gi"},
+            "postgresql": {"parameters": {"work_mem": "8MB", "max_connections": 50}},
+        });
+        assert_eq!(create_with("InProject", effective), Decision::Allow);
+        let decision = decide("create-service", |r| {
+            r["request"]["object"]["spec"]["connectivity"] =
+                json!({"classRef": {"name": "tenant-native"}});
+            r["request"]["object"]["spec"]["deletionPolicy"] = json!("Retain");
+        });
+        assert_eq!(
+            decision,
+            Decision::Warn(vec![
+                "spec.connectivity is not applied by this version: it is accepted, and does nothing (backups follow the plan's backup.enabled)".to_owned()
+            ])
+        );
     }
 
     #[test]
@@ -1014,7 +1058,8 @@ mod tests {
         assert_eq!(
             create_with("ProviderShared", seed),
             Decision::Warn(vec![
-                "spec.parameters.storage, spec.parameters.instances, spec.parameters.postgresql.parameters are not applied to ProviderShared services: the service is a database on the provider's server, which the provider sizes and configures".to_owned()
+                "spec.parameters.storage, spec.parameters.instances, spec.parameters.postgresql.parameters are not applied to ProviderShared services: the service is a database on the provider's server, which the provider sizes and configures".to_owned(),
+                "spec.parameters.readonlyRole, spec.parameters.backup are not applied by this version: they are accepted, and do nothing (backups follow the plan's backup.enabled)".to_owned()
             ])
         );
         assert_eq!(
