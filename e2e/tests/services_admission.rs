@@ -38,12 +38,24 @@ fn env() -> &'static Env {
 }
 
 fn orders_db(ns: &str, plan: &str, policy: &str, protected: bool) -> String {
-    orders_db_from("deploy/examples/orders-db.yaml", ns, plan, policy, protected)
+    orders_db_from(
+        "deploy/examples/orders-db.yaml",
+        ns,
+        plan,
+        policy,
+        protected,
+    )
 }
 
 /// The seed's own orders-db (every field it shows), as [`orders_db`].
 fn seed_orders_db(ns: &str, plan: &str, policy: &str, protected: bool) -> String {
-    orders_db_from("e2e/fixtures/seeds/orders-db.yaml", ns, plan, policy, protected)
+    orders_db_from(
+        "e2e/fixtures/seeds/orders-db.yaml",
+        ns,
+        plan,
+        policy,
+        protected,
+    )
 }
 
 fn orders_db_from(file: &str, ns: &str, plan: &str, policy: &str, protected: bool) -> String {
