@@ -1,6 +1,8 @@
 //! The guides are walkthroughs, kept true: this runs the shell blocks of
-//! the README's quick start and then of docs/locks.md's walkthrough, in order, against a dev environment of its
-//! own (scripts/dev-up.sh with its own directory and ports), and compares
+//! the README's quick start and then of the walkthroughs of docs/locks.md,
+//! docs/stacks.md and docs/managed-services.md, in order, against a dev
+//! environment of its own (scripts/dev-up.sh with its own directory and
+//! ports), and compares
 //! each block's output with the `text` block that follows it, where the
 //! guide shows one.
 //!
@@ -195,11 +197,15 @@ fn the_block_reader_sees_markers_and_outputs() {
 }
 
 #[test]
-fn the_readme_quick_start_and_the_locks_walkthrough_run_as_written() {
+fn the_readme_quick_start_and_the_guides_walkthroughs_run_as_written() {
     let env = DevEnv::start();
     let ran = run_guide(&env, "README.md", "## Quick start");
     assert!(ran >= 7, "{ran} blocks ran");
     // The same environment, as a reader who goes on to the guides.
     let ran = run_guide(&env, "docs/locks.md", "## Walkthrough");
     assert_eq!(ran, 5, "docs/locks.md: {ran} blocks ran");
+    let ran = run_guide(&env, "docs/stacks.md", "## Walkthrough");
+    assert_eq!(ran, 3, "docs/stacks.md: {ran} blocks ran");
+    let ran = run_guide(&env, "docs/managed-services.md", "## Walkthrough");
+    assert_eq!(ran, 4, "docs/managed-services.md: {ran} blocks ran");
 }
