@@ -92,8 +92,7 @@ impl LockEnv {
                     .concat(),
                 );
                 let flags = chart_flags(&deployment, &["--namespace-locks"]);
-                let (webhook, ca_bundle) =
-                    start_webhook_with(&cluster, &dir, webhook_port, &flags);
+                let (webhook, ca_bundle) = start_webhook_with(&cluster, &dir, webhook_port, &flags);
                 let ca_bundle = format!("webhook.caBundle={ca_bundle}");
                 let guard = helm_template(
                     &[

@@ -129,7 +129,9 @@ fn ready_message(env: &LockEnv, ns: &str, lock: &str) -> String {
 }
 
 fn is_gone(env: &LockEnv, resource: &str, name: &str, ns: &str) -> bool {
-    let get = env.cluster.kubectl(&["get", resource, name, "-n", ns], None);
+    let get = env
+        .cluster
+        .kubectl(&["get", resource, name, "-n", ns], None);
     String::from_utf8_lossy(&get.stderr).contains("NotFound")
 }
 
@@ -189,7 +191,9 @@ async fn namespace_lock_holds(mode: GuardMode) {
         "resource is protected by Lock(s) [freeze]; delete the Lock(s) before deleting this resource (reasons: freeze: {REASON})"
     );
     let prefix = match mode {
-        GuardMode::Policy => "ValidatingAdmissionPolicy 'navique-lock-guard-namespace-wide' with binding 'navique-lock-guard-namespace-wide' denied request: ",
+        GuardMode::Policy => {
+            "ValidatingAdmissionPolicy 'navique-lock-guard-namespace-wide' with binding 'navique-lock-guard-namespace-wide' denied request: "
+        }
         GuardMode::Webhook => "admission webhook \"locks.navique.com\" denied the request: ",
     };
     for (resource, name) in ENFORCEABLE {

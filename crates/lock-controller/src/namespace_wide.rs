@@ -145,7 +145,11 @@ pub fn stamp_events(
 /// what it should be (tampered with, or left from a Lock gone while the
 /// controller was down): one Lock of the namespace, since every Lock's
 /// reconcile repairs it. `locks` are the namespace's Locks.
-pub fn lock_woken<'a>(meta: &ObjectMeta, locks: &'a [Arc<Lock>], enabled: bool) -> Option<&'a Lock> {
+pub fn lock_woken<'a>(
+    meta: &ObjectMeta,
+    locks: &'a [Arc<Lock>],
+    enabled: bool,
+) -> Option<&'a Lock> {
     let ns = meta.name.as_deref()?;
     if Markers::of(meta) == Markers::wanted(stamp(ns, locks, enabled).as_ref()) {
         return None;
@@ -260,7 +264,13 @@ mod tests {
             on_namespace("forge", "a-audit", "forge", None),
             on_namespace("forge", "wrong", "billing", Some("no")),
             on_namespace("billing", "theirs", "billing", Some("no")),
-            lock_on("forge", "stack", "core.navique.com/v1alpha1", "Stack", "forge"),
+            lock_on(
+                "forge",
+                "stack",
+                "core.navique.com/v1alpha1",
+                "Stack",
+                "forge",
+            ),
             going,
         ]);
         assert_eq!(
@@ -330,7 +340,13 @@ mod tests {
     #[test]
     fn a_tampered_or_stale_namespace_marker_wakes_one_lock_of_the_namespace() {
         let locks = arcs(vec![
-            lock_on("forge", "z-stack", "core.navique.com/v1alpha1", "Stack", "a"),
+            lock_on(
+                "forge",
+                "z-stack",
+                "core.navique.com/v1alpha1",
+                "Stack",
+                "a",
+            ),
             on_namespace("forge", "freeze", "forge", None),
         ]);
         let right = namespace_meta("forge", &[(annotations::NAMESPACE_LOCKED, "freeze")]);

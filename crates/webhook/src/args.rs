@@ -315,7 +315,10 @@ mod tests {
         assert_eq!(args.server.listen_addr.to_string(), "0.0.0.0:8443");
         assert_eq!(args.server.certificate_files(), None);
         assert_eq!(args.server.reload_interval(), Duration::from_secs(10));
-        assert!(!args.lock_guard.namespace_locks, "namespace-wide Locks are opt-in");
+        assert!(
+            !args.lock_guard.namespace_locks,
+            "namespace-wide Locks are opt-in"
+        );
         assert_eq!(
             LockGuard::from(&args.lock_guard),
             LockGuard {

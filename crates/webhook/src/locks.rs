@@ -402,8 +402,8 @@ mod tests {
         // The lock-controller may.
         let decision = decide_with(&guard(), "update-locked-stack-spec", |r| {
             r["request"]["userInfo"]["username"] = json!(LOCK_CONTROLLER);
-            r["request"]["object"]["metadata"]["annotations"]
-                ["core.navique.com/namespace-locked"] = json!("freeze");
+            r["request"]["object"]["metadata"]["annotations"]["core.navique.com/namespace-locked"] =
+                json!("freeze");
         });
         assert_eq!(decision, Decision::Allow);
     }

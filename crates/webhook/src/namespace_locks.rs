@@ -74,10 +74,9 @@ fn in_locked_namespace(request: &Request, namespaces: &dyn Namespaces) -> Decisi
         return Decision::Allow;
     }
     match namespaces.markers(namespace) {
-        Err(reason) => Decision::Error(messages::namespace_lock_lookup_failed(
-            namespace,
-            &reason.0,
-        )),
+        Err(reason) => {
+            Decision::Error(messages::namespace_lock_lookup_failed(namespace, &reason.0))
+        }
         Ok(None) => Decision::Error(messages::namespace_lock_lookup_failed(
             namespace,
             "it is not in the webhook's Namespace cache yet",
@@ -218,7 +217,11 @@ mod tests {
                 "cannot tell whether namespace forge holds namespace-wide Locks: the webhook's caches of Namespaces and ServicePlans are not synced yet; the delete is refused until it can be checked".into()
             )
         );
-        let decision = decide(&guard(Fake(Some(HashMap::new()))), "delete-unlocked-stack", |_| {});
+        let decision = decide(
+            &guard(Fake(Some(HashMap::new()))),
+            "delete-unlocked-stack",
+            |_| {},
+        );
         assert_eq!(
             decision,
             Decision::Error(
