@@ -205,6 +205,37 @@ async fn namespace_lock_holds(mode: GuardMode) {
         );
     }
 
+    // An object with a Lock of its own is denied naming that Lock, and the
+    // Lock itself stays deletable; then the namespace-wide Lock holds it.
+    k.kubectl_in(
+        &["apply", "-f", "-"],
+        Some(&format!(
+            "apiVersion: core.navique.com/v1alpha1\nkind: Stack\nmetadata: {{name: pinned, namespace: {ns}}}\nspec: {{resources: []}}\n"
+        )),
+    );
+    k.kubectl_in(
+        &["apply", "-f", "-"],
+        Some(&lock(
+            &ns,
+            "pin",
+            "core.navique.com/v1alpha1",
+            "Stack",
+            "pinned",
+            "pinned",
+        )),
+    );
+    env.until_lock(&ns, "pin", true, "Protecting").await;
+    let err = k.kubectl_err(&["delete", "stack", "pinned", "-n", &ns], None);
+    assert!(
+        err.contains(
+            "resource is protected by Lock(s) [pin]; delete the Lock(s) before deleting this resource (reasons: pin: pinned)"
+        ),
+        "{err}"
+    );
+    k.kubectl_ok(&["delete", "lock", "pin", "-n", &ns]);
+    let err = k.kubectl_err(&["delete", "stack", "pinned", "-n", &ns], None);
+    assert!(err.contains(&denial), "{err}");
+
     // Objects of other kinds are deleted.
     for (resource, name) in OTHERS {
         k.kubectl_ok(&["delete", resource, name, "-n", &ns]);
@@ -295,6 +326,7 @@ async fn namespace_lock_holds(mode: GuardMode) {
     for (resource, name) in ENFORCEABLE {
         k.kubectl_ok(&["delete", resource, name, "-n", &ns]);
     }
+    k.kubectl_ok(&["delete", "stack", "pinned", "-n", &ns]);
     k.kubectl_ok(&["delete", "namespace", &ns]);
 }
 
