@@ -510,10 +510,11 @@ impl Context {
             })
             .await?;
         // Any Lock repairs a namespace-wide marker that is not what it
-        // should be (a namespace-wide Lock did so with its own stamp).
-        if !namespace_wide::is_namespace_target(&lock.spec.target_ref) {
-            let catalog = self.views.catalog();
-            let enabled = catalog.enforceable().namespace_locks;
+        // should be (a valid namespace-wide Lock did so with its own stamp;
+        // an invalid one, say after --namespace-locks was turned off,
+        // clears what it had stamped here).
+        let enabled = self.views.catalog().enforceable().namespace_locks;
+        if namespace_wide::classify(lock, enabled) != namespace_wide::Verdict::Valid {
             let wanted = namespace_wide::Markers::wanted(
                 namespace_wide::stamp(&namespace, &self.namespace_wide_locks(&namespace), enabled)
                     .as_ref(),
