@@ -78,7 +78,21 @@ impl LockEnv {
                 None
             }
             GuardMode::Webhook => {
-                let (webhook, ca_bundle) = start_webhook(&cluster, &dir, webhook_port);
+                // What the chart tells the webhook about namespace-wide Locks.
+                let deployment = helm_template(
+                    &[
+                        chart,
+                        &[
+                            "--set",
+                            "lockGuard.mode=webhook",
+                            "--show-only",
+                            "templates/webhook.yaml",
+                        ],
+                    ]
+                    .concat(),
+                );
+                let flags = chart_flags(&deployment, &["--namespace-locks"]);
+                let (webhook, ca_bundle) = start_webhook_with(&cluster, &dir, webhook_port, &flags);
                 let ca_bundle = format!("webhook.caBundle={ca_bundle}");
                 let guard = helm_template(
                     &[
@@ -118,11 +132,7 @@ impl LockEnv {
         // What the chart tells the controller may be locked.
         let deployment =
             helm_template(&[chart, &["--show-only", "templates/lock-controller.yaml"]].concat());
-        let enforceable: Vec<&str> = deployment
-            .lines()
-            .filter_map(|line| line.trim().strip_prefix("- "))
-            .filter(|flag| flag.starts_with("--enforceable-"))
-            .collect();
+        let enforceable = chart_flags(&deployment, &["--enforceable-", "--namespace-locks"]);
         args.extend(&enforceable);
         let controller = Process::spawn_tied("lock-controller", &args);
         Self {
@@ -188,10 +198,30 @@ impl LockEnv {
     }
 }
 
+/// The flags of a rendered Deployment's container that start with one of
+/// `prefixes`.
+fn chart_flags<'a>(deployment: &'a str, prefixes: &[&str]) -> Vec<&'a str> {
+    deployment
+        .lines()
+        .filter_map(|line| line.trim().strip_prefix("- "))
+        .filter(|flag| prefixes.iter().any(|p| flag.starts_with(p)))
+        .collect()
+}
+
 /// Starts the webhook on `port` with a certificate for its Service name
 /// (`navique-webhook.navique-system.svc`); returns it, once it listens, and
 /// the base64 CA bundle that trusts it.
 pub fn start_webhook(cluster: &Cluster, dir: &tempfile::TempDir, port: u16) -> (Process, String) {
+    start_webhook_with(cluster, dir, port, &[])
+}
+
+/// [`start_webhook`] with `extra` flags.
+pub fn start_webhook_with(
+    cluster: &Cluster,
+    dir: &tempfile::TempDir,
+    port: u16,
+    extra: &[&str],
+) -> (Process, String) {
     let ca_key = rcgen::KeyPair::generate().expect("key");
     let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).expect("params");
     ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
@@ -212,21 +242,22 @@ pub fn start_webhook(cluster: &Cluster, dir: &tempfile::TempDir, port: u16) -> (
     std::fs::write(&key_file, key.serialize_pem()).unwrap();
 
     let admin = SocketAddr::from(([127, 0, 0, 1], free_port()));
-    let webhook = Process::spawn_tied(
-        "webhook",
-        &[
-            "--kubeconfig",
-            cluster.kubeconfig().to_str().unwrap(),
-            "--admin-addr",
-            &admin.to_string(),
-            "--listen-addr",
-            &format!("127.0.0.1:{port}"),
-            "--tls-cert-file",
-            cert_file.to_str().unwrap(),
-            "--tls-key-file",
-            key_file.to_str().unwrap(),
-        ],
-    );
+    let admin = admin.to_string();
+    let listen = format!("127.0.0.1:{port}");
+    let mut args = vec![
+        "--kubeconfig",
+        cluster.kubeconfig().to_str().unwrap(),
+        "--admin-addr",
+        &admin,
+        "--listen-addr",
+        &listen,
+        "--tls-cert-file",
+        cert_file.to_str().unwrap(),
+        "--tls-key-file",
+        key_file.to_str().unwrap(),
+    ];
+    args.extend(extra);
+    let webhook = Process::spawn_tied("webhook", &args);
     let ca_bundle = base64::engine::general_purpose::STANDARD.encode(ca.pem());
     // Calls fail until the webhook listens: wait before it is installed.
     let deadline = std::time::Instant::now() + WAIT;

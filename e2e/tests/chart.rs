@@ -429,9 +429,25 @@ fn the_lock_guard_renders_as_policies_as_a_webhook_or_not_at_all() {
     };
 
     let objects = render(&[]);
-    // Four guards (delete, CRDs, namespaces, marker) and the Lock target
-    // warning, each with its binding.
-    assert_eq!(policies(&objects), 10);
+    // Four guards (delete, CRDs, namespaces, marker), the namespace-wide
+    // marker guard and the Lock target warning, each with its binding.
+    assert_eq!(policies(&objects), 12);
+    let namespace_wide = |objects: &[Value]| {
+        of_kind(objects, "ValidatingAdmissionPolicy")
+            .iter()
+            .any(|o| name_of(o) == "navique-lock-guard-namespace-wide")
+    };
+    assert!(!namespace_wide(&objects), "namespace-wide Locks are opt-in");
+    assert!(!args_of(&objects, "lock-controller").contains(&"--namespace-locks=true".to_owned()));
+    assert!(args_of(&objects, "webhook").contains(&"--namespace-locks=false".to_owned()));
+
+    // The opt-in adds the namespace-wide delete guard and tells both
+    // components.
+    let opted_in = render(&["--set", "lockGuard.namespaceLocks=true"]);
+    assert_eq!(policies(&opted_in), 14);
+    assert!(namespace_wide(&opted_in));
+    assert!(args_of(&opted_in, "lock-controller").contains(&"--namespace-locks=true".to_owned()));
+    assert!(args_of(&opted_in, "webhook").contains(&"--namespace-locks=true".to_owned()));
     let warning = find(
         &objects,
         "ValidatingAdmissionPolicyBinding",
@@ -567,7 +583,12 @@ fn each_component_is_granted_exactly_what_it_uses() {
                 &[],
                 &watch_patch,
             ),
-            rule(&[""], &["namespaces"], &[], &["list", "watch", "patch"]),
+            rule(
+                &[""],
+                &["namespaces"],
+                &[],
+                &["get", "list", "watch", "patch"]
+            ),
             rule(
                 &["apiextensions.k8s.io"],
                 &["customresourcedefinitions"],

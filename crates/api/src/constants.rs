@@ -25,6 +25,15 @@ pub mod annotations {
     /// The protecting Locks' `reason` texts, so the admission guard can print
     /// them in the denial without reading the Locks.
     pub const LOCK_REASONS: &str = "core.navique.com/lock-reasons";
+    /// On a Namespace: names of the namespace-wide Locks (a Lock whose
+    /// target is its own Namespace), comma-separated in a stable order;
+    /// non-empty means deleting any enforceable object in the namespace is
+    /// denied. Apart from [`LOCKED`], which on a Namespace lists every
+    /// active Lock it holds. Written only by the lock-controller.
+    pub const NAMESPACE_LOCKED: &str = "core.navique.com/namespace-locked";
+    /// On a Namespace: the namespace-wide Locks' `reason` texts, for the
+    /// denial.
+    pub const NAMESPACE_LOCK_REASONS: &str = "core.navique.com/namespace-lock-reasons";
     /// Per-resource sync options: `Prune=confirm`, `Delete=confirm`,
     /// `Prune=false` (seed); what else it may hold is in [`super::sync_options`].
     pub const SYNC_OPTIONS: &str = "cd.hanzo.ai/sync-options";

@@ -208,6 +208,60 @@ pub fn crd_locked(crd: &str, locked: &str) -> String {
 /// lock-controller.
 pub const LOCK_MARKER_PROTECTED: &str = "the core.navique.com/locked annotation and label and the core.navique.com/lock-reasons annotation are managed by the lock-controller; create or delete Locks instead";
 
+/// The denial of a change to the namespace-wide lock markers by anyone but
+/// the lock-controller.
+pub const NAMESPACE_LOCK_MARKER_PROTECTED: &str = "the core.navique.com/namespace-locked and core.navique.com/namespace-lock-reasons annotations are managed by the lock-controller; create or delete namespace-wide Locks instead";
+
+/// The webhook's refusal of a delete whose namespace it cannot read.
+pub fn namespace_lock_lookup_failed(namespace: &str, why: &str) -> String {
+    format!(
+        "cannot tell whether namespace {namespace} holds namespace-wide Locks: {why}; the delete is refused until it can be checked"
+    )
+}
+
+/// A namespace-wide Lock's `Ready` message while it protects.
+pub fn lock_protecting_namespace(namespace: &str) -> String {
+    format!("protecting every enforceable object in namespace {namespace}")
+}
+
+/// `InvalidTarget`: a Lock on its own Namespace while namespace-wide Locks
+/// are not enabled, with how a platform team enables them.
+pub fn namespace_locks_disabled(namespace: &str) -> String {
+    format!(
+        "namespace-wide Locks are not enabled: a Lock on Namespace {namespace} would protect every enforceable object in it; to allow it, start the lock-controller with --namespace-locks and install the guard's namespace rules (Helm value lockGuard.namespaceLocks=true)"
+    )
+}
+
+/// `InvalidTarget`: a Lock on a Namespace other than its own.
+pub fn namespace_lock_other_namespace(target: &str, namespace: &str) -> String {
+    format!(
+        "a Lock on a Namespace protects its own namespace only: targetRef.name is {target}, the Lock is in namespace {namespace}"
+    )
+}
+
+/// The note of the Normal Event on a namespace-wide Lock whose name was
+/// written into its Namespace's `core.navique.com/namespace-locked`.
+pub fn namespace_lock_stamped(namespace: &str) -> String {
+    format!(
+        "stamped Namespace {namespace} with core.navique.com/namespace-locked: deleting its enforceable objects is denied"
+    )
+}
+
+/// The note of the Normal Event on a namespace-wide Lock whose name was
+/// taken off its Namespace; `remaining` still protect the namespace.
+pub fn namespace_lock_cleared(namespace: &str, remaining: &[&str]) -> String {
+    if remaining.is_empty() {
+        format!(
+            "cleared core.navique.com/namespace-locked from Namespace {namespace}: no namespace-wide Lock protects its objects now"
+        )
+    } else {
+        format!(
+            "took this Lock off core.navique.com/namespace-locked of Namespace {namespace}: Lock(s) [{}] still protect its objects",
+            remaining.join(", ")
+        )
+    }
+}
+
 /// Refusal of a restore from a ServiceBackup of another namespace.
 pub fn restore_from_another_project(namespace: &str) -> String {
     format!(

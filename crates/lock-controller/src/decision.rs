@@ -20,6 +20,8 @@ use navique_api::core::{Lock, LockStatus, TargetRef};
 use navique_api::{messages, names};
 use serde_json::{Map, Value, json};
 
+use crate::namespace_wide;
+
 /// The kind of a Lock, which no Lock may protect.
 const LOCK_KIND: &str = "Lock";
 
@@ -88,6 +90,9 @@ pub struct Enforceable {
     pub groups: Vec<String>,
     /// Group to plural resource names; a group absent here: all of its.
     pub resources: BTreeMap<String, BTreeSet<String>>,
+    /// Whether a Lock on its own Namespace protects every enforceable
+    /// object in it (`--namespace-locks`; see [`namespace_wide`]).
+    pub namespace_locks: bool,
 }
 
 impl Enforceable {
@@ -96,6 +101,7 @@ impl Enforceable {
         Self {
             groups,
             resources: BTreeMap::new(),
+            namespace_locks: false,
         }
     }
 
@@ -259,15 +265,15 @@ pub fn is_active(lock: &Lock) -> bool {
     !is_deleting(lock) && lock.status.as_ref().is_some_and(|s| s.active)
 }
 
-fn all(locks: &[Arc<Lock>]) -> impl Iterator<Item = &Lock> {
+pub(crate) fn all(locks: &[Arc<Lock>]) -> impl Iterator<Item = &Lock> {
     locks.iter().map(|lock| &**lock)
 }
 
-fn name(lock: &Lock) -> &str {
+pub(crate) fn name(lock: &Lock) -> &str {
     lock.metadata.name.as_deref().unwrap_or_default()
 }
 
-fn namespace(lock: &Lock) -> &str {
+pub(crate) fn namespace(lock: &Lock) -> &str {
     lock.metadata.namespace.as_deref().unwrap_or_default()
 }
 
@@ -602,6 +608,11 @@ impl<K: Hash + Eq> StateCounts<K> {
 fn ready_of(lock: &Lock, outcome: &Outcome) -> (bool, &'static str, String) {
     let target = &lock.spec.target_ref;
     match outcome {
+        Outcome::Protecting if namespace_wide::is_namespace_target(target) => (
+            true,
+            reasons::PROTECTING,
+            messages::lock_protecting_namespace(namespace(lock)),
+        ),
         Outcome::Protecting => (
             true,
             reasons::PROTECTING,
@@ -657,6 +668,24 @@ pub fn stamp_events(
     before: Option<&str>,
     after: Option<&str>,
 ) -> Vec<(String, LockEvent)> {
+    marker_events(
+        before,
+        after,
+        || messages::lock_target_stamped(kind, name),
+        |remaining| messages::lock_target_cleared(kind, name, remaining),
+    )
+}
+
+/// The Events a change of a marker listing Lock names from `before` to
+/// `after` calls for: `TargetStamped` (note `stamped()`) on each name
+/// added, `TargetCleared` (note `cleared(remaining names)`) on each that
+/// left.
+pub fn marker_events(
+    before: Option<&str>,
+    after: Option<&str>,
+    stamped: impl Fn() -> String,
+    cleared: impl Fn(&[&str]) -> String,
+) -> Vec<(String, LockEvent)> {
     let split = |locked: Option<&str>| -> BTreeSet<String> {
         locked
             .unwrap_or_default()
@@ -671,7 +700,7 @@ pub fn stamp_events(
         let event = LockEvent {
             warning: false,
             reason: events::TARGET_STAMPED,
-            note: messages::lock_target_stamped(kind, name),
+            note: stamped(),
         };
         (lock.clone(), event)
     });
@@ -679,7 +708,7 @@ pub fn stamp_events(
         let event = LockEvent {
             warning: false,
             reason: events::TARGET_CLEARED,
-            note: messages::lock_target_cleared(kind, name, &remaining),
+            note: cleared(&remaining),
         };
         (lock.clone(), event)
     });
@@ -978,6 +1007,7 @@ mod tests {
                 String::new(),
                 BTreeSet::from(["persistentvolumeclaims".to_owned(), "secrets".to_owned()]),
             )]),
+            namespace_locks: false,
         });
         catalog.add(
             served("", "v1", "PersistentVolumeClaim", "persistentvolumeclaims"),

@@ -8,11 +8,12 @@
 //! `decision` holds the rules as pure functions, `reconcile` the kube-rs
 //! controller, `watches` discovery and what wakes a Lock besides itself, `index` which
 //! Locks point at an object, `superseded` the Lock versions already written
-//! over.
+//! over, `namespace_wide` the Locks on their own Namespace (opt-in).
 #![forbid(unsafe_code)]
 
 mod decision;
 mod index;
+mod namespace_wide;
 mod reconcile;
 mod superseded;
 mod watches;
@@ -61,6 +62,22 @@ pub struct Args {
         value_name = "GROUP/RESOURCE"
     )]
     pub enforceable_resources: Vec<(String, String)>,
+
+    /// Let a Lock whose target is its own Namespace (apiVersion v1, kind
+    /// Namespace) protect every enforceable object in it, through the
+    /// Namespace's core.navique.com/namespace-locked annotation; the guard
+    /// must be installed for it (Helm value lockGuard.namespaceLocks). Off,
+    /// such a Lock is InvalidTarget, saying how to turn this on.
+    #[arg(
+        long,
+        env = "NAVIQUE_NAMESPACE_LOCKS",
+        default_value_t = false,
+        action = clap::ArgAction::Set,
+        num_args = 0..=1,
+        default_missing_value = "true",
+        value_name = "BOOL"
+    )]
+    pub namespace_locks: bool,
 }
 
 /// `<group>/<plural>`, the group as [`parse_group`] reads it.
@@ -90,6 +107,7 @@ impl Args {
         let mut seen = std::collections::HashSet::new();
         groups.retain(|group| seen.insert(group.clone()));
         let mut enforceable = Enforceable::groups(groups);
+        enforceable.namespace_locks = self.namespace_locks;
         for (group, resource) in &self.enforceable_resources {
             if !enforceable.groups.contains(group) {
                 return Err(format!(
@@ -208,6 +226,22 @@ mod tests {
             error.contains("\"secrets\" is not <group>/<resource>"),
             "{error}"
         );
+    }
+
+    #[test]
+    fn namespace_locks_are_off_unless_asked_for() {
+        let enforceable = |args: &[&str]| {
+            Args::try_parse_from([&["lock-controller"], args].concat())
+                .unwrap()
+                .enforceable()
+                .unwrap()
+                .namespace_locks
+        };
+        assert!(!enforceable(&[]));
+        assert!(enforceable(&["--namespace-locks"]));
+        assert!(enforceable(&["--namespace-locks=true"]));
+        assert!(!enforceable(&["--namespace-locks=false"]));
+        assert!(Args::try_parse_from(["lock-controller", "--namespace-locks=yes"]).is_err());
     }
 
     #[test]

@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use std::convert::Infallible;
 use std::fmt::Debug;
 use std::future::Future;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -39,6 +39,7 @@ use crate::decision::{
     StateCounts, Target,
 };
 use crate::index::LockIndex;
+use crate::namespace_wide;
 use crate::superseded::{self, Superseded};
 use crate::watches::{self, TargetMeta, Triggers, Views};
 
@@ -449,6 +450,29 @@ impl Context {
     async fn stamp_own_target(&self, lock: &Lock) -> Result<Stamped, Error> {
         let namespace = lock.namespace().ok_or(Error::Unnamed)?;
         let catalog = self.views.catalog();
+        let enabled = catalog.enforceable().namespace_locks;
+        match namespace_wide::classify(lock, enabled) {
+            namespace_wide::Verdict::NotNamespaceWide => {}
+            namespace_wide::Verdict::Invalid(message) => {
+                return Ok(Stamped {
+                    outcome: Outcome::InvalidTarget(message),
+                    kind: None,
+                    events: Vec::new(),
+                });
+            }
+            namespace_wide::Verdict::Valid => {
+                let (found, events) = self.stamp_namespace_wide(&namespace).await?;
+                return Ok(Stamped {
+                    outcome: if found {
+                        Outcome::Protecting
+                    } else {
+                        Outcome::MissingReference
+                    },
+                    kind: None,
+                    events,
+                });
+            }
+        }
         match decision::classify(&lock.spec.target_ref, &catalog) {
             Classification::Invalid(message) => Ok(Stamped {
                 outcome: Outcome::InvalidTarget(message),
@@ -484,7 +508,96 @@ impl Context {
                 let locks = self.index.in_namespace(&namespace);
                 self.stamp_namespace(&namespace, decision::namespace_stamp(&namespace, &locks))
             })
-            .await
+            .await?;
+        // Any Lock repairs a namespace-wide marker that is not what it
+        // should be (a valid namespace-wide Lock did so with its own stamp;
+        // an invalid one, say after --namespace-locks was turned off,
+        // clears what it had stamped here).
+        let enabled = self.views.catalog().enforceable().namespace_locks;
+        if namespace_wide::classify(lock, enabled) != namespace_wide::Verdict::Valid {
+            let wanted = namespace_wide::Markers::wanted(
+                namespace_wide::stamp(&namespace, &self.namespace_wide_locks(&namespace), enabled)
+                    .as_ref(),
+            );
+            let cached = self.views.namespaces.get(&ObjectRef::new(&namespace));
+            if cached.is_some_and(|ns| namespace_wide::Markers::of(&ns.metadata) != wanted) {
+                let (_, events) = self.stamp_namespace_wide(&namespace).await?;
+                self.record_all(events).await;
+            }
+        }
+        Ok(())
+    }
+
+    /// The Locks of `namespace` that may be namespace-wide: those whose
+    /// target has the namespace's name.
+    fn namespace_wide_locks(&self, namespace: &str) -> Vec<Arc<Lock>> {
+        self.index.pointing_at(namespace, namespace)
+    }
+
+    /// Brings Namespace `namespace`'s namespace-wide marker to what its
+    /// namespace-wide Locks call for, read from the API server rather than
+    /// the watch, which may not show the last write yet. Whether the
+    /// Namespace exists, and the Events on the Locks whose names were added
+    /// or taken off. Coalesced, so that a write computed from an older view
+    /// of the Locks never lands after a newer one.
+    async fn stamp_namespace_wide(&self, namespace: &str) -> Result<(bool, StampEvents), Error> {
+        let found = AtomicBool::new(true);
+        let events = Mutex::new(Vec::new());
+        self.shared
+            .write(&format!("namespace-wide {namespace}"), || async {
+                let api = Api::<Namespace>::all(self.client.clone());
+                let stamp_error = |source| Error::StampNamespace {
+                    name: namespace.to_owned(),
+                    source,
+                };
+                let Some(current) = api.get_metadata_opt(namespace).await.map_err(stamp_error)?
+                else {
+                    found.store(false, Ordering::SeqCst);
+                    return Ok(());
+                };
+                let locks = self.namespace_wide_locks(namespace);
+                let enabled = self.views.catalog().enforceable().namespace_locks;
+                let stamp = namespace_wide::stamp(namespace, &locks, enabled);
+                let before = namespace_wide::Markers::of(&current.metadata);
+                let wanted = namespace_wide::Markers::wanted(stamp.as_ref());
+                if before == wanted {
+                    return Ok(());
+                }
+                let params = PatchParams {
+                    field_manager: Some(MANAGER.to_owned()),
+                    ..PatchParams::default()
+                };
+                api.patch_metadata(
+                    namespace,
+                    &params,
+                    &Patch::Merge(namespace_wide::patch(&wanted)),
+                )
+                .await
+                .map_err(stamp_error)?;
+                tracing::info!(
+                    namespace,
+                    locked = wanted.locked.as_deref().unwrap_or(""),
+                    "stamped namespace-wide marker"
+                );
+                let changed = namespace_wide::stamp_events(
+                    namespace,
+                    before.locked.as_deref(),
+                    wanted.locked.as_deref(),
+                );
+                let mut events = events.lock().unwrap_or_else(|e| e.into_inner());
+                for (lock_name, event) in changed {
+                    if let Some(named) = locks
+                        .iter()
+                        .find(|l| l.metadata.name.as_deref() == Some(lock_name.as_str()))
+                    {
+                        events.push((named.clone(), event));
+                    }
+                }
+                Ok(())
+            })
+            .await?;
+        let events = events.into_inner().unwrap_or_else(|e| e.into_inner());
+        Ok((found.into_inner(), events))
     }
 
     /// The target's metadata from its kind's watch. From the API server

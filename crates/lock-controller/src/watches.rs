@@ -29,6 +29,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::decision::{self, Catalog, Enforceable, GroupKind, ServedKind, Target};
 use crate::index::LockIndex;
+use crate::namespace_wide;
 
 type Wake = mpsc::Sender<ObjectRef<Lock>>;
 type NamespaceMeta = PartialObjectMeta<Namespace>;
@@ -255,6 +256,9 @@ impl Watches {
             Ok(Event::Apply(namespace) | Event::InitApply(namespace)) => {
                 let locks = self.index.in_namespace(&namespace.name_any());
                 let woken = decision::lock_woken_by_namespace(&namespace.metadata, &locks);
+                self.send(woken).await;
+                let enabled = self.catalog.borrow().enforceable().namespace_locks;
+                let woken = namespace_wide::lock_woken(&namespace.metadata, &locks, enabled);
                 self.send(woken).await;
             }
             Ok(_) => {}

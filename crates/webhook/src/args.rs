@@ -246,6 +246,18 @@ pub struct LockGuardArgs {
         value_name = "USER"
     )]
     pub lock_controller_username: String,
+
+    /// Deny deleting any object sent here whose Namespace carries
+    /// core.navique.com/namespace-locked (namespace-wide Locks), read from
+    /// the Namespace cache; refused while the cache cannot tell.
+    #[arg(
+        long,
+        env = "NAVIQUE_WEBHOOK_NAMESPACE_LOCKS",
+        default_value_t = false,
+        action = clap::ArgAction::Set,
+        value_name = "BOOL"
+    )]
+    pub namespace_locks: bool,
 }
 
 impl From<&LockGuardArgs> for LockGuard {
@@ -303,6 +315,10 @@ mod tests {
         assert_eq!(args.server.listen_addr.to_string(), "0.0.0.0:8443");
         assert_eq!(args.server.certificate_files(), None);
         assert_eq!(args.server.reload_interval(), Duration::from_secs(10));
+        assert!(
+            !args.lock_guard.namespace_locks,
+            "namespace-wide Locks are opt-in"
+        );
         assert_eq!(
             LockGuard::from(&args.lock_guard),
             LockGuard {

@@ -67,6 +67,21 @@ impl ClusterCache {
     }
 }
 
+impl ClusterCache {
+    /// The annotations of Namespace `namespace`; `None` when it is not in
+    /// the cache.
+    pub fn namespace_annotations(
+        &self,
+        namespace: &str,
+    ) -> Result<Option<std::collections::BTreeMap<String, String>>, Unavailable> {
+        self.check_synced()?;
+        Ok(self
+            .namespaces
+            .get(&ObjectRef::new(namespace))
+            .map(|ns| ns.meta().annotations.clone().unwrap_or_default()))
+    }
+}
+
 impl Cluster for ClusterCache {
     fn namespace_terminating(&self, namespace: &str) -> Result<bool, Unavailable> {
         self.check_synced()?;

@@ -14,6 +14,7 @@ pub mod cluster;
 mod error;
 pub mod locks;
 pub mod metrics;
+pub mod namespace_locks;
 pub mod review;
 pub mod self_managed_tls;
 pub mod server;
@@ -118,7 +119,7 @@ async fn serve(component: &mut Component, args: &Args, tls: Tls) -> Result<(), E
     let routes = vec![
         Route {
             path: locks::PATH,
-            validator: Arc::new(LockGuard::from(&args.lock_guard)),
+            validator: lock_guard(&args.lock_guard, cache.clone()),
         },
         Route {
             path: services::PATH,
@@ -146,6 +147,19 @@ async fn serve(component: &mut Component, args: &Args, tls: Tls) -> Result<(), E
         tracing::warn!(error = %e, "the admission server task failed");
     }
     outcome
+}
+
+/// The Lock guard; with `--namespace-locks`, reading Namespaces from `cache`.
+fn lock_guard(args: &LockGuardArgs, cache: Arc<ClusterCache>) -> Arc<dyn review::Validator> {
+    let guard = LockGuard::from(args);
+    if args.namespace_locks {
+        Arc::new(namespace_locks::NamespaceLockGuard {
+            guard,
+            namespaces: cache,
+        })
+    } else {
+        Arc::new(guard)
+    }
 }
 
 /// Connects unless `client` is given, starts the caches' watches if any,

@@ -10,7 +10,10 @@
 //! - the lock markers (the `core.navique.com/locked` annotation and label and
 //!   the `core.navique.com/lock-reasons` annotation) are written by the
 //!   lock-controller only: anyone else adding, editing or removing one is
-//!   denied, or a user could unlock an object without deleting its Lock.
+//!   denied, or a user could unlock an object without deleting its Lock;
+//!   so are the namespace-wide markers (`core.navique.com/namespace-locked`
+//!   and `core.navique.com/namespace-lock-reasons`, on Namespaces), whose
+//!   deletes [`crate::namespace_locks`] enforces.
 //!
 //! Everything else is allowed, updates of locked objects included: a Lock
 //! prevents deletion, not change. Which kinds are sent here is the webhook
@@ -91,12 +94,27 @@ impl LockGuard {
         };
         // A marker set to "" counts as present: adding an empty marker is a
         // change too.
-        if markers(Some(object)) == markers(request.old_object.as_ref()) {
-            Decision::Allow
-        } else {
+        if markers(Some(object)) != markers(request.old_object.as_ref()) {
             Decision::Deny(messages::LOCK_MARKER_PROTECTED.to_owned())
+        } else if namespace_markers(Some(object)) != namespace_markers(request.old_object.as_ref())
+        {
+            Decision::Deny(messages::NAMESPACE_LOCK_MARKER_PROTECTED.to_owned())
+        } else {
+            Decision::Allow
         }
     }
+}
+
+/// The namespace-wide lock markers (meaningful on Namespaces only, and
+/// guarded wherever they appear).
+fn namespace_markers(object: Option<&DynamicObject>) -> [Option<&str>; 2] {
+    let Some(object) = object else {
+        return [None; 2];
+    };
+    [
+        annotation(object, annotations::NAMESPACE_LOCKED),
+        annotation(object, annotations::NAMESPACE_LOCK_REASONS),
+    ]
 }
 
 /// The lock markers of an object (all absent for no object, as on create).
@@ -350,6 +368,44 @@ mod tests {
             });
             assert_eq!(decision, denied(messages::LOCK_MARKER_PROTECTED), "{shown}");
         }
+    }
+
+    #[test]
+    fn a_user_changing_a_namespace_wide_marker_is_denied() {
+        for key in [
+            "core.navique.com/namespace-locked",
+            "core.navique.com/namespace-lock-reasons",
+        ] {
+            // Adding one (faking a namespace-wide Lock) and removing one
+            // (lifting it without deleting the Lock).
+            let added = decide_with(&guard(), "update-locked-stack-spec", |r| {
+                r["request"]["object"]["metadata"]["annotations"][key] = json!("fake");
+            });
+            assert_eq!(
+                added,
+                denied(messages::NAMESPACE_LOCK_MARKER_PROTECTED),
+                "{key}"
+            );
+            let removed = decide_with(&guard(), "update-locked-stack-spec", |r| {
+                r["request"]["oldObject"]["metadata"]["annotations"][key] = json!("freeze");
+            });
+            assert_eq!(
+                removed,
+                denied(messages::NAMESPACE_LOCK_MARKER_PROTECTED),
+                "{key}"
+            );
+        }
+        assert_eq!(
+            messages::NAMESPACE_LOCK_MARKER_PROTECTED,
+            "the core.navique.com/namespace-locked and core.navique.com/namespace-lock-reasons annotations are managed by the lock-controller; create or delete namespace-wide Locks instead"
+        );
+        // The lock-controller may.
+        let decision = decide_with(&guard(), "update-locked-stack-spec", |r| {
+            r["request"]["userInfo"]["username"] = json!(LOCK_CONTROLLER);
+            r["request"]["object"]["metadata"]["annotations"]["core.navique.com/namespace-locked"] =
+                json!("freeze");
+        });
+        assert_eq!(decision, Decision::Allow);
     }
 
     #[test]

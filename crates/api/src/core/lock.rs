@@ -61,7 +61,10 @@ pub struct TargetRef {
     /// Kind of the protected object, e.g. `Stack` or `ManagedService`.
     #[schemars(length(min = 1, max = 63), regex(pattern = crate::names::KIND_PATTERN))]
     pub kind: String,
-    /// Name of the protected object, in the Lock's namespace.
+    /// Name of the protected object, in the Lock's namespace. A Lock on
+    /// its own Namespace (`apiVersion: v1`, `kind: Namespace`, this name the
+    /// Lock's namespace) protects every enforceable object in it, where the
+    /// platform team enabled namespace-wide Locks.
     #[schemars(length(min = 1, max = 253), regex(pattern = crate::names::OBJECT_NAME_PATTERN))]
     pub name: String,
 }

@@ -434,3 +434,119 @@ fn resource_rules_match_subresources_exclusions_and_old_labels() {
         &attributes
     ));
 }
+
+/// A policy that denies deletes in a namespace whose Namespace carries
+/// `core.navique.com/namespace-locked`, read from `namespaceObject`, as the
+/// chart's namespace-wide Lock guard does.
+fn namespace_lock_policy() -> Value {
+    policy(
+        "namespace-locks",
+        json!({
+            "failurePolicy": "Fail",
+            "variables": [{
+                "name": "locked",
+                "expression": "namespaceObject == null ? 'no namespace' : has(namespaceObject.metadata.annotations) && 'core.navique.com/namespace-locked' in namespaceObject.metadata.annotations ? namespaceObject.metadata.annotations['core.navique.com/namespace-locked'] : ''",
+            }],
+            "validations": [{
+                "expression": "variables.locked == ''",
+                "reason": "Forbidden",
+                "messageExpression": "'locked by ' + variables.locked",
+            }],
+        }),
+    )
+}
+
+fn run_in(namespace: Option<&Value>, attributes: &Attributes) -> Verdict {
+    let mut policy = namespace_lock_policy();
+    // Every kind the tests send: ConfigMaps, Namespaces, CRDs.
+    policy["spec"]["matchConstraints"]["resourceRules"] = json!([{
+        "apiGroups": ["*"], "apiVersions": ["*"], "operations": ["DELETE"], "resources": ["*"],
+    }]);
+    let ctx = PolicyContext {
+        policies: &[policy],
+        bindings: &[binding("b", "namespace-locks", json!({}))],
+        namespace_object: namespace,
+        params: &no_params,
+    };
+    evaluate(&ctx, attributes)
+}
+
+#[test]
+fn namespace_object_carries_the_namespace_annotations() {
+    let stamped = json!({"metadata": {
+        "name": "team-a",
+        "annotations": {"core.navique.com/namespace-locked": "freeze"},
+        "managedFields": [{"manager": "lock-controller"}],
+    }});
+    assert_eq!(
+        run_in(Some(&stamped), &unlocked()).denial,
+        denial(
+            403,
+            "Forbidden",
+            "ValidatingAdmissionPolicy 'namespace-locks' with binding 'b' denied request: locked by freeze"
+        )
+    );
+    let plain = json!({"metadata": {"name": "team-a", "labels": {"env": "prod"}}});
+    assert_eq!(run_in(Some(&plain), &unlocked()), Verdict::default());
+}
+
+#[test]
+fn namespace_object_keeps_only_what_kube_apiserver_keeps() {
+    let namespace = json!({
+        "apiVersion": "v1",
+        "kind": "Namespace",
+        "metadata": {
+            "name": "team-a",
+            "annotations": {"a": "b"},
+            "managedFields": [{"manager": "x"}],
+            "ownerReferences": [{"name": "y"}],
+        },
+        "spec": {"finalizers": ["kubernetes"]},
+        "status": {"phase": "Active"},
+    });
+    assert_eq!(
+        cel_namespace(&unlocked(), Some(&namespace)),
+        Some(json!({
+            "metadata": {"name": "team-a", "annotations": {"a": "b"}},
+            "spec": {"finalizers": ["kubernetes"]},
+            "status": {"phase": "Active"},
+        }))
+    );
+}
+
+#[test]
+fn namespace_object_is_null_for_namespaces_and_cluster_scoped_objects() {
+    // kube-apiserver: "The value is null for cluster-scoped resources", a
+    // Namespace included (its request has no namespace).
+    let stamped = json!({"metadata": {
+        "name": "team-a",
+        "annotations": {"core.navique.com/namespace-locked": "freeze"},
+    }});
+    let mut namespace_delete = unlocked();
+    namespace_delete.kind.name = "Namespace".into();
+    namespace_delete.resource.name = "namespaces".into();
+    namespace_delete.name = "team-a".into();
+    namespace_delete.namespace = String::new();
+    let mut crd_delete = unlocked();
+    crd_delete.kind = crate::attributes::GroupVersion {
+        group: "apiextensions.k8s.io".into(),
+        version: "v1".into(),
+        name: "CustomResourceDefinition".into(),
+    };
+    crd_delete.namespace = String::new();
+    for attributes in [&namespace_delete, &crd_delete] {
+        assert_eq!(cel_namespace(attributes, Some(&stamped)), None);
+        assert_eq!(
+            run_in(Some(&stamped), attributes).denial,
+            denial(
+                403,
+                "Forbidden",
+                "ValidatingAdmissionPolicy 'namespace-locks' with binding 'b' denied request: locked by no namespace"
+            )
+        );
+    }
+    // Even a Namespace request that names a namespace (kube-apiserver sets
+    // none for Namespaces) sees null.
+    namespace_delete.namespace = "team-a".into();
+    assert_eq!(cel_namespace(&namespace_delete, Some(&stamped)), None);
+}
