@@ -511,16 +511,24 @@ pub enum LockState {
     Active,
     Invalid,
     Missing,
+    /// A break-glass suspension is in effect (`crate::suspension`).
+    Suspended,
 }
 
 impl LockState {
-    pub const ALL: [LockState; 3] = [LockState::Active, LockState::Invalid, LockState::Missing];
+    pub const ALL: [LockState; 4] = [
+        LockState::Active,
+        LockState::Invalid,
+        LockState::Missing,
+        LockState::Suspended,
+    ];
 
     pub fn label(self) -> &'static str {
         match self {
             LockState::Active => "active",
             LockState::Invalid => "invalid",
             LockState::Missing => "missing",
+            LockState::Suspended => "suspended",
         }
     }
 }
@@ -682,6 +690,7 @@ pub fn lock_status(lock: &Lock, outcome: &Outcome, now: Timestamp) -> Option<Loc
         reason: lock.spec.reason.clone(),
         observed_generation: generation,
         conditions: current.conditions.clone(),
+        suspension: current.suspension.clone(),
     };
     conditions::upsert(
         &mut next.conditions,
