@@ -8,6 +8,7 @@ mod admission;
 mod aggregation;
 mod apply;
 mod attributes;
+mod authorizer;
 mod auth;
 mod cel;
 mod crds;
