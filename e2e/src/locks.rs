@@ -72,7 +72,12 @@ impl LockEnv {
             }
             GuardMode::Policy => {
                 let guard = helm_template(
-                    &[chart, &["--show-only", "templates/lock-guard-policy.yaml"]].concat(),
+                    &[
+                        chart,
+                        &["--show-only", "templates/lock-guard-policy.yaml"],
+                        &["--show-only", "templates/lock-suspension-policy.yaml"],
+                    ]
+                    .concat(),
                 );
                 cluster.kubectl_in(&["apply", "-f", "-"], Some(&guard));
                 None
@@ -115,13 +120,16 @@ impl LockEnv {
             "--lease-grace",
             "2",
         ];
-        // What the chart tells the controller may be locked.
+        // What the chart tells the controller may be locked, and for how
+        // long a Lock may be suspended.
         let deployment =
             helm_template(&[chart, &["--show-only", "templates/lock-controller.yaml"]].concat());
         let enforceable: Vec<&str> = deployment
             .lines()
             .filter_map(|line| line.trim().strip_prefix("- "))
-            .filter(|flag| flag.starts_with("--enforceable-"))
+            .filter(|flag| {
+                flag.starts_with("--enforceable-") || flag.starts_with("--max-suspension")
+            })
             .collect();
         args.extend(&enforceable);
         let controller = Process::spawn_tied("lock-controller", &args);

@@ -206,7 +206,7 @@ pub const SUSPENDED_UNTIL_FORMAT: &str =
 
 /// The refusal of a suspension whose until is missing or not a UTC time.
 pub fn suspended_until_malformed(value: &str) -> String {
-    format!("{SUSPENDED_UNTIL_FORMAT}, not {value:?}")
+    format!("{SUSPENDED_UNTIL_FORMAT}, not \"{value}\"")
 }
 
 /// The refusal of a suspension without a reason.
@@ -216,7 +216,7 @@ pub const SUSPEND_REASON_REQUIRED: &str =
 /// The refusal of a suspension naming someone other than its requester.
 pub fn suspended_by_not_requester(user: &str, value: &str) -> String {
     format!(
-        "core.navique.com/suspended-by must be the user who suspends the Lock, {user}, not {value:?}"
+        "core.navique.com/suspended-by must be the user who suspends the Lock, {user}, not \"{value}\""
     )
 }
 
@@ -248,7 +248,9 @@ pub fn suspension_not_in_future(until: &str, since: &str) -> String {
 
 /// A suspended Lock's Ready message and `LockSuspended` note.
 pub fn lock_suspended(kind: &str, name: &str, until: &str, by: &str, reason: &str) -> String {
-    format!("suspended by {by} until {until} ({reason}): this Lock does not protect {kind} {name} until then")
+    format!(
+        "suspended by {by} until {until} ({reason}): this Lock does not protect {kind} {name} until then"
+    )
 }
 
 /// The `LockResumed` note when the deadline passed.

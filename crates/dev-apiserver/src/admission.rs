@@ -10,8 +10,8 @@ use serde_json::Value;
 
 use crate::attributes::Attributes;
 use crate::authorizer::{Authorize, Check};
-use crate::rbac;
 use crate::policy::{self, PolicyContext};
+use crate::rbac;
 use crate::state::State;
 use crate::status::ApiError;
 use crate::store::Txn;

@@ -442,8 +442,8 @@ impl Context {
         let suspension = suspension::judge(lock, now, &self.limit);
         let stamped = self.stamp_own_target(lock).await?;
         let suspended = suspension::overrides_outcome(suspension.as_ref(), &stamped.outcome);
-        let requeue = suspension::time_left(suspension.as_ref(), now)
-            .map_or(RESYNC, |left| left.min(RESYNC));
+        let requeue =
+            suspension::time_left(suspension.as_ref(), now).map_or(RESYNC, |left| left.min(RESYNC));
         if self
             .write_status(lock, &stamped.outcome, suspension, now)
             .await?

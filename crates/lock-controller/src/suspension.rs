@@ -33,8 +33,8 @@ pub struct Limit {
 impl Limit {
     /// `text` as the API's duration fields read it (`1h`, `90m`, `30s`).
     pub fn parse(text: &str) -> Result<Self, String> {
-        let duration = navique_api::duration::parse("--max-suspension", text)
-            .map_err(|e| e.to_string())?;
+        let duration =
+            navique_api::duration::parse("--max-suspension", text).map_err(|e| e.to_string())?;
         Ok(Self {
             duration,
             text: text.to_owned(),
@@ -116,7 +116,11 @@ pub fn judge(lock: &Lock, now: Timestamp, limit: &Limit) -> Option<LockSuspensio
     }
     let longest = SignedDuration::try_from(limit.duration).unwrap_or(SignedDuration::MAX);
     if until_at.duration_since(since_at) > longest {
-        return refused(messages::suspension_beyond_limit(&until, &limit.text, &since));
+        return refused(messages::suspension_beyond_limit(
+            &until,
+            &limit.text,
+            &since,
+        ));
     }
     if now >= until_at {
         return Some(record(
@@ -166,7 +170,13 @@ pub fn lock_status(
             };
             conditions::upsert(
                 &mut next.conditions,
-                conditions::ready(false, reasons::SUSPENDED, s.message.clone(), generation, now),
+                conditions::ready(
+                    false,
+                    reasons::SUSPENDED,
+                    s.message.clone(),
+                    generation,
+                    now,
+                ),
             );
             next
         }
@@ -319,7 +329,9 @@ mod tests {
         let lock = recorded(lock, NOW);
         assert!(in_effect(&lock, at("2026-12-01T19:29:59Z"), &hour()));
         assert_eq!(
-            judge(&lock, at("2026-12-01T19:29:59Z"), &hour()).unwrap().since,
+            judge(&lock, at("2026-12-01T19:29:59Z"), &hour())
+                .unwrap()
+                .since,
             NOW
         );
     }
@@ -351,13 +363,21 @@ mod tests {
         let lock = recorded(lock, NOW);
         assert!(!in_effect(&lock, at("2026-12-01T19:30:00Z"), &hour()));
         // Exactly the limit is allowed.
-        assert!(in_effect(&suspended("2026-12-01T20:00:00Z"), at(NOW), &hour()));
+        assert!(in_effect(
+            &suspended("2026-12-01T20:00:00Z"),
+            at(NOW),
+            &hour()
+        ));
     }
 
     #[test]
     fn a_lowered_limit_ends_a_suspension_in_effect() {
         let lock = recorded(suspended("2026-12-01T19:50:00Z"), NOW);
-        let judged = judge(&lock, at("2026-12-01T19:10:00Z"), &Limit::parse("30m").unwrap());
+        let judged = judge(
+            &lock,
+            at("2026-12-01T19:10:00Z"),
+            &Limit::parse("30m").unwrap(),
+        );
         assert_eq!(judged.unwrap().state, SuspensionState::Refused);
     }
 

@@ -23,7 +23,13 @@ pub struct Written {
 impl Written {
     /// The suspension annotations among `annotations`.
     pub fn of(annotations: Option<&BTreeMap<String, String>>) -> Self {
-        let get = |key: &str| annotations.and_then(|a| a.get(key)).cloned();
+        // Set to "" counts as not set, as in the policy.
+        let get = |key: &str| {
+            annotations
+                .and_then(|a| a.get(key))
+                .filter(|v| !v.is_empty())
+                .cloned()
+        };
         Self {
             until: get(annotations::SUSPENDED_UNTIL),
             reason: get(annotations::SUSPEND_REASON),
@@ -123,7 +129,10 @@ mod tests {
         let refusal = "alice may not suspend or resume Lock shop/keep: that needs the suspend verb on locks.core.navique.com, which update and delete do not give";
         let new = written("2026-12-01T19:30:00Z", "drill", "alice");
         assert_eq!(admit(ALICE, &new, false).unwrap_err(), refusal);
-        assert_eq!(admit(ALICE, &Written::default(), false).unwrap_err(), refusal);
+        assert_eq!(
+            admit(ALICE, &Written::default(), false).unwrap_err(),
+            refusal
+        );
     }
 
     #[test]
@@ -180,7 +189,10 @@ mod tests {
         let a = written("2026-12-01T19:30:00Z", "drill", "bob");
         assert!(!changes(&a, &a.clone()));
         assert!(changes(&Written::default(), &a));
-        assert!(changes(&a, &written("2026-12-01T19:30:00Z", "other", "bob")));
+        assert!(changes(
+            &a,
+            &written("2026-12-01T19:30:00Z", "other", "bob")
+        ));
     }
 
     #[test]
