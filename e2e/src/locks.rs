@@ -95,6 +95,8 @@ impl LockEnv {
                             &ca_bundle,
                             "--show-only",
                             "templates/lock-guard-webhook.yaml",
+                            "--show-only",
+                            "templates/lock-suspension-webhook.yaml",
                         ],
                     ]
                     .concat(),

@@ -251,3 +251,8 @@ async fn break_glass(mode: GuardMode) {
 async fn a_suspension_lets_a_delete_through_and_ends_by_itself_with_the_policy_guard() {
     break_glass(GuardMode::Policy).await;
 }
+
+#[tokio::test]
+async fn a_suspension_lets_a_delete_through_and_ends_by_itself_with_the_webhook_guard() {
+    break_glass(GuardMode::Webhook).await;
+}
