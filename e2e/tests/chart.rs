@@ -429,9 +429,18 @@ fn the_lock_guard_renders_as_policies_as_a_webhook_or_not_at_all() {
     };
 
     let objects = render(&[]);
-    // Four guards (delete, CRDs, namespaces, marker) and the Lock target
-    // warning, each with its binding.
-    assert_eq!(policies(&objects), 10);
+    // Four guards (delete, CRDs, namespaces, marker), the Lock target
+    // warning and the break-glass rule, each with its binding.
+    assert_eq!(policies(&objects), 12);
+    let suspension = find(
+        &objects,
+        "ValidatingAdmissionPolicyBinding",
+        "navique-lock-suspension",
+    );
+    assert_eq!(
+        suspension["spec"]["validationActions"][0].as_str(),
+        Some("Deny")
+    );
     let warning = find(
         &objects,
         "ValidatingAdmissionPolicyBinding",
@@ -454,13 +463,25 @@ fn the_lock_guard_renders_as_policies_as_a_webhook_or_not_at_all() {
     let objects = render(&["--set", "lockGuard.mode=webhook"]);
     assert_eq!(policies(&objects), 0);
     assert!(guard_webhook(&objects));
-    // The self-managed CA keeps the guard's bundle current too.
+    find(
+        &objects,
+        "ValidatingWebhookConfiguration",
+        "navique-lock-suspension",
+    );
+    // The self-managed CA keeps the guard's bundles current too.
     let webhook = rules_of(find(&objects, "ClusterRole", "navique-webhook"));
     assert!(webhook.contains(&rule(
         &["admissionregistration.k8s.io"],
         &["validatingwebhookconfigurations"],
-        &["navique-services", "navique-lock-guard"],
+        &["navique-services", "navique-lock-guard", "navique-lock-suspension"],
         &["get", "patch"],
+    )));
+    // Break-glass: whether a suspender holds the suspend verb.
+    assert!(webhook.contains(&rule(
+        &["authorization.k8s.io"],
+        &["subjectaccessreviews"],
+        &[],
+        &["create"],
     )));
 }
 
@@ -509,7 +530,7 @@ fn webhook_configurations_exclude_the_release_namespace() {
             assert_eq!(hook["clientConfig"]["service"]["port"], 443);
         }
     }
-    assert_eq!(hooks, 4);
+    assert_eq!(hooks, 5);
 }
 
 #[test]
