@@ -51,6 +51,7 @@ pub mod events;
 pub mod locks;
 pub mod render;
 pub mod resources;
+pub mod suspend;
 pub mod ui;
 
 mod error;

@@ -3,6 +3,7 @@
 mod approvals;
 mod approve;
 mod locks;
+mod suspend;
 mod ui;
 mod watch;
 
@@ -25,10 +26,12 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
         Command::Approvals(_) => approvals::run(&session).await,
         Command::Approve(args) => approve::run(&session, args).await,
         Command::Ui(args) => ui::run(&session, args).await,
+        Command::Suspend(args) => suspend::suspend(&session, args).await,
+        Command::Resume(args) => suspend::resume(&session, args).await,
     };
     // The CRD each command lists first.
     let crd = match &cli.command {
-        Command::Locks => "locks.core.navique.com",
+        Command::Locks | Command::Suspend(_) | Command::Resume(_) => "locks.core.navique.com",
         _ => "stacks.core.navique.com",
     };
     outcome.map_err(|error| {
