@@ -473,7 +473,11 @@ fn the_lock_guard_renders_as_policies_as_a_webhook_or_not_at_all() {
     assert!(webhook.contains(&rule(
         &["admissionregistration.k8s.io"],
         &["validatingwebhookconfigurations"],
-        &["navique-services", "navique-lock-guard", "navique-lock-suspension"],
+        &[
+            "navique-services",
+            "navique-lock-guard",
+            "navique-lock-suspension"
+        ],
         &["get", "patch"],
     )));
     // Break-glass: whether a suspender holds the suspend verb.

@@ -11,6 +11,7 @@ use std::time::Duration;
 use k8s_openapi::jiff::Timestamp;
 use navique_e2e::eventually;
 use navique_e2e::locks::{GuardMode, LockEnv, lock, stack};
+use navique_e2e::plugin::kubectl_navique;
 
 const CHART: &[&str] = &["--set", "lockGuard.maxSuspension=20s"];
 const WAIT: Duration = Duration::from_secs(30);
@@ -245,6 +246,51 @@ async fn break_glass(mode: GuardMode) {
         .success()
     );
     assert_eq!(env.lock_field(&ns, "keep", "{.status.active}"), "true");
+
+    // The plugin computes the deadline and names the user the API server
+    // authenticates; resuming early ends the suspension.
+    k.add_user("oncall", &[]);
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = k.kubeconfig_for("oncall-token", dir.path());
+    let plugin = |args: &[&str]| {
+        let run = kubectl_navique(k, &kubeconfig, args);
+        assert_eq!(run.code, Some(0), "{args:?}: {}", run.stderr);
+        run.stdout
+    };
+    let out = plugin(&[
+        "suspend",
+        "keep",
+        "--for",
+        "15s",
+        "--reason",
+        "second drill",
+        "-n",
+        &ns,
+    ]);
+    assert!(
+        out.starts_with("lock.core.navique.com/keep suspended by oncall until ")
+            && out.ends_with(&format!(
+                " (second drill); `kubectl get lock keep -n {ns}` shows when it takes effect\n"
+            )),
+        "{out}"
+    );
+    env.until_lock(&ns, "keep", false, "Suspended").await;
+    assert_eq!(env.marker(&["stack", "storefront", "-n", &ns]), "");
+    assert_eq!(
+        plugin(&["resume", "keep", "-n", &ns]),
+        format!(
+            "lock.core.navique.com/keep resumed; `kubectl get lock keep -n {ns}` shows when it protects again\n"
+        )
+    );
+    env.until_lock(&ns, "keep", true, "Protecting").await;
+    assert_eq!(env.marker(&["stack", "storefront", "-n", &ns]), "keep");
+    let resumed = k.event_messages(&ns, "LockResumed");
+    assert!(
+        resumed.ends_with(
+            "Normal the suspension by oncall was lifted before its deadline: protecting Stack storefront again\n"
+        ),
+        "{resumed}"
+    );
 }
 
 #[tokio::test]

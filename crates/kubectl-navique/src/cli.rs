@@ -262,7 +262,10 @@ mod tests {
 
     #[test]
     fn suspend_takes_a_lock_a_length_and_a_reason() {
-        let cli = parse(&["suspend", "keep", "--for", "30m", "--reason", "drill", "-n", "shop"]).unwrap();
+        let cli = parse(&[
+            "suspend", "keep", "--for", "30m", "--reason", "drill", "-n", "shop",
+        ])
+        .unwrap();
         assert_eq!(
             cli.command,
             Command::Suspend(SuspendArgs {
@@ -275,10 +278,15 @@ mod tests {
         let error = parse(&["suspend", "keep", "--for", "soon", "--reason", "x"])
             .unwrap_err()
             .to_string();
-        assert!(error.contains("--for: \"soon\" is not a duration"), "{error}");
+        assert!(
+            error.contains("--for: \"soon\" is not a duration"),
+            "{error}"
+        );
         assert_eq!(
             parse(&["resume", "keep"]).unwrap().command,
-            Command::Resume(ResumeArgs { lock: "keep".into() })
+            Command::Resume(ResumeArgs {
+                lock: "keep".into()
+            })
         );
     }
 

@@ -60,7 +60,10 @@ mod tests {
     #[test]
     fn until_is_utc_to_the_second_and_never_longer_than_asked() {
         let now: Timestamp = "2026-12-01T19:00:00.900Z".parse().unwrap();
-        assert_eq!(until(now, Duration::from_secs(1800)), "2026-12-01T19:30:00Z");
+        assert_eq!(
+            until(now, Duration::from_secs(1800)),
+            "2026-12-01T19:30:00Z"
+        );
         assert!(navique_api::core::suspension::is_utc_time(&until(
             now,
             Duration::from_secs(3600)
@@ -79,6 +82,12 @@ mod tests {
         );
         let annotations = &resume_patch()["metadata"]["annotations"];
         assert_eq!(annotations.as_object().unwrap().len(), 3);
-        assert!(annotations.as_object().unwrap().values().all(Value::is_null));
+        assert!(
+            annotations
+                .as_object()
+                .unwrap()
+                .values()
+                .all(Value::is_null)
+        );
     }
 }

@@ -1791,13 +1791,23 @@ mod tests {
         };
         assert_eq!(
             labelled(&counts),
-            vec![("active", 1), ("invalid", 2), ("missing", 0), ("suspended", 0)]
+            vec![
+                ("active", 1),
+                ("invalid", 2),
+                ("missing", 0),
+                ("suspended", 0)
+            ]
         );
         counts.retain(|lock| *lock != "a");
         assert_eq!(counts.len(), 2);
         assert_eq!(
             labelled(&counts),
-            vec![("active", 1), ("invalid", 1), ("missing", 0), ("suspended", 0)]
+            vec![
+                ("active", 1),
+                ("invalid", 1),
+                ("missing", 0),
+                ("suspended", 0)
+            ]
         );
     }
 }
