@@ -832,6 +832,17 @@ fn each_component_is_granted_exactly_what_it_uses() {
     );
 }
 
+/// Break-glass: the chart's limit is the lock-controller's.
+#[test]
+fn the_suspension_limit_reaches_the_lock_controller() {
+    let args = |set: &[&str]| args_of(&render(set), "lock-controller");
+    assert!(args(&[]).contains(&"--max-suspension=1h".to_owned()));
+    assert!(
+        args(&["--set", "lockGuard.maxSuspension=20m"])
+            .contains(&"--max-suspension=20m".to_owned())
+    );
+}
+
 #[test]
 fn mistyped_values_fail_naming_the_value() {
     for (value, message) in [
@@ -864,6 +875,10 @@ fn mistyped_values_fail_naming_the_value() {
             "at '/webhook/extraArgs/0': 'debug' does not match pattern",
         ),
         ("crds.keep=yes", "at '/crds/keep': got string, want boolean"),
+        (
+            "lockGuard.maxSuspension=1 hour",
+            "at '/lockGuard/maxSuspension': '1 hour' does not match pattern",
+        ),
         (
             "namespaceOverride=Other",
             "at '/namespaceOverride': 'Other' does not match pattern",
