@@ -72,7 +72,12 @@ impl LockEnv {
             }
             GuardMode::Policy => {
                 let guard = helm_template(
-                    &[chart, &["--show-only", "templates/lock-guard-policy.yaml"]].concat(),
+                    &[
+                        chart,
+                        &["--show-only", "templates/lock-guard-policy.yaml"],
+                        &["--show-only", "templates/lock-suspension-policy.yaml"],
+                    ]
+                    .concat(),
                 );
                 cluster.kubectl_in(&["apply", "-f", "-"], Some(&guard));
                 None
@@ -104,6 +109,8 @@ impl LockEnv {
                             &ca_bundle,
                             "--show-only",
                             "templates/lock-guard-webhook.yaml",
+                            "--show-only",
+                            "templates/lock-suspension-webhook.yaml",
                         ],
                     ]
                     .concat(),
@@ -129,10 +136,14 @@ impl LockEnv {
             "--lease-grace",
             "2",
         ];
-        // What the chart tells the controller may be locked.
+        // What the chart tells the controller may be locked, and for how
+        // long a Lock may be suspended.
         let deployment =
             helm_template(&[chart, &["--show-only", "templates/lock-controller.yaml"]].concat());
-        let enforceable = chart_flags(&deployment, &["--enforceable-", "--namespace-locks"]);
+        let enforceable = chart_flags(
+            &deployment,
+            &["--enforceable-", "--namespace-locks", "--max-suspension"],
+        );
         args.extend(&enforceable);
         let controller = Process::spawn_tied("lock-controller", &args);
         Self {

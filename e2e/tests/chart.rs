@@ -430,8 +430,18 @@ fn the_lock_guard_renders_as_policies_as_a_webhook_or_not_at_all() {
 
     let objects = render(&[]);
     // Four guards (delete, CRDs, namespaces, marker), the namespace-wide
-    // marker guard and the Lock target warning, each with its binding.
-    assert_eq!(policies(&objects), 12);
+    // marker guard, the Lock target warning and the break-glass rule, each
+    // with its binding.
+    assert_eq!(policies(&objects), 14);
+    let suspension = find(
+        &objects,
+        "ValidatingAdmissionPolicyBinding",
+        "navique-lock-suspension",
+    );
+    assert_eq!(
+        suspension["spec"]["validationActions"][0].as_str(),
+        Some("Deny")
+    );
     let namespace_wide = |objects: &[Value]| {
         of_kind(objects, "ValidatingAdmissionPolicy")
             .iter()
@@ -444,7 +454,7 @@ fn the_lock_guard_renders_as_policies_as_a_webhook_or_not_at_all() {
     // The opt-in adds the namespace-wide delete guard and tells both
     // components.
     let opted_in = render(&["--set", "lockGuard.namespaceLocks=true"]);
-    assert_eq!(policies(&opted_in), 14);
+    assert_eq!(policies(&opted_in), 16);
     assert!(namespace_wide(&opted_in));
     assert!(args_of(&opted_in, "lock-controller").contains(&"--namespace-locks=true".to_owned()));
     assert!(args_of(&opted_in, "webhook").contains(&"--namespace-locks=true".to_owned()));
@@ -470,13 +480,29 @@ fn the_lock_guard_renders_as_policies_as_a_webhook_or_not_at_all() {
     let objects = render(&["--set", "lockGuard.mode=webhook"]);
     assert_eq!(policies(&objects), 0);
     assert!(guard_webhook(&objects));
-    // The self-managed CA keeps the guard's bundle current too.
+    find(
+        &objects,
+        "ValidatingWebhookConfiguration",
+        "navique-lock-suspension",
+    );
+    // The self-managed CA keeps the guard's bundles current too.
     let webhook = rules_of(find(&objects, "ClusterRole", "navique-webhook"));
     assert!(webhook.contains(&rule(
         &["admissionregistration.k8s.io"],
         &["validatingwebhookconfigurations"],
-        &["navique-services", "navique-lock-guard"],
+        &[
+            "navique-services",
+            "navique-lock-guard",
+            "navique-lock-suspension"
+        ],
         &["get", "patch"],
+    )));
+    // Break-glass: whether a suspender holds the suspend verb.
+    assert!(webhook.contains(&rule(
+        &["authorization.k8s.io"],
+        &["subjectaccessreviews"],
+        &[],
+        &["create"],
     )));
 }
 
@@ -525,7 +551,7 @@ fn webhook_configurations_exclude_the_release_namespace() {
             assert_eq!(hook["clientConfig"]["service"]["port"], 443);
         }
     }
-    assert_eq!(hooks, 4);
+    assert_eq!(hooks, 5);
 }
 
 #[test]
@@ -828,6 +854,17 @@ fn each_component_is_granted_exactly_what_it_uses() {
     );
 }
 
+/// Break-glass: the chart's limit is the lock-controller's.
+#[test]
+fn the_suspension_limit_reaches_the_lock_controller() {
+    let args = |set: &[&str]| args_of(&render(set), "lock-controller");
+    assert!(args(&[]).contains(&"--max-suspension=1h".to_owned()));
+    assert!(
+        args(&["--set", "lockGuard.maxSuspension=20m"])
+            .contains(&"--max-suspension=20m".to_owned())
+    );
+}
+
 #[test]
 fn mistyped_values_fail_naming_the_value() {
     for (value, message) in [
@@ -860,6 +897,10 @@ fn mistyped_values_fail_naming_the_value() {
             "at '/webhook/extraArgs/0': 'debug' does not match pattern",
         ),
         ("crds.keep=yes", "at '/crds/keep': got string, want boolean"),
+        (
+            "lockGuard.maxSuspension=1 hour",
+            "at '/lockGuard/maxSuspension': '1 hour' does not match pattern",
+        ),
         (
             "namespaceOverride=Other",
             "at '/namespaceOverride': 'Other' does not match pattern",

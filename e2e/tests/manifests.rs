@@ -44,7 +44,12 @@ fn assert_rendered(file: &str, args: &[&str]) {
 fn the_lock_guard_manifest_is_rendered_from_the_chart() {
     assert_rendered(
         "deploy/lock-guard.yaml",
-        &["--show-only", "templates/lock-guard-policy.yaml"],
+        &[
+            "--show-only",
+            "templates/lock-guard-policy.yaml",
+            "--show-only",
+            "templates/lock-suspension-policy.yaml",
+        ],
     );
 }
 

@@ -148,6 +148,7 @@ self-managed CA keeps their caBundle current.
 {{- end -}}
 {{- if and .Values.lockGuard.enabled (eq .Values.lockGuard.mode "webhook") -}}
 {{- $names = append $names (printf "validatingwebhookconfigurations/%s-lock-guard" .Release.Name) -}}
+{{- $names = append $names (printf "validatingwebhookconfigurations/%s-lock-suspension" .Release.Name) -}}
 {{- end -}}
 {{- join "," $names -}}
 {{- end -}}

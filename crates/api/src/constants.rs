@@ -54,7 +54,21 @@ pub mod annotations {
     /// name that it did not create (never a retained object, a
     /// ManagedService's or another Stack's).
     pub const ADOPT: &str = "core.navique.com/adopt";
+    /// Break-glass, on a Lock: the time (UTC, `2026-12-01T19:30:00Z`) until
+    /// which the Lock is suspended. Written with [`SUSPEND_REASON`] and
+    /// [`SUSPENDED_BY`]; the lock-suspension admission rule checks all three.
+    pub const SUSPENDED_UNTIL: &str = "core.navique.com/suspended-until";
+    /// Break-glass, on a Lock: why it is suspended (required).
+    pub const SUSPEND_REASON: &str = "core.navique.com/suspend-reason";
+    /// Break-glass, on a Lock: who suspended it. Admission lets a request
+    /// set it only to its own `request.userInfo.username`.
+    pub const SUSPENDED_BY: &str = "core.navique.com/suspended-by";
 }
+
+/// The RBAC verb, on `locks.core.navique.com`, that lets a user suspend or
+/// resume a Lock (write the suspension annotations). Neither `update` nor
+/// `delete` gives it.
+pub const SUSPEND_VERB: &str = "suspend";
 
 /// What `cd.hanzo.ai/sync-options` may hold: comma-separated `Key=Value`
 /// items, case-sensitive. Anything else is not understood, and a resource
@@ -131,6 +145,9 @@ pub mod reasons {
     pub const PROTECTING: &str = "Protecting";
     pub const MISSING_REFERENCE: &str = "MissingReference";
     pub const INVALID_TARGET: &str = "InvalidTarget";
+    /// A Lock's Ready reason while a break-glass suspension lets its
+    /// target be deleted.
+    pub const SUSPENDED: &str = "Suspended";
 
     // ManagedService while running.
     pub const PROVISIONING: &str = "Provisioning";
@@ -226,4 +243,12 @@ pub mod events {
     pub const TARGET_STAMPED: &str = "TargetStamped";
     /// Normal, on a Lock: its name was taken off its target.
     pub const TARGET_CLEARED: &str = "TargetCleared";
+    /// Normal, on a Lock: a break-glass suspension took effect.
+    pub const LOCK_SUSPENDED: &str = "LockSuspended";
+    /// Normal, on a Lock: its suspension ended (deadline or lifted): it
+    /// protects its target again.
+    pub const LOCK_RESUMED: &str = "LockResumed";
+    /// Warning, on a Lock: a suspension it cannot accept (unreadable,
+    /// beyond the limit, already past); the Lock stays active.
+    pub const SUSPENSION_REFUSED: &str = "SuspensionRefused";
 }

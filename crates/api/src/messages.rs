@@ -260,6 +260,76 @@ pub fn namespace_lock_cleared(namespace: &str, remaining: &[&str]) -> String {
             remaining.join(", ")
         )
     }
+/// The lock-suspension admission rule's refusal of a user without the
+/// `suspend` verb on Locks.
+pub fn suspend_forbidden(user: &str, namespace: &str, lock: &str) -> String {
+    format!(
+        "{user} may not suspend or resume Lock {namespace}/{lock}: that needs the suspend verb on locks.core.navique.com, which update and delete do not give"
+    )
+}
+
+/// What `core.navique.com/suspended-until` must hold, before `, not "<value>"`.
+pub const SUSPENDED_UNTIL_FORMAT: &str =
+    "core.navique.com/suspended-until must be a time in UTC such as 2026-12-01T19:30:00Z";
+
+/// The refusal of a suspension whose until is missing or not a UTC time.
+pub fn suspended_until_malformed(value: &str) -> String {
+    format!("{SUSPENDED_UNTIL_FORMAT}, not \"{value}\"")
+}
+
+/// The refusal of a suspension without a reason.
+pub const SUSPEND_REASON_REQUIRED: &str =
+    "core.navique.com/suspend-reason is required: say why the Lock is suspended";
+
+/// The refusal of a suspension naming someone other than its requester.
+pub fn suspended_by_not_requester(user: &str, value: &str) -> String {
+    format!(
+        "core.navique.com/suspended-by must be the user who suspends the Lock, {user}, not \"{value}\""
+    )
+}
+
+/// The lock-controller's refusal of a suspension without a suspender.
+pub const SUSPENDED_BY_REQUIRED: &str =
+    "core.navique.com/suspended-by is required: the user who suspends the Lock";
+
+/// Appended to a suspension the lock-controller refuses.
+const STAYS_ACTIVE: &str = "the Lock stays active";
+
+/// The lock-controller's refusal of a suspension it cannot read.
+pub fn suspension_unreadable(problem: &str) -> String {
+    format!("{problem}: {STAYS_ACTIVE}")
+}
+
+/// The lock-controller's refusal of a suspension longer than the limit.
+pub fn suspension_beyond_limit(until: &str, limit: &str, since: &str) -> String {
+    format!(
+        "core.navique.com/suspended-until {until} is more than {limit} (lockGuard.maxSuspension) after the suspension was seen at {since}: {STAYS_ACTIVE}"
+    )
+}
+
+/// The lock-controller's refusal of a suspension already over when seen.
+pub fn suspension_not_in_future(until: &str, since: &str) -> String {
+    format!(
+        "core.navique.com/suspended-until {until} is not after {since}, when the suspension was seen: {STAYS_ACTIVE}"
+    )
+}
+
+/// A suspended Lock's Ready message and `LockSuspended` note.
+pub fn lock_suspended(kind: &str, name: &str, until: &str, by: &str, reason: &str) -> String {
+    format!(
+        "suspended by {by} until {until} ({reason}): this Lock does not protect {kind} {name} until then"
+    )
+}
+
+/// The `LockResumed` note when the deadline passed.
+pub fn lock_resumed_at_deadline(kind: &str, name: &str, until: &str, by: &str) -> String {
+    format!("the suspension by {by} ended at {until}: protecting {kind} {name} again")
+}
+
+/// The `LockResumed` note when the suspension annotations were removed or
+/// replaced before the deadline.
+pub fn lock_resumed_early(kind: &str, name: &str, by: &str) -> String {
+    format!("the suspension by {by} was lifted before its deadline: protecting {kind} {name} again")
 }
 
 /// Refusal of a restore from a ServiceBackup of another namespace.

@@ -9,7 +9,9 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use crate::attributes::Attributes;
+use crate::authorizer::{Authorize, Check};
 use crate::policy::{self, PolicyContext};
+use crate::rbac;
 use crate::state::State;
 use crate::status::ApiError;
 use crate::store::Txn;
@@ -72,6 +74,7 @@ pub async fn validate(
             bindings: &bindings,
             namespace_object: namespace_object.as_ref(),
             params: &params,
+            authorizer: Some(authorizer(state, attributes)),
         },
         attributes,
     );
@@ -95,6 +98,27 @@ pub async fn validate(
             .map_err(refusal)?,
     );
     Ok(warnings)
+}
+
+/// The `authorizer` of the policies: the request's user, asked of this
+/// server's authorizer as any request of theirs would be.
+fn authorizer(state: &Arc<State>, attributes: &Attributes) -> Authorize {
+    let state = state.clone();
+    let user = attributes.user.clone();
+    Arc::new(move |check: &Check| {
+        let request = rbac::Request {
+            user: &user,
+            verb: &check.verb,
+            resource_request: check.group.is_some(),
+            api_group: check.group.as_deref().unwrap_or_default(),
+            resource: &check.resource,
+            subresource: &check.subresource,
+            namespace: &check.namespace,
+            name: &check.name,
+            path: &check.path,
+        };
+        state.access(&request)
+    })
 }
 
 /// Every stored object of an admissionregistration.k8s.io resource.

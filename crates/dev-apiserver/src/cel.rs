@@ -20,8 +20,9 @@
 //!   `optional.of`, `orValue`, `hasValue`, ...), but `a.?b` on a value that
 //!   is not a map (`null.?b`) fails instead of giving `optional.none()`;
 //! - strings with a `date-time` format stay strings (no schema is known);
-//! - `type()` is not available, and neither is the `authorizer` variable
-//!   (`dyn()` is, and `string()` also takes booleans, as in cel-go);
+//! - `type()` is not available (`dyn()` is, and `string()` also takes
+//!   booleans, as in cel-go); the `authorizer` variable is
+//!   [`crate::authorizer`]'s, bound by ValidatingAdmissionPolicies only;
 //! - there is no cost budget.
 
 use std::collections::{BTreeMap, HashMap};
@@ -95,6 +96,7 @@ impl Activation {
         let mut context = Context::default().with_all();
         context.add_function("dyn", identity);
         context.add_function("string", string);
+        crate::authorizer::register(&mut context);
         Self {
             context,
             variable_errors: HashMap::new(),
@@ -105,6 +107,12 @@ impl Activation {
     pub fn set(&mut self, name: &str, value: Option<&Value>) {
         let value = value.map(from_json).unwrap_or(Cel::Null);
         self.context.add_variable_from_value(name, value);
+    }
+
+    /// Binds `authorizer` to checks answered by `authorize`.
+    pub fn set_authorizer(&mut self, authorize: crate::authorizer::Authorize) {
+        self.context
+            .add_variable_from_value("authorizer", crate::authorizer::value(authorize));
     }
 
     /// Builder form of [`Activation::set`].

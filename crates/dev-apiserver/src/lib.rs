@@ -9,6 +9,7 @@ mod aggregation;
 mod apply;
 mod attributes;
 mod auth;
+mod authorizer;
 mod cel;
 mod crds;
 mod defaults;

@@ -17,8 +17,8 @@
 //! Simplifications: `matchPolicy` is treated as `Exact` (the dev server has
 //! one version per resource, so `Equivalent` would find nothing more); the
 //! policy's `status.typeChecking` is not consulted and expressions are not
-//! type-checked; the `authorizer` variable is not offered; there is no CEL
-//! cost budget. The caller's `params` lookup decides the scope of the param
+//! type-checked; the `authorizer` variable ([`crate::authorizer`]) lacks
+//! `serviceAccount` and `requestResource`; there is no CEL cost budget. The caller's `params` lookup decides the scope of the param
 //! kind: it gets the binding's `paramRef.namespace`, else the request's
 //! namespace, else `None` (kube-apiserver instead refuses a namespaced param
 //! kind for a cluster-scoped request when `paramRef.namespace` is unset). A
@@ -45,6 +45,9 @@ pub struct PolicyContext<'a> {
     /// label selector) -> matching objects.
     #[allow(clippy::type_complexity)]
     pub params: &'a dyn Fn(&str, &str, Option<&str>, Option<&str>, Option<&Value>) -> Vec<Value>,
+    /// Answers the `authorizer` variable's checks for the request's user;
+    /// without it, expressions reading `authorizer` fail.
+    pub authorizer: Option<crate::authorizer::Authorize>,
 }
 
 /// The request's rejection by a policy.
@@ -221,6 +224,7 @@ fn evaluate_policy(
         for param in &params {
             let result = compiled.validate(
                 failure_policy,
+                ctx.authorizer.as_ref(),
                 attributes,
                 param.as_ref(),
                 cel_namespace(attributes, ctx.namespace_object).as_ref(),
@@ -420,6 +424,7 @@ impl CompiledPolicy {
     fn validate(
         &self,
         failure_policy: &str,
+        authorizer: Option<&crate::authorizer::Authorize>,
         attributes: &Attributes,
         param: Option<&Value>,
         namespace: Option<&Value>,
@@ -441,6 +446,9 @@ impl CompiledPolicy {
             .with("request", Some(&admission_request(attributes, None)))
             .with("params", param)
             .with("namespaceObject", namespace);
+        if let Some(authorize) = authorizer {
+            activation.set_authorizer(authorize.clone());
+        }
         activation.set_variables(&self.variables);
 
         // matchConditions: any false skips the policy; otherwise errors go

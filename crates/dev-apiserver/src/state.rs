@@ -92,6 +92,27 @@ impl State {
         }
     }
 
+    /// The authorizer's answer to `request`, with kube's reason, for the
+    /// CEL `authorizer` of policies.
+    pub fn access(&self, request: &rbac::Request<'_>) -> crate::authorizer::Verdict {
+        if self.authorization == Authorization::AlwaysAllow {
+            return crate::authorizer::Verdict {
+                allowed: true,
+                reason: String::new(),
+            };
+        }
+        match self.with_rbac(|rbac| rbac.decide(request)) {
+            (rbac::Decision::Allow { reason }, _) => crate::authorizer::Verdict {
+                allowed: true,
+                reason,
+            },
+            (rbac::Decision::Deny, reason) => crate::authorizer::Verdict {
+                allowed: false,
+                reason,
+            },
+        }
+    }
+
     /// Runs `f` on the stored RBAC objects.
     pub fn with_rbac<T>(&self, f: impl FnOnce(&rbac::Rbac<'_>) -> T) -> T {
         let txn = self.store.lock();

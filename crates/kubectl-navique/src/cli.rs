@@ -116,6 +116,12 @@ pub enum Command {
 For `kubectl navique <TAB>` (kubectl 1.26 and later), put the release's
 `kubectl_complete-navique` script on PATH next to kubectl-navique.")]
     Completion(CompletionArgs),
+    /// Break-glass: suspends a Lock for a while, in your own name, so that
+    /// its target may be deleted; it re-locks by itself at the deadline.
+    /// Needs the `suspend` verb on Locks.
+    Suspend(SuspendArgs),
+    /// Ends a Lock's suspension before its deadline.
+    Resume(ResumeArgs),
 }
 
 /// `version`.
@@ -132,6 +138,33 @@ pub struct CompletionArgs {
     /// The shell to complete in.
     #[arg(value_enum)]
     pub shell: Shell,
+}
+
+/// `suspend`.
+#[derive(Args, Debug, Clone, PartialEq, Eq)]
+pub struct SuspendArgs {
+    /// The Lock's name.
+    #[arg(value_name = "LOCK")]
+    pub lock: String,
+    /// How long, as `30m`, `1h` or `90s` (at most the chart's
+    /// lockGuard.maxSuspension, or the lock-controller refuses it).
+    #[arg(long = "for", value_name = "DURATION", value_parser = parse_length)]
+    pub length: std::time::Duration,
+    /// Why (required).
+    #[arg(long, value_name = "TEXT")]
+    pub reason: String,
+}
+
+fn parse_length(text: &str) -> Result<std::time::Duration, String> {
+    navique_api::duration::parse("--for", text).map_err(|e| e.to_string())
+}
+
+/// `resume`.
+#[derive(Args, Debug, Clone, PartialEq, Eq)]
+pub struct ResumeArgs {
+    /// The Lock's name.
+    #[arg(value_name = "LOCK")]
+    pub lock: String,
 }
 
 /// `ui`.
@@ -311,6 +344,36 @@ mod tests {
         assert_eq!(
             parse(&["completion", "zsh"]).unwrap().command,
             Command::Completion(CompletionArgs { shell: Shell::Zsh })
+        );
+    }
+
+    #[test]
+    fn suspend_takes_a_lock_a_length_and_a_reason() {
+        let cli = parse(&[
+            "suspend", "keep", "--for", "30m", "--reason", "drill", "-n", "shop",
+        ])
+        .unwrap();
+        assert_eq!(
+            cli.command,
+            Command::Suspend(SuspendArgs {
+                lock: "keep".into(),
+                length: std::time::Duration::from_secs(1800),
+                reason: "drill".into(),
+            })
+        );
+        assert!(parse(&["suspend", "keep", "--for", "30m"]).is_err());
+        let error = parse(&["suspend", "keep", "--for", "soon", "--reason", "x"])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.contains("--for: \"soon\" is not a duration"),
+            "{error}"
+        );
+        assert_eq!(
+            parse(&["resume", "keep"]).unwrap().command,
+            Command::Resume(ResumeArgs {
+                lock: "keep".into()
+            })
         );
     }
 

@@ -53,6 +53,7 @@ pub mod follow;
 pub mod locks;
 pub mod render;
 pub mod resources;
+pub mod suspend;
 pub mod ui;
 pub mod version;
 

@@ -533,16 +533,24 @@ pub enum LockState {
     Active,
     Invalid,
     Missing,
+    /// A break-glass suspension is in effect (`crate::suspension`).
+    Suspended,
 }
 
 impl LockState {
-    pub const ALL: [LockState; 3] = [LockState::Active, LockState::Invalid, LockState::Missing];
+    pub const ALL: [LockState; 4] = [
+        LockState::Active,
+        LockState::Invalid,
+        LockState::Missing,
+        LockState::Suspended,
+    ];
 
     pub fn label(self) -> &'static str {
         match self {
             LockState::Active => "active",
             LockState::Invalid => "invalid",
             LockState::Missing => "missing",
+            LockState::Suspended => "suspended",
         }
     }
 }
@@ -727,6 +735,7 @@ pub fn lock_status(lock: &Lock, outcome: &Outcome, now: Timestamp) -> Option<Loc
         reason: lock.spec.reason.clone(),
         observed_generation: generation,
         conditions: current.conditions.clone(),
+        suspension: current.suspension.clone(),
     };
     conditions::upsert(
         &mut next.conditions,
@@ -1861,13 +1870,23 @@ mod tests {
         };
         assert_eq!(
             labelled(&counts),
-            vec![("active", 1), ("invalid", 2), ("missing", 0)]
+            vec![
+                ("active", 1),
+                ("invalid", 2),
+                ("missing", 0),
+                ("suspended", 0)
+            ]
         );
         counts.retain(|lock| *lock != "a");
         assert_eq!(counts.len(), 2);
         assert_eq!(
             labelled(&counts),
-            vec![("active", 1), ("invalid", 1), ("missing", 0)]
+            vec![
+                ("active", 1),
+                ("invalid", 1),
+                ("missing", 0),
+                ("suspended", 0)
+            ]
         );
     }
 }

@@ -16,6 +16,7 @@ mod index;
 mod namespace_wide;
 mod reconcile;
 mod superseded;
+mod suspension;
 mod watches;
 
 use navique_api::constants::{CORE_GROUP_ALIAS, DEFAULT_ENFORCEABLE_GROUPS};
@@ -78,6 +79,17 @@ pub struct Args {
         value_name = "BOOL"
     )]
     pub namespace_locks: bool,
+    /// The longest break-glass suspension of a Lock (from when the
+    /// controller first sees it), as `1h`, `30m` or `90s`; a longer one is
+    /// refused and the Lock stays active.
+    #[arg(
+        long,
+        env = "NAVIQUE_MAX_SUSPENSION",
+        default_value = "1h",
+        value_parser = suspension::Limit::parse,
+        value_name = "DURATION"
+    )]
+    pub max_suspension: suspension::Limit,
 }
 
 /// `<group>/<plural>`, the group as [`parse_group`] reads it.
@@ -155,7 +167,14 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
                 client.clone(),
                 &args.leader_election,
                 async move |leadership| {
-                    reconcile::run(client, enforceable, metrics, leadership.token().clone()).await
+                    reconcile::run(
+                        client,
+                        enforceable,
+                        args.max_suspension.clone(),
+                        metrics,
+                        leadership.token().clone(),
+                    )
+                    .await
                 },
             )
             .await

@@ -41,6 +41,7 @@ use crate::decision::{
 use crate::index::LockIndex;
 use crate::namespace_wide;
 use crate::superseded::{self, Superseded};
+use crate::suspension::{self, Limit};
 use crate::watches::{self, TargetMeta, Triggers, Views};
 
 /// The field manager of every write, so that server-side apply removes
@@ -161,6 +162,8 @@ pub struct Context {
     /// The Namespace and CRD marker writes, coalesced per object.
     shared: Coalesced,
     superseded: Superseded,
+    /// The longest break-glass suspension.
+    limit: Limit,
 }
 
 /// Events on Locks, recorded once the reconcile's writes are done.
@@ -229,6 +232,7 @@ impl Coalesced {
 pub async fn run(
     client: Client,
     enforceable: Enforceable,
+    limit: Limit,
     metrics: Metrics,
     token: CancellationToken,
 ) -> Result<(), Infallible> {
@@ -264,6 +268,7 @@ pub async fn run(
         states: Mutex::new(StateCounts::default()),
         shared: Coalesced::default(),
         superseded: Superseded::default(),
+        limit,
     });
     let controller = controller
         .reconcile_on(ReceiverStream::new(woken))
@@ -429,15 +434,32 @@ impl Context {
     /// The target's stamp, then the status: the target's marker is what
     /// protects it, and what the Lock's user waits for. The namespace and
     /// CRD markers name active Locks only, so they follow the status.
+    ///
+    /// A break-glass suspension is judged first: while it is in effect the
+    /// Lock leaves its target's marker, and the reconcile is requeued for
+    /// its deadline.
     async fn apply(&self, lock: &Lock) -> Result<Action, Error> {
+        let now = Timestamp::now();
+        let suspension = suspension::judge(lock, now, &self.limit);
         let stamped = self.stamp_own_target(lock).await?;
-        if self.write_status(lock, &stamped.outcome).await? {
+        let suspended = suspension::overrides_outcome(suspension.as_ref(), &stamped.outcome);
+        let requeue =
+            suspension::time_left(suspension.as_ref(), now).map_or(RESYNC, |left| left.min(RESYNC));
+        if self
+            .write_status(lock, &stamped.outcome, suspension, now)
+            .await?
+        {
             self.superseded.wrote_over(lock, Instant::now());
         }
-        self.set_state(lock, Some(stamped.outcome.state()));
+        let state = if suspended {
+            LockState::Suspended
+        } else {
+            stamped.outcome.state()
+        };
+        self.set_state(lock, Some(state));
         self.stamp_shared(lock, stamped.kind.as_ref()).await?;
         self.record_all(stamped.events).await;
-        Ok(Action::requeue(RESYNC))
+        Ok(Action::requeue(requeue))
     }
 
     async fn record_all(&self, events: Vec<(Arc<Lock>, LockEvent)>) {
@@ -638,7 +660,10 @@ impl Context {
         let Some(current) = self.target_meta(&api, kind, name).await? else {
             return Ok((Outcome::MissingReference, Vec::new()));
         };
-        let locks = self.index.pointing_at(namespace, name);
+        let mut locks = self.index.pointing_at(namespace, name);
+        // A suspended Lock leaves the marker: deletes pass while it lasts.
+        let now = Timestamp::now();
+        locks.retain(|l| !suspension::in_effect(l, now, &self.limit));
         let target = Target {
             kind: &kind.group_kind(),
             namespace,
@@ -728,11 +753,22 @@ impl Context {
     }
 
     /// Writes the status `outcome` calls for; whether it changed.
-    async fn write_status(&self, lock: &Lock, outcome: &Outcome) -> Result<bool, Error> {
-        let Some(status) = decision::lock_status(lock, outcome, Timestamp::now()) else {
+    async fn write_status(
+        &self,
+        lock: &Lock,
+        outcome: &Outcome,
+        suspension: Option<navique_api::core::LockSuspension>,
+        now: Timestamp,
+    ) -> Result<bool, Error> {
+        let before = lock.status.as_ref().and_then(|s| s.suspension.clone());
+        let suspension_events = suspension::events(lock, before.as_ref(), suspension.as_ref());
+        let overridden = suspension::overrides_outcome(suspension.as_ref(), outcome);
+        let Some(status) = suspension::lock_status(lock, outcome, suspension, now) else {
             return Ok(false);
         };
-        let event = decision::outcome_event(lock, outcome);
+        let event = (!overridden)
+            .then(|| decision::outcome_event(lock, outcome))
+            .flatten();
         let (namespace, name) = (lock.namespace().ok_or(Error::Unnamed)?, lock.name_any());
         let patch = serde_json::json!({
             "apiVersion": Lock::api_version(&()),
@@ -748,7 +784,7 @@ impl Context {
             .await
             .map_err(Error::WriteStatus)?;
         tracing::info!(lock = %format!("{namespace}/{name}"), ?outcome, "status changed");
-        if let Some(event) = event {
+        for event in suspension_events.into_iter().chain(event) {
             self.record(lock, event).await;
         }
         Ok(true)

@@ -12,6 +12,7 @@
 mod args;
 pub mod cluster;
 mod error;
+pub mod lock_suspension;
 pub mod locks;
 pub mod metrics;
 pub mod namespace_locks;
@@ -21,7 +22,7 @@ pub mod server;
 pub mod services;
 pub mod tls;
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 pub use args::{Args, LockGuardArgs, SelfManagedTlsArgs, ServerArgs, ServiceGuardArgs};
 pub use error::Error;
@@ -71,7 +72,7 @@ pub async fn run(args: Args) -> Result<(), Error> {
             tracing::warn!(
                 "no --tls-cert-file and --tls-key-file, nor --tls-secret: the admission server is off"
             );
-            connect_and_wait(&mut component, None, None).await
+            connect_and_wait(&mut component, None, None, &OnceLock::new()).await
         }
     };
     let outcome = match outcome {
@@ -116,7 +117,14 @@ async fn serve(component: &mut Component, args: &Args, tls: Tls) -> Result<(), E
     // Served at once; until the caches have listed, requests that need a
     // lookup are refused.
     let (cache, watches) = ClusterCache::new();
+    let api = Arc::new(OnceLock::new());
     let routes = vec![
+        Route {
+            path: lock_suspension::PATH,
+            validator: Arc::new(lock_suspension::SuspensionGuard {
+                client: api.clone(),
+            }),
+        },
         Route {
             path: locks::PATH,
             validator: lock_guard(&args.lock_guard, cache.clone()),
@@ -140,7 +148,7 @@ async fn serve(component: &mut Component, args: &Args, tls: Tls) -> Result<(), E
     let serving = tokio::spawn(server.serve(shutdown.clone()));
     component.readiness().set(TLS_CHECK, true);
 
-    let outcome = connect_and_wait(component, client, Some(watches)).await;
+    let outcome = connect_and_wait(component, client, Some(watches), &api).await;
     shutdown.cancel();
     component.readiness().set(TLS_CHECK, false);
     if let Err(e) = serving.await {
@@ -168,6 +176,7 @@ async fn connect_and_wait(
     component: &mut Component,
     client: Option<Client>,
     watches: Option<CacheWatches>,
+    api: &OnceLock<Client>,
 ) -> Result<(), Error> {
     let client = match client {
         Some(client) => client,
@@ -176,6 +185,8 @@ async fn connect_and_wait(
             None => return Ok(()),
         },
     };
+    // The rules that ask the API server (the suspend verb) can from now on.
+    let _ = api.set(client.clone());
     if let Some(watches) = watches {
         let readiness = component.readiness().clone();
         let shutdown = component.shutdown().clone();

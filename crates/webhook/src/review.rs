@@ -53,6 +53,25 @@ pub trait Validator: Send + Sync + 'static {
     fn validate(&self, request: &Request) -> Decision;
 }
 
+/// A rule that needs one answer from the API server before it decides (an
+/// authorization check for the requesting user), bounded by a timeout of
+/// its own. Every [`Validator`] is one that asks nothing.
+pub trait AsyncValidator: Send + Sync + 'static {
+    fn validate<'a>(
+        &'a self,
+        request: &'a Request,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Decision> + Send + 'a>>;
+}
+
+impl<T: Validator> AsyncValidator for T {
+    fn validate<'a>(
+        &'a self,
+        request: &'a Request,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Decision> + Send + 'a>> {
+        Box::pin(std::future::ready(Validator::validate(self, request)))
+    }
+}
+
 /// What makes a parsed request unfit for any rule, if anything: a DELETE
 /// without the object being deleted (`oldObject`), a CREATE or UPDATE
 /// without the object, an UPDATE without the stored one, or a `spec` that

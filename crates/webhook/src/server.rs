@@ -23,7 +23,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::Error;
 use crate::metrics::AdmissionMetrics;
-use crate::review::{self, Decision, Validator};
+use crate::review::{self, AsyncValidator, Decision};
 
 /// The largest request body read. A review carries the object and the old
 /// object, each up to etcd's 1.5 MiB; more than that is not a review.
@@ -38,7 +38,7 @@ const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
 /// A validator and the path it is served on.
 pub struct Route {
     pub path: &'static str,
-    pub validator: Arc<dyn Validator>,
+    pub validator: Arc<dyn AsyncValidator>,
 }
 
 /// The routes: `POST <path>` with an AdmissionReview for each validator.
@@ -51,8 +51,8 @@ pub fn router(routes: Vec<Route>, metrics: AdmissionMetrics) -> Router {
             router.route(
                 path,
                 post(move |body: Bytes| {
-                    let response = handle(path, &*validator, &metrics, &body);
-                    async move { response }
+                    let (validator, metrics) = (validator.clone(), metrics.clone());
+                    async move { handle(path, &*validator, &metrics, &body).await }
                 }),
             )
         })
@@ -63,9 +63,9 @@ pub fn router(routes: Vec<Route>, metrics: AdmissionMetrics) -> Router {
 /// review but names a request uid is denied with the reason; one that names
 /// none gets 400 with the reason, which the API server quotes in its
 /// "failed calling webhook" error.
-fn handle(
+async fn handle(
     path: &'static str,
-    validator: &dyn Validator,
+    validator: &dyn AsyncValidator,
     metrics: &AdmissionMetrics,
     body: &[u8],
 ) -> Response {
@@ -82,7 +82,10 @@ fn handle(
             return (StatusCode::BAD_REQUEST, format!("{e}\n")).into_response();
         }
     };
-    let decision = review::decide(validator, &request);
+    let decision = match review::malformed(&request) {
+        Some(problem) => Decision::Deny(problem),
+        None => validator.validate(&request).await,
+    };
     let operation = operation(&request.operation);
     let user = request.user_info.username.as_deref().unwrap_or_default();
     let namespace = request.namespace.as_deref().unwrap_or_default();

@@ -1,5 +1,6 @@
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::{CustomResource, KubeSchema};
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::constants::DEFAULT_LOCK_TARGET_API_VERSION;
@@ -101,6 +102,44 @@ pub struct LockStatus {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(schema_with = "crate::schema::conditions")]
     pub conditions: Vec<Condition>,
+    /// The Lock's break-glass suspension (annotations
+    /// `core.navique.com/suspended-until`, `suspend-reason`, `suspended-by`)
+    /// as the lock-controller judged it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub suspension: Option<LockSuspension>,
+}
+
+/// A break-glass suspension of a Lock, as the lock-controller recorded it.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct LockSuspension {
+    /// `Suspended` (in effect: the target may be deleted), `Ended` (the
+    /// deadline passed or the annotations were removed) or `Refused` (the
+    /// Lock stayed active; `message` says why).
+    pub state: SuspensionState,
+    /// `core.navique.com/suspended-until`, as written.
+    pub until: String,
+    /// `core.navique.com/suspended-by`: the user admission authenticated.
+    pub suspended_by: String,
+    /// `core.navique.com/suspend-reason`.
+    pub reason: String,
+    /// When the lock-controller first saw this suspension (RFC 3339); the
+    /// limit (`lockGuard.maxSuspension`) counts from here.
+    pub since: String,
+    /// What the suspension does, or why it was refused.
+    pub message: String,
+}
+
+/// Where a Lock's suspension stands.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SuspensionState {
+    Suspended,
+    Ended,
+    Refused,
+    /// Written by a newer lock-controller: judged afresh, as a new
+    /// suspension would be.
+    #[serde(other)]
+    Unknown,
 }
 
 #[cfg(test)]

@@ -2,6 +2,7 @@
 
 mod lock;
 mod stack;
+pub mod suspension;
 
 pub use lock::*;
 pub use stack::*;

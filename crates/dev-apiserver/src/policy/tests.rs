@@ -80,6 +80,7 @@ fn run(policies: &[Value], bindings: &[Value], attributes: &Attributes) -> Verdi
         bindings,
         namespace_object: Some(&namespace),
         params: &no_params,
+        authorizer: None,
     };
     evaluate(&ctx, attributes)
 }
@@ -261,6 +262,7 @@ fn params_are_looked_up_and_visible_to_validations() {
         bindings: &[b],
         namespace_object: None,
         params: &lookup,
+        authorizer: None,
     };
     assert_eq!(
         evaluate(&ctx, &locked()).denial,
@@ -467,6 +469,7 @@ fn run_in(namespace: Option<&Value>, attributes: &Attributes) -> Verdict {
         bindings: &[binding("b", "namespace-locks", json!({}))],
         namespace_object: namespace,
         params: &no_params,
+        authorizer: None,
     };
     evaluate(&ctx, attributes)
 }
@@ -549,4 +552,52 @@ fn namespace_object_is_null_for_namespaces_and_cluster_scoped_objects() {
     // none for Namespaces) sees null.
     namespace_delete.namespace = "team-a".into();
     assert_eq!(cel_namespace(&namespace_delete, Some(&stamped)), None);
+#[test]
+fn the_authorizer_answers_custom_verbs_for_the_requests_user() {
+    let asked = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let seen = asked.clone();
+    let authorizer: crate::authorizer::Authorize = std::sync::Arc::new(move |check| {
+        seen.lock().unwrap().push(check.clone());
+        crate::authorizer::Verdict {
+            allowed: check.verb == "suspend" && check.name == "db",
+            reason: "RBAC: allowed by RoleBinding \"x\"".into(),
+        }
+    });
+    let p = policy(
+        "suspend-needs-verb",
+        json!({"validations": [{
+            "expression": "authorizer.group('core.navique.com').resource('locks').namespace(oldObject.metadata.namespace).name(oldObject.metadata.name).check('suspend').allowed() && !authorizer.path('/healthz').check('get').allowed()",
+            "messageExpression": "authorizer.group('').resource('configmaps').name('other').check('suspend').reason()",
+        }]}),
+    );
+    let b = binding("b", "suspend-needs-verb", json!({}));
+    let run_with = |authorizer| {
+        evaluate(
+            &PolicyContext {
+                policies: std::slice::from_ref(&p),
+                bindings: std::slice::from_ref(&b),
+                namespace_object: None,
+                params: &no_params,
+                authorizer,
+            },
+            &locked(),
+        )
+    };
+    assert_eq!(run_with(Some(authorizer)), Verdict::default());
+    let checks = asked.lock().unwrap().clone();
+    assert_eq!(
+        checks[0],
+        crate::authorizer::Check {
+            verb: "suspend".into(),
+            group: Some("core.navique.com".into()),
+            resource: "locks".into(),
+            namespace: "team-a".into(),
+            name: "db".into(),
+            ..Default::default()
+        }
+    );
+    assert_eq!(checks[1].group, None);
+    assert_eq!(checks[1].path, "/healthz");
+    // Without an authorizer the expression fails, and Fail denies.
+    assert!(run_with(None).denial.is_some());
 }

@@ -4,6 +4,7 @@ mod approvals;
 mod approve;
 mod completion;
 mod locks;
+mod suspend;
 mod ui;
 mod version;
 mod watch;
@@ -35,10 +36,12 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
         Command::Ui(args) => ui::run(&session, args).await,
         Command::Version(_) => version::run(&session).await,
         Command::Completion(_) => unreachable!("answered above"),
+        Command::Suspend(args) => suspend::suspend(&session, args).await,
+        Command::Resume(args) => suspend::resume(&session, args).await,
     };
     // The CRD each command lists first.
     let crd = match &cli.command {
-        Command::Locks => "locks.core.navique.com",
+        Command::Locks | Command::Suspend(_) | Command::Resume(_) => "locks.core.navique.com",
         _ => "stacks.core.navique.com",
     };
     outcome.map_err(|error| {
