@@ -551,9 +551,14 @@ impl Context {
     }
 
     /// The Locks of `namespace` that may be namespace-wide: those whose
-    /// target has the namespace's name.
+    /// target has the namespace's name, but for those suspended (their
+    /// namespace's deletes pass while it lasts, as a suspended Lock's
+    /// target's do).
     fn namespace_wide_locks(&self, namespace: &str) -> Vec<Arc<Lock>> {
-        self.index.pointing_at(namespace, namespace)
+        let mut locks = self.index.pointing_at(namespace, namespace);
+        let now = Timestamp::now();
+        locks.retain(|l| !suspension::in_effect(l, now, &self.limit));
+        locks
     }
 
     /// Brings Namespace `namespace`'s namespace-wide marker to what its
