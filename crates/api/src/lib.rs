@@ -20,6 +20,7 @@ pub mod names;
 pub mod quantity;
 pub mod schema;
 pub mod services;
+pub mod sync_options;
 
 mod error;
 pub use error::Error;
