@@ -9,6 +9,7 @@
 // which this lint mistakes for a duplicated attribute.
 #![allow(clippy::duplicated_attributes)]
 
+pub mod approvals;
 pub mod conditions;
 pub mod constants;
 pub mod core;

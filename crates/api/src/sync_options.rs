@@ -35,13 +35,14 @@ pub enum Gate {
 
 impl Gate {
     /// The gate a `Prune` or `Delete` value sets; `None` for any other.
-    fn of(value: &str) -> Option<Self> {
+    pub fn of(value: &str) -> Option<Self> {
         [Gate::Allow, Gate::Confirm, Gate::Never]
             .into_iter()
             .find(|gate| gate.value() == value)
     }
 
-    fn value(self) -> &'static str {
+    /// The option's value that sets this gate: `true`, `confirm`, `false`.
+    pub fn value(self) -> &'static str {
         match self {
             Gate::Allow => TRUE,
             Gate::Confirm => CONFIRM,
