@@ -70,6 +70,9 @@ pub enum Command {
     /// them with your own credentials, and shows Locks and services being
     /// deleted; opens it in the browser.
     Ui(UiArgs),
+    /// Shows what a delete, or a new version of a Stack, would remove and
+    /// what would stop it, changing nothing.
+    Preview(crate::preview::PreviewArgs),
 }
 
 /// `ui`.

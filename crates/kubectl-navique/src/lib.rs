@@ -49,6 +49,7 @@ pub mod cli;
 pub mod credentials;
 pub mod events;
 pub mod locks;
+pub mod preview;
 pub mod render;
 pub mod resources;
 pub mod ui;
