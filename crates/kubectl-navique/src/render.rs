@@ -191,13 +191,31 @@ pub fn preview(preview: &Preview) -> String {
     let wave = |w: Option<i32>| w.map_or_else(String::new, |w| w.to_string());
     let mut rows: Vec<Vec<String>> = Vec::new();
     for r in &preview.removed {
-        rows.push(vec![r.object.kind.clone(), r.object.name.clone(), wave(r.wave), "removed".into(), r.how.clone()]);
+        rows.push(vec![
+            r.object.kind.clone(),
+            r.object.name.clone(),
+            wave(r.wave),
+            "removed".into(),
+            r.how.clone(),
+        ]);
     }
     for s in &preview.stops {
-        rows.push(vec![s.object.kind.clone(), s.object.name.clone(), wave(s.wave), "stops".into(), format!("{}: {}", s.summary, s.message)]);
+        rows.push(vec![
+            s.object.kind.clone(),
+            s.object.name.clone(),
+            wave(s.wave),
+            "stops".into(),
+            format!("{}: {}", s.summary, s.message),
+        ]);
     }
     for k in &preview.kept {
-        rows.push(vec![k.object.kind.clone(), k.object.name.clone(), wave(k.wave), "stays".into(), k.why.clone()]);
+        rows.push(vec![
+            k.object.kind.clone(),
+            k.object.name.clone(),
+            wave(k.wave),
+            "stays".into(),
+            k.why.clone(),
+        ]);
     }
     let mut out = String::new();
     if !rows.is_empty() {

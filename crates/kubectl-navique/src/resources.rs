@@ -153,6 +153,17 @@ impl ResourceIndex {
         Ok(found)
     }
 
+    /// Every type once, in its group's preferred version.
+    pub fn preferred(&self) -> Vec<&ResourceType> {
+        let mut seen: Vec<&ResourceType> = Vec::new();
+        for t in &self.types {
+            if !seen.iter().any(|s| s.group == t.group && s.kind == t.kind) {
+                seen.push(t);
+            }
+        }
+        seen
+    }
+
     /// The type of `kind` in `group`, in the group's preferred version.
     pub fn find(&self, group: &str, kind: &str) -> Option<&ResourceType> {
         self.types

@@ -3,6 +3,7 @@
 mod approvals;
 mod approve;
 mod locks;
+mod preview;
 mod ui;
 mod watch;
 
@@ -25,6 +26,7 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
         Command::Approvals(_) => approvals::run(&session).await,
         Command::Approve(args) => approve::run(&session, args).await,
         Command::Ui(args) => ui::run(&session, args).await,
+        Command::Preview(args) => preview::run(&session, args).await,
     };
     // The CRD each command lists first.
     let crd = match &cli.command {

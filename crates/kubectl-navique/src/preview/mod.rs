@@ -336,7 +336,10 @@ pub(crate) mod tests {
             message,
             "resource is protected by Lock(s) [a, b]; delete the Lock(s) before deleting this resource (reasons: a: production)"
         );
-        assert_eq!(lock_stop(&meta("x", &[("core.navique.com/locked", "")])), None);
+        assert_eq!(
+            lock_stop(&meta("x", &[("core.navique.com/locked", "")])),
+            None
+        );
         assert_eq!(lock_stop(&meta("x", &[])), None);
     }
 }

@@ -113,8 +113,20 @@ mod tests {
     #[test]
     fn a_lock_on_the_object_itself_refuses_whatever_else_stops() {
         let mut plan = plan();
-        plan.stop(config_map("a"), None, Cause::ApprovalRequired, "waiting for deletion approval", "");
-        plan.stop(stack("forge"), None, Cause::Locked, "locked by protect-forge-stack", "");
+        plan.stop(
+            config_map("a"),
+            None,
+            Cause::ApprovalRequired,
+            "waiting for deletion approval",
+            "",
+        );
+        plan.stop(
+            stack("forge"),
+            None,
+            Cause::Locked,
+            "locked by protect-forge-stack",
+            "",
+        );
         let outcome = decide(&stack("forge"), &plan);
         assert_eq!(outcome.verdict, Verdict::Refused);
         assert_eq!(outcome.line, "refused: locked by protect-forge-stack");
@@ -123,7 +135,13 @@ mod tests {
     #[test]
     fn a_lock_on_a_child_that_goes_first_is_not_a_refusal() {
         let mut plan = plan();
-        plan.stop(config_map("settings"), Some(0), Cause::Locked, "locked by keep", "");
+        plan.stop(
+            config_map("settings"),
+            Some(0),
+            Cause::Locked,
+            "locked by keep",
+            "",
+        );
         let outcome = decide(&stack("forge"), &plan);
         assert_eq!(outcome.verdict, Verdict::Waits);
         assert_eq!(
@@ -136,8 +154,20 @@ mod tests {
     fn something_removed_before_the_stop_makes_it_partial_and_counts_the_other_stops() {
         let mut plan = plan();
         plan.remove(config_map("front"), Some(1), "deleted");
-        plan.stop(config_map("settings"), Some(0), Cause::Locked, "locked by keep", "");
-        plan.stop(config_map("data"), Some(0), Cause::ApprovalRequired, "waiting for deletion approval", "");
+        plan.stop(
+            config_map("settings"),
+            Some(0),
+            Cause::Locked,
+            "locked by keep",
+            "",
+        );
+        plan.stop(
+            config_map("data"),
+            Some(0),
+            Cause::ApprovalRequired,
+            "waiting for deletion approval",
+            "",
+        );
         let outcome = decide(&stack("forge"), &plan);
         assert_eq!(outcome.verdict, Verdict::Partial);
         assert_eq!(
@@ -150,8 +180,17 @@ mod tests {
     fn the_target_going_is_not_partial_on_its_own() {
         let mut plan = plan();
         plan.remove(stack("forge"), None, "deleted");
-        plan.stop(stack("forge"), None, Cause::ConfirmationMissing, "needs x", "");
-        assert_eq!(decide(&stack("forge"), &plan).line, "waits: Stack forge: needs x");
+        plan.stop(
+            stack("forge"),
+            None,
+            Cause::ConfirmationMissing,
+            "needs x",
+            "",
+        );
+        assert_eq!(
+            decide(&stack("forge"), &plan).line,
+            "waits: Stack forge: needs x"
+        );
     }
 
     #[test]
@@ -160,16 +199,28 @@ mod tests {
         plan.remove(config_map("a"), None, "deleted");
         let outcome = decide(&stack("forge"), &plan);
         assert_eq!(outcome.verdict, Verdict::Allowed);
-        assert_eq!(outcome.line, "allowed: Stack forge and 2 resources are deleted");
+        assert_eq!(
+            outcome.line,
+            "allowed: Stack forge and 2 resources are deleted"
+        );
     }
 
     // fail closed: what could not be read is never reported as allowed.
     #[test]
     fn an_unreadable_fact_is_unknown_not_allowed() {
         let mut plan = plan();
-        plan.stop(stack("forge"), None, Cause::Unreadable, "cannot read ServicePlan p: forbidden", "");
+        plan.stop(
+            stack("forge"),
+            None,
+            Cause::Unreadable,
+            "cannot read ServicePlan p: forbidden",
+            "",
+        );
         let outcome = decide(&stack("forge"), &plan);
         assert_eq!(outcome.verdict, Verdict::Unknown);
-        assert_eq!(outcome.line, "unknown: cannot read ServicePlan p: forbidden");
+        assert_eq!(
+            outcome.line,
+            "unknown: cannot read ServicePlan p: forbidden"
+        );
     }
 }

@@ -40,7 +40,11 @@ fn backups(facts: &ServiceFacts<'_>, plan: &mut Plan, final_backup: Option<Strin
     let service = facts.service;
     for backup in facts.backups.iter().filter(|b| {
         b.spec.service_ref.name == service.name_any()
-            && b.spec.service_ref.uid.as_ref().is_none_or(|u| Some(u) == service.uid().as_ref())
+            && b.spec
+                .service_ref
+                .uid
+                .as_ref()
+                .is_none_or(|u| Some(u) == service.uid().as_ref())
     }) {
         if Some(backup.name_any()) == final_backup {
             continue;
@@ -72,7 +76,12 @@ fn remove_objects(plan: &mut Plan, objects: &[Node], after: &str) {
         let approved = annotations
             .and_then(|a| a.get(annotations::DELETION_APPROVED))
             .is_some_and(|v| v == "true");
-        let display = format!("{} {}/{}", node.object.kind, node.object.namespace.as_deref().unwrap_or_default(), node.object.name);
+        let display = format!(
+            "{} {}/{}",
+            node.object.kind,
+            node.object.namespace.as_deref().unwrap_or_default(),
+            node.object.name
+        );
         match options.gate(navique_api::grpc::approvals::v1::Operation::Delete) {
             Some(Gate::Allow) => plan.remove(node.object.clone(), None, after),
             Some(Gate::Confirm) if approved => plan.remove(node.object.clone(), None, after),
@@ -125,7 +134,8 @@ pub fn delete(facts: &ServiceFacts<'_>) -> Plan {
         return plan;
     }
     if service.metadata.deletion_timestamp.is_some() {
-        plan.notes.push(format!("ManagedService {name} is already being deleted"));
+        plan.notes
+            .push(format!("ManagedService {name} is already being deleted"));
     }
     let plan_name = &service.spec.plan_ref.name;
     let stored_plan = match &facts.plan {
@@ -135,7 +145,9 @@ pub fn delete(facts: &ServiceFacts<'_>) -> Plan {
                 me,
                 None,
                 Cause::Unreadable,
-                format!("cannot read ServicePlan {plan_name}, which decides the policy in force: {why}"),
+                format!(
+                    "cannot read ServicePlan {plan_name}, which decides the policy in force: {why}"
+                ),
                 why.clone(),
             );
             return plan;
@@ -143,7 +155,10 @@ pub fn delete(facts: &ServiceFacts<'_>) -> Plan {
     };
     let in_project = service.spec.placement.mode == PlacementMode::InProject;
     let engine_exists = if in_project {
-        facts.objects.iter().any(|n| n.object.kind == "StatefulSet" && n.object.name == name)
+        facts
+            .objects
+            .iter()
+            .any(|n| n.object.kind == "StatefulSet" && n.object.name == name)
     } else {
         plan.notes.push(
             "the database and role are on the provider's server, which the plugin cannot see: it assumes they exist, as the controller does when it cannot tell".to_owned(),
@@ -159,18 +174,25 @@ pub fn delete(facts: &ServiceFacts<'_>) -> Plan {
     let decision = deletion::decide(&Facts {
         name: &name,
         requested: service.spec.deletion_policy,
-        applied: service.status.as_ref().and_then(|s| s.applied_deletion_policy),
+        applied: service
+            .status
+            .as_ref()
+            .and_then(|s| s.applied_deletion_policy),
         plan: plan_name,
         allowed: stored_plan.map(|p| p.spec.allowed_deletion_policies.as_slice()),
         backup_enabled: stored_plan.is_some_and(|p| p.spec.backup.enabled),
-        confirmation: service.annotations().get(annotations::CONFIRM_DELETE).map(String::as_str),
+        confirmation: service
+            .annotations()
+            .get(annotations::CONFIRM_DELETE)
+            .map(String::as_str),
         protected: false,
         project_deleting: false,
         engine_exists,
         final_backup_completed,
     });
     if let Some(downgraded) = &decision.downgraded {
-        plan.notes.push(format!("DeletionPolicyDowngraded: {downgraded}"));
+        plan.notes
+            .push(format!("DeletionPolicyDowngraded: {downgraded}"));
     }
     let policy = decision.policy;
     let engine = if in_project {
@@ -192,35 +214,59 @@ pub fn delete(facts: &ServiceFacts<'_>) -> Plan {
         }
         // Refused at admission above; the decision holds it too.
         Step::AwaitProtectionOff => {
-            plan.stop(me, None, Cause::DeletionProtection, "deletionProtection is enabled", decision.message.clone());
+            plan.stop(
+                me,
+                None,
+                Cause::DeletionProtection,
+                "deletionProtection is enabled",
+                decision.message.clone(),
+            );
             return plan;
         }
         Step::Retain => {
             for node in facts.objects {
-                plan.keep(node.object.clone(), None, "retained (services.kube-dc.com/retained=true): ask your provider to remove it");
+                plan.keep(
+                    node.object.clone(),
+                    None,
+                    "retained (services.kube-dc.com/retained=true): ask your provider to remove it",
+                );
             }
-            plan.allowed = format!("{policy}: ManagedService {name} goes; {engine}, credential Secrets and Services are retained");
+            plan.allowed = format!(
+                "{policy}: ManagedService {name} goes; {engine}, credential Secrets and Services are retained"
+            );
             backups(facts, &mut plan, None);
         }
         Step::RetainData => {
             for node in facts.objects {
-                plan.keep(node.object.clone(), None, "retained: no final backup could be taken");
+                plan.keep(
+                    node.object.clone(),
+                    None,
+                    "retained: no final backup could be taken",
+                );
             }
-            plan.allowed = format!("{policy}: the engine no longer exists, so no final backup is taken; ManagedService {name} goes, its data volumes and credential Secrets are retained");
+            plan.allowed = format!(
+                "{policy}: the engine no longer exists, so no final backup is taken; ManagedService {name} goes, its data volumes and credential Secrets are retained"
+            );
             backups(facts, &mut plan, None);
         }
         Step::SnapshotThenRemove => {
             backups(facts, &mut plan, Some(final_backup.clone()));
             remove_objects(&mut plan, facts.objects, "deleted after the final backup");
-            plan.allowed = format!("{policy}: final backup {final_backup} is taken first, then ManagedService {name} and {engine} are removed");
+            plan.allowed = format!(
+                "{policy}: final backup {final_backup} is taken first, then ManagedService {name} and {engine} are removed"
+            );
         }
         Step::Remove => {
             backups(facts, &mut plan, None);
             remove_objects(&mut plan, facts.objects, "deleted");
             plan.allowed = if policy == navique_api::services::DeletionPolicy::Delete {
-                format!("{policy}: ManagedService {name} and {engine} are removed; no final backup is taken")
+                format!(
+                    "{policy}: ManagedService {name} and {engine} are removed; no final backup is taken"
+                )
             } else {
-                format!("{policy}: the final backup {final_backup} is complete; ManagedService {name} and {engine} are removed")
+                format!(
+                    "{policy}: the final backup {final_backup} is complete; ManagedService {name} and {engine} are removed"
+                )
             };
         }
     }
@@ -265,7 +311,9 @@ mod tests {
     }
 
     fn backup(name: &str, origin: &str) -> ServiceBackup {
-        let spec: ServiceBackupSpec = serde_json::from_value(json!({"serviceRef": {"name": "orders-db"}, "origin": origin})).unwrap();
+        let spec: ServiceBackupSpec =
+            serde_json::from_value(json!({"serviceRef": {"name": "orders-db"}, "origin": origin}))
+                .unwrap();
         let mut backup = ServiceBackup::new(name, spec);
         backup.metadata.namespace = Some("shop".into());
         backup
@@ -279,7 +327,11 @@ mod tests {
             .collect()
     }
 
-    const ALL: [DeletionPolicy; 3] = [DeletionPolicy::Retain, DeletionPolicy::SnapshotAndDelete, DeletionPolicy::Delete];
+    const ALL: [DeletionPolicy; 3] = [
+        DeletionPolicy::Retain,
+        DeletionPolicy::SnapshotAndDelete,
+        DeletionPolicy::Delete,
+    ];
 
     fn line(plan: &Plan, service: &ManagedService) -> String {
         decide(&target(service), plan).line
@@ -291,13 +343,28 @@ mod tests {
         let plan_object = ha(&ALL);
         let objects = engine();
         let backups = [backup("nightly", "Scheduled")];
-        let plan = delete(&ServiceFacts { service: &service, plan: Ok(Some(&plan_object)), objects: &objects, backups: &backups });
+        let plan = delete(&ServiceFacts {
+            service: &service,
+            plan: Ok(Some(&plan_object)),
+            objects: &objects,
+            backups: &backups,
+        });
         assert_eq!(
             line(&plan, &service),
             "allowed: SnapshotAndDelete: final backup orders-db-final-0a1b2c3d is taken first, then ManagedService orders-db and its engine and data volumes are removed"
         );
-        let fates: Vec<_> = plan.backups.iter().map(|b| (b.name.as_str(), b.origin.as_str(), b.fate.as_str())).collect();
-        assert_eq!(fates, [("nightly", "Scheduled", "kept"), ("orders-db-final-0a1b2c3d", "Final", "taken first")]);
+        let fates: Vec<_> = plan
+            .backups
+            .iter()
+            .map(|b| (b.name.as_str(), b.origin.as_str(), b.fate.as_str()))
+            .collect();
+        assert_eq!(
+            fates,
+            [
+                ("nightly", "Scheduled", "kept"),
+                ("orders-db-final-0a1b2c3d", "Final", "taken first")
+            ]
+        );
         assert_eq!(plan.removed.len(), 3);
     }
 
@@ -305,9 +372,20 @@ mod tests {
     fn delete_without_the_confirmation_waits_and_removes_nothing() {
         let service = service("Delete", "ProviderShared");
         let plan_object = ha(&ALL);
-        let plan = delete(&ServiceFacts { service: &service, plan: Ok(Some(&plan_object)), objects: &[], backups: &[] });
-        assert_eq!(line(&plan, &service), "waits: ManagedService orders-db: needs services.kube-dc.com/confirm-delete=orders-db");
-        assert_eq!(plan.stops[0].message, "deletionPolicy Delete destroys data; annotate services.kube-dc.com/confirm-delete=orders-db to confirm, or the instance stays retained");
+        let plan = delete(&ServiceFacts {
+            service: &service,
+            plan: Ok(Some(&plan_object)),
+            objects: &[],
+            backups: &[],
+        });
+        assert_eq!(
+            line(&plan, &service),
+            "waits: ManagedService orders-db: needs services.kube-dc.com/confirm-delete=orders-db"
+        );
+        assert_eq!(
+            plan.stops[0].message,
+            "deletionPolicy Delete destroys data; annotate services.kube-dc.com/confirm-delete=orders-db to confirm, or the instance stays retained"
+        );
         assert!(plan.removed.is_empty());
     }
 
@@ -316,11 +394,25 @@ mod tests {
         let mut protected = service("Delete", "InProject");
         protected.spec.deletion_protection = Some(true);
         let plan_object = ha(&ALL);
-        let facts = |s| ServiceFacts { service: s, plan: Ok(Some(&plan_object)), objects: &[], backups: &[] };
-        assert_eq!(line(&delete(&facts(&protected)), &protected), "refused: deletionProtection is enabled");
+        let facts = |s| ServiceFacts {
+            service: s,
+            plan: Ok(Some(&plan_object)),
+            objects: &[],
+            backups: &[],
+        };
+        assert_eq!(
+            line(&delete(&facts(&protected)), &protected),
+            "refused: deletionProtection is enabled"
+        );
         let mut locked = service("Retain", "InProject");
-        locked.metadata.annotations = Some(BTreeMap::from([("core.navique.com/locked".to_owned(), "keep-db".to_owned())]));
-        assert_eq!(line(&delete(&facts(&locked)), &locked), "refused: locked by keep-db");
+        locked.metadata.annotations = Some(BTreeMap::from([(
+            "core.navique.com/locked".to_owned(),
+            "keep-db".to_owned(),
+        )]));
+        assert_eq!(
+            line(&delete(&facts(&locked)), &locked),
+            "refused: locked by keep-db"
+        );
     }
 
     #[test]
@@ -328,28 +420,67 @@ mod tests {
         let service = service("Delete", "InProject");
         let plan_object = ha(&[DeletionPolicy::Retain]);
         let objects = engine();
-        let plan = delete(&ServiceFacts { service: &service, plan: Ok(Some(&plan_object)), objects: &objects, backups: &[] });
-        assert!(line(&plan, &service).starts_with("allowed: Retain: ManagedService orders-db goes"), "{}", line(&plan, &service));
-        assert!(plan.notes[0].starts_with("DeletionPolicyDowngraded: "), "{:?}", plan.notes);
+        let plan = delete(&ServiceFacts {
+            service: &service,
+            plan: Ok(Some(&plan_object)),
+            objects: &objects,
+            backups: &[],
+        });
+        assert!(
+            line(&plan, &service).starts_with("allowed: Retain: ManagedService orders-db goes"),
+            "{}",
+            line(&plan, &service)
+        );
+        assert!(
+            plan.notes[0].starts_with("DeletionPolicyDowngraded: "),
+            "{:?}",
+            plan.notes
+        );
         assert_eq!(plan.kept.len(), 2);
     }
 
     #[test]
     fn an_engine_object_marked_delete_confirm_stops_the_removal() {
         let mut service = service("Delete", "InProject");
-        service.metadata.annotations = Some(BTreeMap::from([("services.kube-dc.com/confirm-delete".to_owned(), "orders-db".to_owned())]));
+        service.metadata.annotations = Some(BTreeMap::from([(
+            "services.kube-dc.com/confirm-delete".to_owned(),
+            "orders-db".to_owned(),
+        )]));
         let plan_object = ha(&ALL);
         let mut objects = engine();
-        objects[1] = Node::of("v1", "PersistentVolumeClaim", &meta("data-orders-db-0", &[("cd.hanzo.ai/sync-options", "Delete=confirm")]));
-        let plan = delete(&ServiceFacts { service: &service, plan: Ok(Some(&plan_object)), objects: &objects, backups: &[] });
-        assert_eq!(line(&plan, &service), "partial: ManagedService orders-db stops at PersistentVolumeClaim data-orders-db-0 (waiting for deletion approval)");
+        objects[1] = Node::of(
+            "v1",
+            "PersistentVolumeClaim",
+            &meta(
+                "data-orders-db-0",
+                &[("cd.hanzo.ai/sync-options", "Delete=confirm")],
+            ),
+        );
+        let plan = delete(&ServiceFacts {
+            service: &service,
+            plan: Ok(Some(&plan_object)),
+            objects: &objects,
+            backups: &[],
+        });
+        assert_eq!(
+            line(&plan, &service),
+            "partial: ManagedService orders-db stops at PersistentVolumeClaim data-orders-db-0 (waiting for deletion approval)"
+        );
     }
 
     // fail closed: a plan the user cannot read is not taken as "gone".
     #[test]
     fn an_unreadable_plan_is_unknown() {
         let service = service("SnapshotAndDelete", "InProject");
-        let plan = delete(&ServiceFacts { service: &service, plan: Err("forbidden".into()), objects: &[], backups: &[] });
-        assert_eq!(line(&plan, &service), "unknown: cannot read ServicePlan ha, which decides the policy in force: forbidden");
+        let plan = delete(&ServiceFacts {
+            service: &service,
+            plan: Err("forbidden".into()),
+            objects: &[],
+            backups: &[],
+        });
+        assert_eq!(
+            line(&plan, &service),
+            "unknown: cannot read ServicePlan ha, which decides the policy in force: forbidden"
+        );
     }
 }

@@ -149,8 +149,8 @@ fn fate(
                 stack.namespace().unwrap_or_default()
             );
             let marks = Marks::of(annotations, &user);
-            let waits = member.row.requires_deletion_approval
-                && member.row.requires_pruning == pruning;
+            let waits =
+                member.row.requires_deletion_approval && member.row.requires_pruning == pruning;
             let required = stack.spec.required_approvals();
             match approval(&marks, declared, waits, required) {
                 Approval::Given => Fate::Removed(if pruning {
@@ -179,13 +179,19 @@ fn fate(
 pub fn teardown(stack: &Stack, members: &[Member], namespace_deleting: bool) -> Plan {
     let mut plan = Plan::default();
     let name = stack.name_any();
-    let target = Object::new("core.navique.com/v1alpha1", "Stack", stack.namespace().as_deref(), &name);
+    let target = Object::new(
+        "core.navique.com/v1alpha1",
+        "Stack",
+        stack.namespace().as_deref(),
+        &name,
+    );
     if let Some((summary, message)) = lock_stop(&stack.metadata) {
         plan.stop(target, None, Cause::Locked, summary, message);
         return plan;
     }
     if stack.metadata.deletion_timestamp.is_some() {
-        plan.notes.push(format!("Stack {name} is already being deleted"));
+        plan.notes
+            .push(format!("Stack {name} is already being deleted"));
     }
     let tears_down = stack.finalizers().iter().any(|f| f == finalizers::STACK);
     if namespace_deleting || !tears_down {
@@ -194,7 +200,10 @@ pub fn teardown(stack: &Stack, members: &[Member], namespace_deleting: bool) -> 
         } else {
             "the Stack has no teardown finalizer: it is not deleted with the Stack"
         };
-        for member in members.iter().filter(|m| matches!(m.live, Live::Present(_))) {
+        for member in members
+            .iter()
+            .filter(|m| matches!(m.live, Live::Present(_)))
+        {
             plan.keep(object(stack, &member.row), member.row.sync_wave, why);
         }
         plan.remove(target.clone(), None, "deleted");
@@ -283,7 +292,12 @@ fn key_of(manifest: &Value, namespace: &str) -> (String, String, String, String)
         .as_str()
         .unwrap_or(namespace)
         .to_owned();
-    (group, str_of(&manifest["kind"]), ns, str_of(&manifest["metadata"]["name"]))
+    (
+        group,
+        str_of(&manifest["kind"]),
+        ns,
+        str_of(&manifest["metadata"]["name"]),
+    )
 }
 
 /// What applying `new` over the live `stack` would prune: the rows of its
@@ -358,14 +372,22 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+    use crate::preview::Verdict;
     use crate::preview::outcome::decide;
     use crate::preview::tests::meta;
-    use crate::preview::Verdict;
 
     fn row(kind: &str, name: &str, wave: i32) -> ResourceStatus {
         ResourceStatus {
-            group: if kind == "Stack" { "core.navique.com".into() } else { String::new() },
-            version: if kind == "Stack" { "v1alpha1".into() } else { "v1".into() },
+            group: if kind == "Stack" {
+                "core.navique.com".into()
+            } else {
+                String::new()
+            },
+            version: if kind == "Stack" {
+                "v1alpha1".into()
+            } else {
+                "v1".into()
+            },
             kind: kind.into(),
             namespace: Some("shop".into()),
             name: name.into(),
@@ -385,16 +407,29 @@ mod tests {
 
     fn live(name: &str, annotations: &[(&str, &str)]) -> Live {
         let mut meta = meta(name, annotations);
-        meta.labels = Some(BTreeMap::from([(labels::STACK.to_owned(), "app".to_owned())]));
+        meta.labels = Some(BTreeMap::from([(
+            labels::STACK.to_owned(),
+            "app".to_owned(),
+        )]));
         Live::Present(meta)
     }
 
     fn member(kind: &str, name: &str, wave: i32, annotations: &[(&str, &str)]) -> Member {
-        Member { row: row(kind, name, wave), live: live(name, annotations) }
+        Member {
+            row: row(kind, name, wave),
+            live: live(name, annotations),
+        }
     }
 
     fn stack(resources: Vec<Value>) -> Stack {
-        let mut stack = Stack::new("app", StackSpec { resources, service_account_name: None, approvals: None });
+        let mut stack = Stack::new(
+            "app",
+            StackSpec {
+                resources,
+                service_account_name: None,
+                approvals: None,
+            },
+        );
         stack.metadata.namespace = Some("shop".into());
         stack.metadata.finalizers = Some(vec![finalizers::STACK.into()]);
         stack.status = Some(StackStatus::default());
@@ -403,7 +438,10 @@ mod tests {
 
     fn names(plan: &Plan) -> (Vec<&str>, Vec<&str>, Vec<&str>) {
         (
-            plan.removed.iter().map(|r| r.object.name.as_str()).collect(),
+            plan.removed
+                .iter()
+                .map(|r| r.object.name.as_str())
+                .collect(),
             plan.stops.iter().map(|s| s.object.name.as_str()).collect(),
             plan.kept.iter().map(|k| k.object.name.as_str()).collect(),
         )
@@ -421,21 +459,44 @@ mod tests {
             member("ConfigMap", "front", 2, &[]),
         ];
         let plan = teardown(&stack, &members, false);
-        assert_eq!(names(&plan), (vec!["front", "beside"], vec!["inner"], vec!["base", "app"]));
-        assert_eq!(plan.kept[0].why, "not reached: waits for wave 1 to be deleted");
-        let outcome = decide(&Object::new("core.navique.com/v1alpha1", "Stack", Some("shop"), "app"), &plan);
+        assert_eq!(
+            names(&plan),
+            (vec!["front", "beside"], vec!["inner"], vec!["base", "app"])
+        );
+        assert_eq!(
+            plan.kept[0].why,
+            "not reached: waits for wave 1 to be deleted"
+        );
+        let outcome = decide(
+            &Object::new("core.navique.com/v1alpha1", "Stack", Some("shop"), "app"),
+            &plan,
+        );
         assert_eq!(outcome.verdict, Verdict::Partial);
-        assert_eq!(outcome.line, "partial: Stack app stops at Stack inner (locked by keep-inner)");
+        assert_eq!(
+            outcome.line,
+            "partial: Stack app stops at Stack inner (locked by keep-inner)"
+        );
     }
 
     #[test]
     fn nothing_in_the_way_deletes_every_wave_and_then_the_stack() {
         let stack = stack(vec![]);
-        let members = [member("ConfigMap", "base", 0, &[]), member("ConfigMap", "front", 2, &[]), Member { row: row("ConfigMap", "gone", 1), live: Live::Gone }];
+        let members = [
+            member("ConfigMap", "base", 0, &[]),
+            member("ConfigMap", "front", 2, &[]),
+            Member {
+                row: row("ConfigMap", "gone", 1),
+                live: Live::Gone,
+            },
+        ];
         let plan = teardown(&stack, &members, false);
         assert_eq!(names(&plan), (vec!["front", "base", "app"], vec![], vec![]));
         assert_eq!(
-            decide(&Object::new("core.navique.com/v1alpha1", "Stack", Some("shop"), "app"), &plan).line,
+            decide(
+                &Object::new("core.navique.com/v1alpha1", "Stack", Some("shop"), "app"),
+                &plan
+            )
+            .line,
             "allowed: Stack app and 2 resource(s) are deleted, last wave first"
         );
     }
@@ -443,24 +504,45 @@ mod tests {
     #[test]
     fn a_locked_stack_is_refused() {
         let mut stack = stack(vec![]);
-        stack.metadata.annotations = Some(BTreeMap::from([(LOCKED.0.to_owned(), "protect-app".to_owned())]));
+        stack.metadata.annotations = Some(BTreeMap::from([(
+            LOCKED.0.to_owned(),
+            "protect-app".to_owned(),
+        )]));
         let plan = teardown(&stack, &[member("ConfigMap", "a", 0, &[])], false);
-        let outcome = decide(&Object::new("core.navique.com/v1alpha1", "Stack", Some("shop"), "app"), &plan);
+        let outcome = decide(
+            &Object::new("core.navique.com/v1alpha1", "Stack", Some("shop"), "app"),
+            &plan,
+        );
         assert_eq!(outcome.line, "refused: locked by protect-app");
         assert!(plan.removed.is_empty());
     }
 
     #[test]
     fn delete_confirm_waits_unless_the_manifest_declares_the_approval_and_delete_false_lets_go() {
-        let stack = stack(vec![json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "declared", "annotations": {"cd.hanzo.ai/deletion-approved": "true"}}})]);
+        let stack = stack(vec![
+            json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "declared", "annotations": {"cd.hanzo.ai/deletion-approved": "true"}}}),
+        ]);
         let confirm = ("cd.hanzo.ai/sync-options", "Delete=confirm");
         let members = [
             member("ConfigMap", "gated", 0, &[confirm]),
-            member("ConfigMap", "declared", 0, &[confirm, ("cd.hanzo.ai/deletion-approved", "true")]),
-            member("ConfigMap", "kept", 0, &[("cd.hanzo.ai/sync-options", "Delete=false")]),
+            member(
+                "ConfigMap",
+                "declared",
+                0,
+                &[confirm, ("cd.hanzo.ai/deletion-approved", "true")],
+            ),
+            member(
+                "ConfigMap",
+                "kept",
+                0,
+                &[("cd.hanzo.ai/sync-options", "Delete=false")],
+            ),
         ];
         let plan = teardown(&stack, &members, false);
-        assert_eq!(names(&plan), (vec!["declared"], vec!["gated"], vec!["kept", "app"]));
+        assert_eq!(
+            names(&plan),
+            (vec!["declared"], vec!["gated"], vec!["kept", "app"])
+        );
         assert_eq!(plan.stops[0].cause, Cause::ApprovalRequired);
         assert_eq!(plan.kept[0].why, "let go and kept: Delete=false");
     }
@@ -470,7 +552,11 @@ mod tests {
     #[test]
     fn an_approval_given_before_the_wait_does_not_count_one_given_while_waiting_does() {
         let stack = stack(vec![]);
-        let marks = [("cd.hanzo.ai/sync-options", "Delete=confirm"), ("cd.hanzo.ai/deletion-approved", "true"), ("core.navique.com/approved-by", "alice")];
+        let marks = [
+            ("cd.hanzo.ai/sync-options", "Delete=confirm"),
+            ("cd.hanzo.ai/deletion-approved", "true"),
+            ("core.navique.com/approved-by", "alice"),
+        ];
         let early = member("ConfigMap", "early", 0, &marks);
         let mut waiting = member("ConfigMap", "waiting", 0, &marks);
         waiting.row.requires_deletion_approval = true;
@@ -483,9 +569,24 @@ mod tests {
     #[test]
     fn sync_options_not_understood_hold_the_wave() {
         let stack = stack(vec![]);
-        let plan = teardown(&stack, &[member("ConfigMap", "odd", 0, &[("cd.hanzo.ai/sync-options", "Delete=Confirm")])], false);
+        let plan = teardown(
+            &stack,
+            &[member(
+                "ConfigMap",
+                "odd",
+                0,
+                &[("cd.hanzo.ai/sync-options", "Delete=Confirm")],
+            )],
+            false,
+        );
         assert_eq!(plan.stops[0].cause, Cause::SyncOptionsNotUnderstood);
-        assert!(plan.stops[0].message.starts_with("held, neither pruned nor deleted: "), "{}", plan.stops[0].message);
+        assert!(
+            plan.stops[0]
+                .message
+                .starts_with("held, neither pruned nor deleted: "),
+            "{}",
+            plan.stops[0].message
+        );
     }
 
     // ownership by label: a labelled object whose uid the Stack did not
@@ -503,17 +604,33 @@ mod tests {
     #[test]
     fn a_sync_prunes_what_left_the_stack_and_a_confirm_marked_one_waits() {
         let live_stack = stack(vec![]);
-        let new = stack(vec![json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "kept"}})]);
+        let new = stack(vec![
+            json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "kept"}}),
+        ]);
         let members = [
             member("ConfigMap", "kept", 0, &[]),
             member("ConfigMap", "plain", 0, &[]),
-            member("ConfigMap", "gated", 1, &[("cd.hanzo.ai/sync-options", "Prune=confirm")]),
-            member("ConfigMap", "never", 0, &[("cd.hanzo.ai/sync-options", "Prune=false")]),
+            member(
+                "ConfigMap",
+                "gated",
+                1,
+                &[("cd.hanzo.ai/sync-options", "Prune=confirm")],
+            ),
+            member(
+                "ConfigMap",
+                "never",
+                0,
+                &[("cd.hanzo.ai/sync-options", "Prune=false")],
+            ),
         ];
         let plan = prune(&live_stack, &new, &members);
         assert_eq!(names(&plan), (vec!["plain"], vec!["gated"], vec!["never"]));
         assert_eq!(
-            decide(&Object::new("core.navique.com/v1alpha1", "Stack", Some("shop"), "app"), &plan).line,
+            decide(
+                &Object::new("core.navique.com/v1alpha1", "Stack", Some("shop"), "app"),
+                &plan
+            )
+            .line,
             "partial: Stack app stops at ConfigMap gated (waiting for deletion approval)"
         );
     }

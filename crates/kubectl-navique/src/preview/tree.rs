@@ -118,7 +118,10 @@ pub fn cascade(target: &Node, objects: &[Node], cascade: Cascade) -> Plan {
                 ),
             );
         }
-        plan.allowed = format!("{} is deleted; its dependents stay", target.object.display());
+        plan.allowed = format!(
+            "{} is deleted; its dependents stay",
+            target.object.display()
+        );
         return plan;
     }
     // Breadth first from the target: what goes, in the order it is reached.
@@ -141,7 +144,11 @@ pub fn cascade(target: &Node, objects: &[Node], cascade: Cascade) -> Plan {
                     .find(|n| n.uid == *other)
                     .map(|n| n.object.display())
                     .unwrap_or_default();
-                plan.keep(dependent.object.clone(), None, format!("still owned by {name}"));
+                plan.keep(
+                    dependent.object.clone(),
+                    None,
+                    format!("still owned by {name}"),
+                );
                 continue;
             }
             if stays(&mut plan, dependent) {
@@ -209,8 +216,17 @@ pub fn namespace(namespace: &Node, objects: &[Node]) -> Plan {
         .filter(|v| !v.trim().is_empty());
     if let Some(locked) = marker {
         let message = navique_api::messages::namespace_locked(name, locked);
-        let summary = format!("namespace {name} holds Lock(s) [{}]", locked.replace(',', ", "));
-        plan.stop(namespace.object.clone(), None, Cause::NamespaceLocked, summary, message);
+        let summary = format!(
+            "namespace {name} holds Lock(s) [{}]",
+            locked.replace(',', ", ")
+        );
+        plan.stop(
+            namespace.object.clone(),
+            None,
+            Cause::NamespaceLocked,
+            summary,
+            message,
+        );
         return plan;
     }
     if let Some(finalizer) = foreign_finalizer(&namespace.meta) {
@@ -298,7 +314,10 @@ mod tests {
     fn background_deletes_the_owner_first_and_stops_at_a_locked_dependent() {
         let (root, objects) = tree();
         let plan = cascade(&root, &objects, Cascade::Background);
-        assert_eq!(names(plan.removed.iter().map(|r| &r.object)), ["root", "child", "grandchild"]);
+        assert_eq!(
+            names(plan.removed.iter().map(|r| &r.object)),
+            ["root", "child", "grandchild"]
+        );
         assert_eq!(names(plan.stops.iter().map(|s| &s.object)), ["locked"]);
         assert_eq!(plan.stops[0].summary, "locked by keep");
         assert_eq!(names(plan.kept.iter().map(|k| &k.object)), ["shared"]);
@@ -313,17 +332,30 @@ mod tests {
     fn foreground_deletes_dependents_first_and_a_blocking_one_that_stays_keeps_the_owner() {
         let (root, objects) = tree();
         let plan = cascade(&root, &objects, Cascade::Foreground);
-        assert_eq!(names(plan.removed.iter().map(|r| &r.object)), ["grandchild", "child"]);
-        assert_eq!(names(plan.kept.iter().map(|k| &k.object)), ["shared", "root"]);
+        assert_eq!(
+            names(plan.removed.iter().map(|r| &r.object)),
+            ["grandchild", "child"]
+        );
+        assert_eq!(
+            names(plan.kept.iter().map(|k| &k.object)),
+            ["shared", "root"]
+        );
         assert!(plan.kept[1].why.contains("blockOwnerDeletion"));
     }
 
     #[test]
     fn foreground_without_blocking_dependents_deletes_the_owner_last() {
         let root = node("root", &[], &[]);
-        let objects = vec![root.clone(), node("child", &[("root", true)], &[]), node("locked", &[("root", false)], &[LOCKED])];
+        let objects = vec![
+            root.clone(),
+            node("child", &[("root", true)], &[]),
+            node("locked", &[("root", false)], &[LOCKED]),
+        ];
         let plan = cascade(&root, &objects, Cascade::Foreground);
-        assert_eq!(names(plan.removed.iter().map(|r| &r.object)), ["child", "root"]);
+        assert_eq!(
+            names(plan.removed.iter().map(|r| &r.object)),
+            ["child", "root"]
+        );
     }
 
     #[test]
@@ -331,9 +363,15 @@ mod tests {
         let (root, objects) = tree();
         let plan = cascade(&root, &objects, Cascade::Orphan);
         assert_eq!(names(plan.removed.iter().map(|r| &r.object)), ["root"]);
-        assert_eq!(names(plan.kept.iter().map(|k| &k.object)), ["child", "locked", "shared"]);
+        assert_eq!(
+            names(plan.kept.iter().map(|k| &k.object)),
+            ["child", "locked", "shared"]
+        );
         assert!(plan.stops.is_empty());
-        assert_eq!(decide(&root.object, &plan).line, "allowed: ConfigMap root is deleted; its dependents stay");
+        assert_eq!(
+            decide(&root.object, &plan).line,
+            "allowed: ConfigMap root is deleted; its dependents stay"
+        );
     }
 
     #[test]
@@ -350,9 +388,19 @@ mod tests {
         let mut held = node("held", &[("root", false)], &[]);
         held.meta.finalizers = Some(vec!["example.com/cleanup".into()]);
         let mut pvc = node("pvc", &[("root", false)], &[]);
-        pvc.meta.finalizers = Some(vec!["kubernetes.io/pvc-protection".into(), "core.navique.com/lock".into()]);
-        let plan = cascade(&root, &[root.clone(), Node::of("v1", "ConfigMap", &held.meta), pvc], Cascade::Background);
-        assert_eq!(names(plan.removed.iter().map(|r| &r.object)), ["root", "pvc"]);
+        pvc.meta.finalizers = Some(vec![
+            "kubernetes.io/pvc-protection".into(),
+            "core.navique.com/lock".into(),
+        ]);
+        let plan = cascade(
+            &root,
+            &[root.clone(), Node::of("v1", "ConfigMap", &held.meta), pvc],
+            Cascade::Background,
+        );
+        assert_eq!(
+            names(plan.removed.iter().map(|r| &r.object)),
+            ["root", "pvc"]
+        );
         assert_eq!(plan.stops[0].summary, "finalizer example.com/cleanup");
     }
 
@@ -367,7 +415,10 @@ mod tests {
             plan.stops[0].message,
             "namespace shop holds Lock(s) [a, b]; delete the Lock(s) before deleting this namespace"
         );
-        assert_eq!(decide(&ns.object, &plan).line, "refused: namespace shop holds Lock(s) [a, b]");
+        assert_eq!(
+            decide(&ns.object, &plan).line,
+            "refused: namespace shop holds Lock(s) [a, b]"
+        );
     }
 
     #[test]
@@ -376,7 +427,10 @@ mod tests {
         ns.namespace = None;
         let ns = Node::of("v1", "Namespace", &ns);
         let plan = namespace(&ns, &[node("x", &[], &[]), node("y", &[], &[])]);
-        assert_eq!(names(plan.removed.iter().map(|r| &r.object)), ["x", "y", "shop"]);
+        assert_eq!(
+            names(plan.removed.iter().map(|r| &r.object)),
+            ["x", "y", "shop"]
+        );
         assert_eq!(
             decide(&ns.object, &plan).line,
             "allowed: namespace shop and the 2 object(s) in it are deleted"
