@@ -192,7 +192,7 @@ async fn members(
                 let api: Api<DynamicObject> =
                     Api::namespaced_with(client.clone(), ns, &kind.api_resource());
                 match api.get_opt(&row.name).await {
-                    Ok(Some(object)) => Live::Present(object.metadata),
+                    Ok(Some(object)) => Live::Present(Box::new(object.metadata)),
                     Ok(None) => Live::Gone,
                     Err(e) => Live::Unreadable(render::kube_error(&e)),
                 }

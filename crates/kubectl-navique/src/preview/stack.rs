@@ -28,7 +28,7 @@ pub const DEFAULT_STACK_ACCOUNT: &str = "navique-stack";
 #[derive(Clone, Debug, PartialEq)]
 pub enum Live {
     Gone,
-    Present(ObjectMeta),
+    Present(Box<ObjectMeta>),
     /// The kind is not served: the Stack leaves it alone.
     NotServed,
     /// The user may not read it: what it would do is unknown.
@@ -411,7 +411,7 @@ mod tests {
             labels::STACK.to_owned(),
             "app".to_owned(),
         )]));
-        Live::Present(meta)
+        Live::Present(Box::new(meta))
     }
 
     fn member(kind: &str, name: &str, wave: i32, annotations: &[(&str, &str)]) -> Member {

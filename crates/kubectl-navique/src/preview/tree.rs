@@ -377,7 +377,7 @@ mod tests {
     #[test]
     fn a_locked_object_is_refused_and_nothing_goes() {
         let root = node("root", &[], &[LOCKED]);
-        let plan = cascade(&root, &[root.clone()], Cascade::Background);
+        let plan = cascade(&root, std::slice::from_ref(&root), Cascade::Background);
         assert!(plan.removed.is_empty());
         assert_eq!(decide(&root.object, &plan).line, "refused: locked by keep");
     }
