@@ -138,17 +138,36 @@ pub fn delete(facts: &ServiceFacts<'_>) -> Plan {
             .push(format!("ManagedService {name} is already being deleted"));
     }
     let plan_name = &service.spec.plan_ref.name;
-    let stored_plan = match &facts.plan {
-        Ok(plan) => *plan,
+    let requested = service.spec.deletion_policy;
+    let applied = service
+        .status
+        .as_ref()
+        .and_then(|s| s.applied_deletion_policy);
+    // A Project identity may not read plans. The policy last applied was
+    // allowed by the plan when it was applied; a plan changed since can only
+    // make the deletion less destructive (a downgrade), so the preview
+    // never says less than happens.
+    let assumed;
+    let (allowed, backup_enabled) = match &facts.plan {
+        Ok(Some(plan)) => (
+            Some(plan.spec.allowed_deletion_policies.as_slice()),
+            plan.spec.backup.enabled,
+        ),
+        Ok(None) => (None, false),
+        Err(why) if applied == Some(requested) => {
+            plan.notes.push(format!(
+                "ServicePlan {plan_name} cannot be read with your credentials ({why}): the preview takes it to allow {requested}, as it did when that policy was applied; a plan changed since can only make the deletion less destructive"
+            ));
+            assumed = [requested];
+            (Some(&assumed[..]), true)
+        }
         Err(why) => {
             plan.stop(
                 me,
                 None,
                 Cause::Unreadable,
-                format!(
-                    "cannot read ServicePlan {plan_name}, which decides the policy in force: {why}"
-                ),
-                why.clone(),
+                format!("cannot read ServicePlan {plan_name}, which decides the policy in force: {why}"),
+                format!("the policy {requested} has not been applied yet, and without the plan the preview does not guess what the deletion does; ask your provider which policies plan {plan_name} allows"),
             );
             return plan;
         }
@@ -173,14 +192,11 @@ pub fn delete(facts: &ServiceFacts<'_>) -> Plan {
     });
     let decision = deletion::decide(&Facts {
         name: &name,
-        requested: service.spec.deletion_policy,
-        applied: service
-            .status
-            .as_ref()
-            .and_then(|s| s.applied_deletion_policy),
+        requested,
+        applied,
         plan: plan_name,
-        allowed: stored_plan.map(|p| p.spec.allowed_deletion_policies.as_slice()),
-        backup_enabled: stored_plan.is_some_and(|p| p.spec.backup.enabled),
+        allowed,
+        backup_enabled,
         confirmation: service
             .annotations()
             .get(annotations::CONFIRM_DELETE)

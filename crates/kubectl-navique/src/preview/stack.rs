@@ -227,7 +227,7 @@ pub fn teardown(stack: &Stack, members: &[Member], namespace_deleting: bool) -> 
                 row.sync_wave,
                 Cause::Unreadable,
                 format!("cannot read {} {}: {why}", row.kind, row.name),
-                why.clone(),
+                "the Stack acts as its own ServiceAccount; without reading the object the preview cannot tell what it does",
             ),
             Live::Present(meta) => match not_its_own(&name, row, meta) {
                 Some(why) => plan.keep(object(stack, row), row.sync_wave, why),
@@ -339,7 +339,7 @@ pub fn prune(stack: &Stack, new: &Stack, members: &[Member]) -> Plan {
                 row.sync_wave,
                 Cause::Unreadable,
                 format!("cannot read {} {}: {why}", row.kind, row.name),
-                why.clone(),
+                "the Stack acts as its own ServiceAccount; without reading the object the preview cannot tell what it does",
             ),
             Live::Present(meta) => match not_its_own(&name, row, meta) {
                 Some(why) => plan.keep(obj, row.sync_wave, why),
