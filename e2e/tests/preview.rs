@@ -95,6 +95,18 @@ fn versions(cluster: &Cluster, ns: &str) -> String {
     format!("{objects}Namespace/{ns}={namespace}")
 }
 
+/// [`versions`] once the controllers have stopped writing: the same over
+/// two seconds (a service's controller still writes its Secret right after
+/// it turns Ready).
+async fn settled_versions(cluster: &Cluster, ns: &str) -> String {
+    eventually(WAIT, "the objects to settle", || async {
+        let first = versions(cluster, ns);
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        (versions(cluster, ns) == first).then_some(first)
+    })
+    .await
+}
+
 fn exists(ns: &str, kind: &str, name: &str) -> bool {
     cluster()
         .kubectl(&["get", kind, name, "-n", ns, "-o", "name"], None)
@@ -141,7 +153,7 @@ async fn a_locked_stack_child_is_predicted_to_stop_the_teardown_where_the_real_d
         .until_lock(&ns, "keep-inner", true, "Protecting")
         .await;
 
-    let before = versions(cluster(), &ns);
+    let before = settled_versions(cluster(), &ns).await;
     let out = kubectl_navique_ok(cluster(), &["preview", "delete", "stack/outer", "-n", &ns]);
     assert_eq!(
         out,
@@ -226,7 +238,7 @@ async fn a_namespace_holding_locks_is_predicted_refused() {
     })
     .await;
     assert_eq!(out, expected);
-    let before = versions(cluster(), &ns);
+    let before = settled_versions(cluster(), &ns).await;
     kubectl_navique_ok(
         cluster(),
         &["preview", "delete", &format!("namespace/{ns}"), "-n", &ns],
@@ -292,7 +304,7 @@ async fn preview_sync_lists_a_plain_prune_and_one_that_waits_for_approval() {
     let file = dir.path().join("new.yaml");
     std::fs::write(&file, stack_manifest(&ns, "app", &[kept])).unwrap();
 
-    let before = versions(cluster(), &ns);
+    let before = settled_versions(cluster(), &ns).await;
     let out = kubectl_navique_ok(
         cluster(),
         &[
@@ -348,7 +360,7 @@ async fn a_snapshot_and_delete_service_is_predicted_to_take_its_final_backup_fir
     let uid = env.field(&ns, "orders-db", "{.metadata.uid}");
     let final_backup = format!("orders-db-final-{}", &uid[..8]);
 
-    let before = versions(&env.cluster, &ns);
+    let before = settled_versions(&env.cluster, &ns).await;
     let out = kubectl_navique_ok(
         &env.cluster,
         &["preview", "delete", "managedservice/orders-db", "-n", &ns],
@@ -408,4 +420,163 @@ async fn a_snapshot_and_delete_service_is_predicted_to_take_its_final_backup_fir
     );
     env.cluster
         .kubectl_ok(&["delete", "namespace", &ns, "--wait=false"]);
+}
+
+/// Any other kind follows the garbage collector: a ConfigMap owning a
+/// locked Stack (`blockOwnerDeletion: true`). Foreground keeps the owner
+/// behind the dependent that stays, background deletes the owner and
+/// stops at the dependent, orphan deletes only the owner; the real
+/// foreground and background deletes do what was predicted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_owner_reference_tree_is_predicted_for_each_propagation_policy() {
+    let env = env();
+    env.ready().await;
+    let ns = cluster().namespace("preview-gc");
+    bind_service_account(cluster(), &ns, STACK_ACCOUNT, "edit");
+    let owner_for = |name: &str| {
+        cluster().kubectl_in(&["create", "configmap", name, "-n", &ns], None);
+        let uid = cluster().kubectl_ok(&[
+            "get",
+            "configmap",
+            name,
+            "-n",
+            &ns,
+            "-o",
+            "jsonpath={.metadata.uid}",
+        ]);
+        let child = format!("child-of-{name}");
+        let stack = json!({"apiVersion": "core.navique.com/v1alpha1", "kind": "Stack",
+            "metadata": {"name": child, "namespace": ns, "ownerReferences": [
+                {"apiVersion": "v1", "kind": "ConfigMap", "name": name, "uid": uid, "blockOwnerDeletion": true}]},
+            "spec": {"resources": []}});
+        cluster().kubectl_in(&["apply", "-f", "-"], Some(&stack.to_string()));
+        cluster().kubectl_in(
+            &["apply", "-f", "-"],
+            Some(&lock(
+                &ns,
+                &format!("keep-{name}"),
+                "core.navique.com/v1alpha1",
+                "Stack",
+                &child,
+                "kept",
+            )),
+        );
+        child
+    };
+    let child = owner_for("fg");
+    env.locks
+        .until_lock(&ns, "keep-fg", true, "Protecting")
+        .await;
+    let before = settled_versions(cluster(), &ns).await;
+    let preview = |cascade: &str, name: &str| {
+        kubectl_navique_ok(
+            cluster(),
+            &[
+                "preview",
+                "delete",
+                &format!("configmap/{name}"),
+                "--cascade",
+                cascade,
+                "-n",
+                &ns,
+            ],
+        )
+    };
+    assert_eq!(
+        preview("foreground", "fg"),
+        format!(
+            "KIND        NAME          WAVE   FATE    DETAIL\n\
+             Stack       {child}          stops   locked by keep-fg: resource is protected by Lock(s) [keep-fg]; delete the Lock(s) before deleting this resource (reasons: keep-fg: kept)\n\
+             ConfigMap   fg                   stays   marked for deletion: waits for a dependent that stays (blockOwnerDeletion)\n\
+             waits: ConfigMap fg stops at Stack {child} (locked by keep-fg)\n"
+        )
+    );
+    assert_eq!(
+        preview("background", "fg").lines().last().unwrap(),
+        format!("partial: ConfigMap fg stops at Stack {child} (locked by keep-fg)")
+    );
+    assert_eq!(
+        preview("orphan", "fg"),
+        format!(
+            "KIND        NAME          WAVE   FATE      DETAIL\n\
+             ConfigMap   fg                   removed   deleted\n\
+             Stack       {child}          stays     orphaned: its owner reference to ConfigMap fg is removed\n\
+             allowed: ConfigMap fg is deleted; its dependents stay\n"
+        )
+    );
+    assert_eq!(
+        versions(cluster(), &ns),
+        before,
+        "the previews wrote nothing"
+    );
+
+    // Foreground: the owner stays, marked, behind its locked dependent.
+    cluster().kubectl_ok(&[
+        "delete",
+        "configmap",
+        "fg",
+        "-n",
+        &ns,
+        "--cascade=foreground",
+        "--wait=false",
+    ]);
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert!(exists(&ns, "stack", &child), "the locked dependent stays");
+    let deleting = cluster().kubectl_ok(&[
+        "get",
+        "configmap",
+        "fg",
+        "-n",
+        &ns,
+        "-o",
+        "jsonpath={.metadata.deletionTimestamp}",
+    ]);
+    assert!(!deleting.is_empty(), "the owner stays, marked for deletion");
+
+    // Background: the owner goes, the locked dependent stays.
+    let child = owner_for("bg");
+    env.locks
+        .until_lock(&ns, "keep-bg", true, "Protecting")
+        .await;
+    cluster().kubectl_ok(&[
+        "delete",
+        "configmap",
+        "bg",
+        "-n",
+        &ns,
+        "--cascade=background",
+    ]);
+    eventually(WAIT, "the owner to go", || async {
+        (!exists(&ns, "configmap", "bg")).then_some(())
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert!(exists(&ns, "stack", &child), "the locked dependent stays");
+}
+
+/// The preview acts only as its user ("privileged deputy"): a user with no
+/// role in the namespace gets the API server's refusal, not a preview made
+/// with anyone else's rights.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_user_without_a_role_is_refused_by_the_api_server() {
+    let env = env();
+    env.ready().await;
+    cluster().add_user("dave", &[]);
+    let ns = cluster().namespace("preview-rbac");
+    apply_stack(&ns, "app", &[config_map("settings", 0, None)]);
+    let dir = tempfile::tempdir().unwrap();
+    let dave = cluster().kubeconfig_for("dave-token", dir.path());
+    let run = navique_e2e::plugin::kubectl_navique(
+        cluster(),
+        &dave,
+        &["preview", "delete", "stack/app", "-n", &ns],
+    );
+    assert_eq!(run.code, Some(1), "{run:?}");
+    assert_eq!(run.stdout, "");
+    assert_eq!(
+        run.stderr,
+        format!(
+            "Error from server (Forbidden): stacks.core.navique.com \"app\" is forbidden: User \"dave\" cannot get resource \"stacks\" in API group \"core.navique.com\" in the namespace \"{ns}\"\n"
+        )
+    );
 }

@@ -8,8 +8,9 @@
 //!   the request is accepted and the object is marked for deletion, but
 //!   nothing is removed until someone acts (an approval, the confirmation
 //!   annotation, a Lock on what goes first).
-//! - `partial: <object> stops at <other> (<why>)`: some of what would go goes,
-//!   then it stops at the first object that stays; the rest waits.
+//! - `partial: <object> stops at <other> (<why>)`: some of what would go
+//!   goes (the object itself, or what goes first), then it stops at the
+//!   first object that stays; the rest waits.
 //! - `allowed: <what happens>`: everything listed as removed goes and
 //!   nothing stops it.
 //! - `unknown: <what could not be read>`: what decides could not be read
@@ -75,8 +76,7 @@ pub fn decide(target: &Object, plan: &Plan) -> Outcome {
         if plan.stops.len() > 1 {
             detail.push_str(&format!(" and {} more", plan.stops.len() - 1));
         }
-        let some_go = plan.removed.iter().any(|r| r.object != *target);
-        let verdict = if some_go {
+        let verdict = if !plan.removed.is_empty() {
             Verdict::Partial
         } else {
             Verdict::Waits
@@ -177,9 +177,19 @@ mod tests {
     }
 
     #[test]
-    fn the_target_going_is_not_partial_on_its_own() {
+    fn the_target_going_while_a_dependent_stays_is_partial() {
         let mut plan = plan();
-        plan.remove(stack("forge"), None, "deleted");
+        plan.remove(config_map("owner"), None, "deleted");
+        plan.stop(stack("child"), None, Cause::Locked, "locked by keep", "");
+        assert_eq!(
+            decide(&config_map("owner"), &plan).line,
+            "partial: ConfigMap owner stops at Stack child (locked by keep)"
+        );
+    }
+
+    #[test]
+    fn a_stop_on_the_target_itself_says_so_without_stops_at() {
+        let mut plan = plan();
         plan.stop(
             stack("forge"),
             None,
