@@ -11,7 +11,7 @@ use navique_e2e::locks::lock;
 use navique_e2e::plugin::kubectl_navique_ok;
 use navique_e2e::services::ServiceEnv;
 use navique_e2e::stacks::{STACK_ACCOUNT, StackEnv, bind_service_account};
-use navique_e2e::{Cluster, eventually};
+use navique_e2e::{Cluster, Process, eventually, free_port};
 use serde_json::{Value, json};
 
 const WAIT: Duration = Duration::from_secs(30);
@@ -342,17 +342,25 @@ async fn preview_sync_lists_a_plain_prune_and_one_that_waits_for_approval() {
     assert!(exists(&ns, "configmap", "gated"), "waits, as predicted");
 }
 
-fn services() -> &'static ServiceEnv {
-    static ENV: OnceLock<ServiceEnv> = OnceLock::new();
-    ENV.get_or_init(|| ServiceEnv::start(&[]))
+/// The managed-services environment with backup-runner storing final
+/// backups into a local directory, and the controller leading.
+async fn services() -> (ServiceEnv, Process, tempfile::TempDir) {
+    let port = free_port();
+    let env = ServiceEnv::start(&["--backup-runner-url", &format!("https://127.0.0.1:{port}")]);
+    let store = tempfile::tempdir().unwrap();
+    let runner = env
+        .start_backup_runner(port, &format!("file://{}", store.path().display()))
+        .await;
+    env.controller_ready().await;
+    (env, runner, store)
 }
 
 /// A SnapshotAndDelete service: the preview names the final backup that
-/// the deletion takes first, and keeps the service's other records.
+/// the deletion takes first and what it removes, and the real delete then
+/// takes that backup and removes those objects.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_snapshot_and_delete_service_is_predicted_to_take_its_final_backup_first() {
-    let env = services();
-    env.controller_ready().await;
+    let (env, _runner, _store) = services().await;
     let ns = env.cluster.namespace("preview-svc");
     env.apply(&env.orders_db(&ns, "preview_orders", "SnapshotAndDelete", false))
         .await;
@@ -418,8 +426,35 @@ async fn a_snapshot_and_delete_service_is_predicted_to_take_its_final_backup_fir
         json["stops"][0]["message"],
         "deletionProtection is enabled on this ManagedService; set spec.deletionProtection=false first"
     );
-    env.cluster
-        .kubectl_ok(&["delete", "namespace", &ns, "--wait=false"]);
+
+    // The real delete takes that final backup first, and removes what was
+    // listed as removed.
+    env.cluster.kubectl_ok(&[
+        "patch",
+        "managedservice",
+        "orders-db",
+        "-n",
+        &ns,
+        "--type",
+        "merge",
+        "-p",
+        r#"{"spec":{"deletionProtection":false}}"#,
+    ]);
+    env.start_deleting(&ns, "orders-db");
+    env.until_gone(&ns, "orders-db").await;
+    assert_eq!(
+        env.get(
+            &ns,
+            &format!("servicebackup/{final_backup}"),
+            "{.spec.origin} {.status.phase}"
+        ),
+        "Final Completed"
+    );
+    assert_eq!(
+        env.get(&ns, "secret/orders-db-credentials", "{.metadata.name}"),
+        ""
+    );
+    assert_eq!(env.get(&ns, "service/orders-db", "{.metadata.name}"), "");
 }
 
 /// Any other kind follows the garbage collector: a ConfigMap owning a
