@@ -321,6 +321,72 @@ pub(crate) mod tests {
         }
     }
 
+    fn parse(args: &[&str]) -> Result<crate::cli::Cli, clap::Error> {
+        use clap::Parser;
+        crate::cli::Cli::try_parse_from(
+            std::iter::once("kubectl-navique").chain(args.iter().copied()),
+        )
+    }
+
+    fn preview(args: &[&str]) -> PreviewCommand {
+        match parse(args).unwrap().command {
+            crate::cli::Command::Preview(PreviewArgs { what }) => what,
+            other => panic!("not preview: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn preview_delete_takes_kubectls_cascade_values_defaulting_to_background() {
+        assert_eq!(
+            preview(&[
+                "preview",
+                "delete",
+                "stack/forge",
+                "-n",
+                "shop",
+                "-o",
+                "json"
+            ]),
+            PreviewCommand::Delete(DeleteArgs {
+                target: "stack/forge".into(),
+                cascade: Cascade::Background
+            })
+        );
+        for (value, cascade) in [
+            ("foreground", Cascade::Foreground),
+            ("orphan", Cascade::Orphan),
+            ("background", Cascade::Background),
+        ] {
+            assert_eq!(
+                preview(&["preview", "delete", "cm/x", "--cascade", value]),
+                PreviewCommand::Delete(DeleteArgs {
+                    target: "cm/x".into(),
+                    cascade
+                })
+            );
+        }
+        // kubectl's old boolean forms and anything else are refused.
+        for bad in ["true", "false", "Foreground", ""] {
+            assert!(
+                parse(&["preview", "delete", "cm/x", "--cascade", bad]).is_err(),
+                "{bad}"
+            );
+        }
+        assert!(parse(&["preview", "delete"]).is_err());
+    }
+
+    #[test]
+    fn preview_sync_needs_the_new_manifest() {
+        assert_eq!(
+            preview(&["preview", "sync", "stack/app", "-f", "new.yaml"]),
+            PreviewCommand::Sync(SyncArgs {
+                target: "stack/app".into(),
+                file: "new.yaml".into()
+            })
+        );
+        assert!(parse(&["preview", "sync", "stack/app"]).is_err());
+    }
+
     #[test]
     fn an_object_is_locked_while_its_marker_names_a_lock() {
         let (summary, message) = lock_stop(&meta(
