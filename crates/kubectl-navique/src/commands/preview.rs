@@ -171,36 +171,67 @@ pub(super) async fn delete_preview(
     })
 }
 
-/// The Stack's inventory rows with what is live for each.
-async fn members(
-    client: &Client,
-    index: &ResourceIndex,
-    stack: &Stack,
-    namespace: &str,
-) -> Result<Vec<Member>> {
-    let rows = stack
-        .status
-        .as_ref()
-        .map(|s| s.resources.clone())
-        .unwrap_or_default();
-    let mut members = Vec::new();
-    for row in rows {
-        let live = match index.find(&row.group, &row.kind) {
-            None => Live::NotServed,
-            Some(kind) => {
-                let ns = row.namespace.as_deref().unwrap_or(namespace);
-                let api: Api<DynamicObject> =
-                    Api::namespaced_with(client.clone(), ns, &kind.api_resource());
-                match api.get_opt(&row.name).await {
-                    Ok(Some(object)) => Live::Present(Box::new(object.metadata)),
-                    Ok(None) => Live::Gone,
-                    Err(e) => Live::Unreadable(render::kube_error(&e)),
+/// How deep nested Stacks are followed (a Stack listing itself, through
+/// others, would otherwise never end).
+const NESTING: usize = 8;
+
+/// The Stack's inventory rows with what is live for each; a nested Stack
+/// with its own teardown.
+fn members<'a>(
+    client: &'a Client,
+    index: &'a ResourceIndex,
+    stack: &'a Stack,
+    namespace: &'a str,
+) -> futures::future::BoxFuture<'a, Result<Vec<Member>>> {
+    members_within(client, index, stack, namespace, NESTING)
+}
+
+fn members_within<'a>(
+    client: &'a Client,
+    index: &'a ResourceIndex,
+    stack: &'a Stack,
+    namespace: &'a str,
+    depth: usize,
+) -> futures::future::BoxFuture<'a, Result<Vec<Member>>> {
+    Box::pin(async move {
+        let rows = stack
+            .status
+            .as_ref()
+            .map(|s| s.resources.clone())
+            .unwrap_or_default();
+        let mut members = Vec::new();
+        for row in rows {
+            let ns = row
+                .namespace
+                .clone()
+                .unwrap_or_else(|| namespace.to_owned());
+            let live = match index.find(&row.group, &row.kind) {
+                None => Live::NotServed,
+                Some(kind) => {
+                    let api: Api<DynamicObject> =
+                        Api::namespaced_with(client.clone(), &ns, &kind.api_resource());
+                    match api.get_opt(&row.name).await {
+                        Ok(Some(object)) => Live::Present(Box::new(object.metadata)),
+                        Ok(None) => Live::Gone,
+                        Err(e) => Live::Unreadable(render::kube_error(&e)),
+                    }
                 }
-            }
-        };
-        members.push(Member { row, live });
-    }
-    Ok(members)
+            };
+            let nested_stack = matches!(live, Live::Present(_))
+                && row.group == navique_api::constants::CORE_GROUP
+                && row.kind == "Stack"
+                && depth > 0;
+            let nested = if nested_stack {
+                let inner: Stack = Api::namespaced(client.clone(), &ns).get(&row.name).await?;
+                let inner_members = members_within(client, index, &inner, &ns, depth - 1).await?;
+                Some(Box::new(stack::teardown(&inner, &inner_members, false)))
+            } else {
+                None
+            };
+            members.push(Member { row, live, nested });
+        }
+        Ok(members)
+    })
 }
 
 /// The service's own objects in its Project: labelled with its name and

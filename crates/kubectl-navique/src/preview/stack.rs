@@ -40,6 +40,24 @@ pub enum Live {
 pub struct Member {
     pub row: ResourceStatus,
     pub live: Live,
+    /// For a nested Stack: its own teardown, which runs once it is deleted
+    /// (the parent waits for it to be gone).
+    pub nested: Option<Box<Plan>>,
+}
+
+/// Records a removal of `member`: a nested Stack's own teardown comes
+/// with it, and when that stops, the nested Stack stays and so does the
+/// parent's wave. Returns whether it stops.
+fn removed(plan: &mut Plan, member: &Member, object: Object, wave: Option<i32>, how: &str) -> bool {
+    let Some(nested) = &member.nested else {
+        plan.remove(object, wave, how);
+        return false;
+    };
+    plan.removed.extend(nested.removed.iter().cloned());
+    plan.kept.extend(nested.kept.iter().cloned());
+    plan.stops.extend(nested.stops.iter().cloned());
+    plan.notes.extend(nested.notes.iter().cloned());
+    !nested.stops.is_empty()
 }
 
 fn object(stack: &Stack, row: &ResourceStatus) -> Object {
@@ -258,7 +276,9 @@ pub fn teardown(stack: &Stack, members: &[Member], namespace_deleting: bool) -> 
             match fate(stack, member, meta, Operation::Delete, declares) {
                 Fate::Removed(how) => {
                     count += 1;
-                    plan.remove(obj, Some(*wave), how);
+                    if removed(&mut plan, member, obj, Some(*wave), how) {
+                        stopped_at = Some(*wave);
+                    }
                 }
                 Fate::LetGo(why) => plan.keep(obj, Some(*wave), why),
                 Fate::Stays(cause, summary, message) => {
@@ -346,7 +366,7 @@ pub fn prune(stack: &Stack, new: &Stack, members: &[Member]) -> Plan {
                 None => match fate(stack, member, meta, Operation::Prune, false) {
                     Fate::Removed(how) => {
                         count += 1;
-                        plan.remove(obj, row.sync_wave, how);
+                        removed(&mut plan, member, obj, row.sync_wave, how);
                     }
                     Fate::LetGo(why) => plan.keep(obj, row.sync_wave, why),
                     Fate::Stays(cause, summary, message) => {
@@ -418,6 +438,7 @@ mod tests {
         Member {
             row: row(kind, name, wave),
             live: live(name, annotations),
+            nested: None,
         }
     }
 
@@ -487,6 +508,7 @@ mod tests {
             Member {
                 row: row("ConfigMap", "gone", 1),
                 live: Live::Gone,
+                nested: None,
             },
         ];
         let plan = teardown(&stack, &members, false);
@@ -498,6 +520,70 @@ mod tests {
             )
             .line,
             "allowed: Stack app and 2 resource(s) are deleted, last wave first"
+        );
+    }
+
+    #[test]
+    fn a_nested_stacks_own_teardown_goes_with_it_and_its_stop_stops_the_parent() {
+        let stack = stack(vec![]);
+        let mut inner = Stack::new(
+            "inner",
+            StackSpec {
+                resources: vec![],
+                service_account_name: None,
+                approvals: None,
+            },
+        );
+        inner.metadata.namespace = Some("shop".into());
+        inner.metadata.finalizers = Some(vec![finalizers::STACK.into()]);
+        let mut inner_members = [
+            member("ConfigMap", "deep", 0, &[LOCKED]),
+            member("ConfigMap", "top", 1, &[]),
+        ];
+        for m in &mut inner_members {
+            if let Live::Present(meta) = &mut m.live {
+                meta.labels = Some(BTreeMap::from([(
+                    labels::STACK.to_owned(),
+                    "inner".to_owned(),
+                )]));
+            }
+        }
+        let mut nested = member("Stack", "inner", 1, &[]);
+        nested.nested = Some(Box::new(teardown(&inner, &inner_members, false)));
+        let plan = teardown(
+            &stack,
+            &[member("ConfigMap", "base", 0, &[]), nested.clone()],
+            false,
+        );
+        assert_eq!(
+            names(&plan),
+            (vec!["top"], vec!["deep"], vec!["inner", "base", "app"])
+        );
+        assert_eq!(
+            decide(
+                &Object::new("core.navique.com/v1alpha1", "Stack", Some("shop"), "app"),
+                &plan
+            )
+            .line,
+            "partial: Stack app stops at ConfigMap deep (locked by keep-inner)"
+        );
+        // Without the Lock the nested teardown finishes and the parent goes on.
+        inner_members[0] = member("ConfigMap", "deep", 0, &[]);
+        if let Live::Present(meta) = &mut inner_members[0].live {
+            meta.labels = Some(BTreeMap::from([(
+                labels::STACK.to_owned(),
+                "inner".to_owned(),
+            )]));
+        }
+        nested.nested = Some(Box::new(teardown(&inner, &inner_members, false)));
+        let plan = teardown(
+            &stack,
+            &[member("ConfigMap", "base", 0, &[]), nested],
+            false,
+        );
+        assert_eq!(
+            names(&plan),
+            (vec!["top", "deep", "inner", "base", "app"], vec![], vec![])
         );
     }
 
