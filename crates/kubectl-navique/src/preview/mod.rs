@@ -76,16 +76,6 @@ pub enum Cascade {
     Orphan,
 }
 
-impl Cascade {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Background => "background",
-            Self::Foreground => "foreground",
-            Self::Orphan => "orphan",
-        }
-    }
-}
-
 /// One object, as the preview names it.
 #[derive(Serialize, Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
 #[serde(rename_all = "camelCase")]
@@ -157,8 +147,6 @@ pub enum Cause {
     Finalizer,
     /// The object is already being deleted and not gone yet.
     BeingDeleted,
-    /// A dependent that stays and blocks its owner (foreground).
-    BlockedByDependent,
     /// What decides could not be read with the user's credentials.
     Unreadable,
 }
