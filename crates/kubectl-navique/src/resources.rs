@@ -18,6 +18,8 @@ pub struct ResourceType {
     pub singular: String,
     pub short_names: Vec<String>,
     pub namespaced: bool,
+    /// Discovery lists `list` among its verbs (or lists no verbs).
+    pub listable: bool,
 }
 
 impl ResourceType {
@@ -120,6 +122,8 @@ impl ResourceIndex {
                         singular,
                         short_names: resource.short_names.clone(),
                         namespaced: resource.scope.as_deref() != Some("Cluster"),
+                        listable: resource.verbs.is_empty()
+                            || resource.verbs.iter().any(|v| v == "list"),
                     });
                 }
             }
@@ -313,5 +317,8 @@ pub(crate) mod tests {
             "v1"
         );
         assert!(index.find("apps", "StatefulSet").is_none());
+        // What discovery says may be listed (no verbs: not known, tried).
+        assert!(!index.find("", "ConfigMap").unwrap().listable);
+        assert!(index.find("apps", "Deployment").unwrap().listable);
     }
 }

@@ -282,7 +282,7 @@ async fn every_object(
 ) -> Result<Vec<Node>> {
     let mut nodes = Vec::new();
     for kind in index.preferred() {
-        if kind.kind == "Event" || (namespace.is_some() && !kind.namespaced) {
+        if kind.kind == "Event" || !kind.listable || (namespace.is_some() && !kind.namespaced) {
             continue;
         }
         let ar = kind.api_resource();
