@@ -615,3 +615,43 @@ async fn a_user_without_a_role_is_refused_by_the_api_server() {
         )
     );
 }
+
+/// A `Delete=confirm` resource in the last wave: the preview says the
+/// teardown waits for its approval before anything goes, and the real
+/// delete waits there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_delete_confirm_resource_is_predicted_to_hold_the_teardown_for_approval() {
+    let env = env();
+    env.ready().await;
+    let ns = cluster().namespace("preview-confirm");
+    apply_stack(
+        &ns,
+        "app",
+        &[
+            config_map("base", 0, None),
+            config_map("data", 1, Some("Delete=confirm")),
+        ],
+    );
+    until_stack(&ns, "app", "the sync", |s| ready_reason(s) == "Synced").await;
+    let before = settled_versions(cluster(), &ns).await;
+    assert_eq!(
+        kubectl_navique_ok(cluster(), &["preview", "delete", "stack/app", "-n", &ns]),
+        "KIND        NAME   WAVE   FATE    DETAIL\n\
+         ConfigMap   data   1      stops   waiting for deletion approval: Delete=confirm: waits for 1 approver(s): kubectl navique approve configmap/data\n\
+         ConfigMap   base   0      stays   not reached: waits for wave 1 to be deleted\n\
+         Stack       app           stays   marked for deletion: its teardown stops at wave 1\n\
+         waits: Stack app stops at ConfigMap data (waiting for deletion approval)\n"
+    );
+    assert_eq!(
+        versions(cluster(), &ns),
+        before,
+        "the preview wrote nothing"
+    );
+
+    cluster().kubectl_ok(&["delete", "stack", "app", "-n", &ns, "--wait=false"]);
+    until_stack(&ns, "app", "the wait for approval", |s| {
+        ready_reason(s) == "WaitingForApproval"
+    })
+    .await;
+    assert!(exists(&ns, "configmap", "data") && exists(&ns, "configmap", "base"));
+}
