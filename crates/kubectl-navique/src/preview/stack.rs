@@ -12,8 +12,8 @@ use std::collections::BTreeMap;
 use kube::ResourceExt;
 use kube::api::ObjectMeta;
 use navique_api::approvals::{Approval, Marks, approval};
-use navique_api::constants::{annotations, finalizers, labels};
-use navique_api::core::{ResourceStatus, Stack};
+use navique_api::constants::{annotations, finalizers};
+use navique_api::core::{NotOwn, ResourceStatus, Stack, ownership};
 use navique_api::grpc::approvals::v1::Operation;
 use navique_api::sync_options::{Gate, SyncOptions};
 use serde_json::Value;
@@ -70,34 +70,16 @@ fn object(stack: &Stack, row: &ResourceStatus) -> Object {
     Object::new(&api_version, &row.kind, namespace.as_deref(), &row.name)
 }
 
-/// Why the Stack would leave `meta` alone, if it is not its own: the
-/// rules of the Stack controller's `claim` (retained objects, a
-/// ManagedService's, another Stack's, or not created by it).
+/// Why the Stack would leave `meta` alone, if it is not its own (the
+/// Stack controller's rule, `navique_api::core::ownership`).
 fn not_its_own(stack: &str, row: &ResourceStatus, meta: &ObjectMeta) -> Option<String> {
-    let label = |name: &str| meta.labels.as_ref().and_then(|l| l.get(name));
-    if label(labels::RETAINED).is_some_and(|v| v == "true") {
-        return Some("retained from a deleted ManagedService: left alone".to_owned());
-    }
-    let service = meta
-        .owner_references
-        .iter()
-        .flatten()
-        .any(|o| o.kind == "ManagedService")
-        || label(labels::SERVICE).is_some();
-    if service {
-        return Some("belongs to a ManagedService: left alone".to_owned());
-    }
-    match label(labels::STACK) {
-        Some(other) if other != stack => Some(format!("belongs to Stack {other}: left alone")),
-        None => Some(format!("not created by Stack {stack}: left alone")),
-        Some(_) => {
-            let own = match row.uid.as_deref() {
-                Some(uid) => meta.uid.as_deref() == Some(uid),
-                None => row.creating,
-            };
-            (!own).then(|| format!("not created by Stack {stack}: left alone"))
-        }
-    }
+    let why = ownership(stack, meta, Some(row), false).err()?;
+    Some(match why {
+        NotOwn::Retained => "retained from a deleted ManagedService: left alone".to_owned(),
+        NotOwn::OfService(service) => format!("belongs to ManagedService {service}: left alone"),
+        NotOwn::OfOtherStack(other) => format!("belongs to Stack {other}: left alone"),
+        NotOwn::NotAdopted => format!("not created by Stack {stack}: left alone"),
+    })
 }
 
 /// The manifest keys (`kind`, `name`) whose manifest declares
@@ -388,6 +370,7 @@ pub fn prune(stack: &Stack, new: &Stack, members: &[Member]) -> Plan {
 mod tests {
     use std::collections::BTreeMap;
 
+    use navique_api::constants::labels;
     use navique_api::core::{StackSpec, StackStatus, SyncStatus};
     use serde_json::json;
 
