@@ -671,3 +671,95 @@ async fn the_browser_is_opened_on_a_private_file_that_leads_to_the_page() {
         .await;
     browser.close().await;
 }
+
+/// "Preview delete" on the page says what `kubectl navique preview delete`
+/// says for the same user (the same function, with the page's user's own
+/// credentials), and reads only: no object's resourceVersion moves.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn preview_delete_on_the_page_says_what_the_command_says_and_changes_nothing() {
+    let env = env();
+    env.ready().await;
+    let dir = tempfile::tempdir().unwrap();
+    let (ns, alice) = project("ui-preview", &dir, "alice");
+    apply_stack(&ns, &["settings"]);
+    until_item(&ns, "settings", "the sync", |r| r["status"] == "Synced").await;
+    let manifest = navique_e2e::locks::lock(
+        &ns,
+        "protect-app",
+        "core.navique.com/v1alpha1",
+        "Stack",
+        "app",
+        "production",
+    );
+    cluster().kubectl_in(&["apply", "-f", "-"], Some(&manifest));
+    env.locks
+        .until_lock(&ns, "protect-app", true, "Protecting")
+        .await;
+    cluster().kubectl_ok(&[
+        "apply",
+        "-f",
+        navique_e2e::repo_root()
+            .join("deploy/examples/catalogue.yaml")
+            .to_str()
+            .unwrap(),
+    ]);
+    let service =
+        std::fs::read_to_string(navique_e2e::repo_root().join("deploy/examples/orders-db.yaml"))
+            .unwrap()
+            .replace("namespace: my-project", &format!("namespace: {ns}"))
+            .replace("    services.kube-dc.com/confirm-delete: orders-db\n", "");
+    cluster().kubectl_in(&["apply", "-f", "-"], Some(&service));
+    let versions = || {
+        cluster().kubectl_ok(&[
+            "get",
+            "stacks,configmaps,locks,managedservices",
+            "-n",
+            &ns,
+            "-o",
+            "jsonpath={..resourceVersion}",
+        ])
+    };
+
+    let ui = UiServer::start(cluster(), &alice, &["-n", &ns]);
+    let browser = Browser::start().await;
+    browser.open(&ui.url).await;
+    let before = versions();
+    for (kind, name, argument) in [
+        ("Stack", "app", "stack/app"),
+        ("ManagedService", "orders-db", "managedservice/orders-db"),
+    ] {
+        let row = format!(r#"tr.deletable[data-kind="{kind}"][data-name="{name}"]"#);
+        browser
+            .until_text(&row, "the object on the page", |_| true)
+            .await;
+        browser.click(&format!("{row} button.preview")).await;
+        let shown = browser
+            .until_text(&format!("{row} .outcome"), "the preview", |t| !t.is_empty())
+            .await;
+        let command = navique_e2e::plugin::kubectl_navique(
+            cluster(),
+            &alice,
+            &["preview", "delete", argument, "-n", &ns, "-o", "json"],
+        );
+        let command: Value = serde_json::from_str(&command.stdout).expect(&command.stderr);
+        assert_eq!(
+            shown,
+            command["outcome"]["line"].as_str().unwrap(),
+            "{kind}"
+        );
+    }
+    let stack = r#"tr.deletable[data-kind="Stack"][data-name="app"]"#;
+    assert_eq!(
+        browser.text(&format!("{stack} .outcome")).await.unwrap(),
+        "refused: locked by protect-app"
+    );
+    assert_eq!(
+        browser.texts(&format!("{stack} li.stops")).await,
+        [
+            "stops: Stack/app: locked by protect-app: resource is protected by Lock(s) [protect-app]; delete the Lock(s) before deleting this resource (reasons: protect-app: production)"
+        ]
+    );
+    assert_eq!(versions(), before, "previews wrote nothing");
+    browser.screenshot("ui-preview").await;
+    browser.close().await;
+}

@@ -9,6 +9,7 @@
 // which this lint mistakes for a duplicated attribute.
 #![allow(clippy::duplicated_attributes)]
 
+pub mod approvals;
 pub mod conditions;
 pub mod constants;
 pub mod core;
@@ -20,6 +21,7 @@ pub mod names;
 pub mod quantity;
 pub mod schema;
 pub mod services;
+pub mod sync_options;
 
 mod error;
 pub use error::Error;

@@ -122,6 +122,9 @@ For `kubectl navique <TAB>` (kubectl 1.26 and later), put the release's
     Suspend(SuspendArgs),
     /// Ends a Lock's suspension before its deadline.
     Resume(ResumeArgs),
+    /// Shows what a delete, or a new version of a Stack, would remove and
+    /// what would stop it, changing nothing.
+    Preview(crate::preview::PreviewArgs),
 }
 
 /// `version`.

@@ -16,6 +16,9 @@ pub enum Error {
     /// The page sent an approval request this version cannot read.
     #[error("invalid approval request: {0}")]
     UiRequest(String),
+    /// The page sent a preview request this version cannot read.
+    #[error("invalid preview request: {0}")]
+    PreviewRequest(String),
     /// The name matches pending resources of several API groups.
     #[error(
         "{target} names several pending resources ({candidates}); add the API group, e.g. {example}"

@@ -51,6 +51,7 @@ pub mod credentials;
 pub mod events;
 pub mod follow;
 pub mod locks;
+pub mod preview;
 pub mod render;
 pub mod resources;
 pub mod suspend;

@@ -8,6 +8,7 @@ use serde::Serialize;
 use crate::Error;
 use crate::approvals::{ApproveOutcome, PendingApproval};
 use crate::locks::LocksReport;
+use crate::preview::Preview;
 
 const NONE: &str = "<none>";
 
@@ -246,6 +247,59 @@ fn locks_table(report: &LocksReport, namespace: Option<&str>, wide: bool) -> Str
             &rows,
         ));
     }
+    out
+}
+
+/// `preview`: what goes, what stops it, what stays, then the backup
+/// records, notes and the one-line outcome.
+pub fn preview(preview: &Preview) -> String {
+    let wave = |w: Option<i32>| w.map_or_else(String::new, |w| w.to_string());
+    let mut rows: Vec<Vec<String>> = Vec::new();
+    for r in &preview.removed {
+        rows.push(vec![
+            r.object.kind.clone(),
+            r.object.name.clone(),
+            wave(r.wave),
+            "removed".into(),
+            r.how.clone(),
+        ]);
+    }
+    for s in &preview.stops {
+        rows.push(vec![
+            s.object.kind.clone(),
+            s.object.name.clone(),
+            wave(s.wave),
+            "stops".into(),
+            format!("{}: {}", s.summary, s.message),
+        ]);
+    }
+    for k in &preview.kept {
+        rows.push(vec![
+            k.object.kind.clone(),
+            k.object.name.clone(),
+            wave(k.wave),
+            "stays".into(),
+            k.why.clone(),
+        ]);
+    }
+    let mut out = String::new();
+    if !rows.is_empty() {
+        out.push_str(&table(&["KIND", "NAME", "WAVE", "FATE", "DETAIL"], &rows));
+    }
+    if !preview.backups.is_empty() {
+        let rows: Vec<Vec<String>> = preview
+            .backups
+            .iter()
+            .map(|b| vec![b.name.clone(), b.origin.clone(), b.fate.clone()])
+            .collect();
+        out.push('\n');
+        out.push_str(&table(&["SERVICEBACKUP", "ORIGIN", "FATE"], &rows));
+    }
+    for note in &preview.notes {
+        out.push_str(&format!("note: {note}\n"));
+    }
+    out.push_str(&preview.outcome.line);
+    out.push('\n');
     out
 }
 

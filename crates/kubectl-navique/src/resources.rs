@@ -18,6 +18,8 @@ pub struct ResourceType {
     pub singular: String,
     pub short_names: Vec<String>,
     pub namespaced: bool,
+    /// Discovery lists `list` among its verbs (or lists no verbs).
+    pub listable: bool,
 }
 
 impl ResourceType {
@@ -120,6 +122,8 @@ impl ResourceIndex {
                         singular,
                         short_names: resource.short_names.clone(),
                         namespaced: resource.scope.as_deref() != Some("Cluster"),
+                        listable: resource.verbs.is_empty()
+                            || resource.verbs.iter().any(|v| v == "list"),
                     });
                 }
             }
@@ -151,6 +155,17 @@ impl ResourceIndex {
             return Err(Error::UnknownResourceType(resource.to_owned()));
         }
         Ok(found)
+    }
+
+    /// Every type once, in its group's preferred version.
+    pub fn preferred(&self) -> Vec<&ResourceType> {
+        let mut seen: Vec<&ResourceType> = Vec::new();
+        for t in &self.types {
+            if !seen.iter().any(|s| s.group == t.group && s.kind == t.kind) {
+                seen.push(t);
+            }
+        }
+        seen
     }
 
     /// The type of `kind` in `group`, in the group's preferred version.
@@ -302,5 +317,8 @@ pub(crate) mod tests {
             "v1"
         );
         assert!(index.find("apps", "StatefulSet").is_none());
+        // What discovery says may be listed (no verbs: not known, tried).
+        assert!(!index.find("", "ConfigMap").unwrap().listable);
+        assert!(index.find("apps", "Deployment").unwrap().listable);
     }
 }

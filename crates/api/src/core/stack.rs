@@ -1,4 +1,4 @@
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta, Time};
 use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -217,4 +217,67 @@ pub enum HealthState {
     Degraded,
     Missing,
     Unknown,
+}
+
+/// Why an object is not a Stack's own, so that the Stack neither changes,
+/// prunes nor deletes it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum NotOwn {
+    /// Labelled `services.kube-dc.com/retained: "true"`.
+    Retained,
+    /// A ManagedService's (an owner reference to one, or its label): its name.
+    OfService(String),
+    /// Labelled as another Stack's: that Stack's name.
+    OfOtherStack(String),
+    /// Neither created by the Stack (the uid its status recorded, with its
+    /// label) nor adopted.
+    NotAdopted,
+}
+
+/// Whether `object` is Stack `stack`'s own, given the row its status
+/// recorded for it and whether its manifest asks to adopt it: the rule
+/// the Stack controller claims by, and the plugin's previews predict by.
+///
+/// Never a retained object, a ManagedService's or another Stack's (by
+/// label; none of these can be adopted). Else the Stack's own is the
+/// object labelled as its own whose uid the Stack recorded, or, labelled as
+/// its own, created while the row records the create with no uid yet (the
+/// controller stopped after the create, before recording the uid). The
+/// label alone is never enough: a tenant can write it ("ownership by
+/// label").
+pub fn ownership(
+    stack: &str,
+    object: &ObjectMeta,
+    recorded: Option<&ResourceStatus>,
+    adopt: bool,
+) -> Result<(), NotOwn> {
+    use crate::constants::labels;
+    let label = |name: &str| object.labels.as_ref().and_then(|l| l.get(name));
+    if label(labels::RETAINED).is_some_and(|v| v == "true") {
+        return Err(NotOwn::Retained);
+    }
+    let service_owner = object.owner_references.iter().flatten().find(|o| {
+        o.kind == "ManagedService"
+            && o.api_version.split('/').next() == Some(crate::constants::SERVICES_GROUP)
+    });
+    if let Some(service) = service_owner
+        .map(|o| o.name.as_str())
+        .or_else(|| label(labels::SERVICE).map(String::as_str))
+    {
+        return Err(NotOwn::OfService(service.to_owned()));
+    }
+    let labelled = match label(labels::STACK) {
+        Some(other) if other != stack => return Err(NotOwn::OfOtherStack(other.clone())),
+        labelled => labelled.is_some(),
+    };
+    let recorded_uid = recorded.and_then(|r| r.uid.as_deref());
+    let own = match recorded_uid {
+        Some(uid) => object.uid.as_deref() == Some(uid),
+        None => recorded.is_some_and(|r| r.creating),
+    };
+    if (labelled && own) || adopt {
+        Ok(())
+    } else {
+        Err(NotOwn::NotAdopted)
+    }
 }

@@ -82,6 +82,20 @@ pub struct ManagedServiceSpec {
     pub final_backup: Option<FinalBackup>,
 }
 
+impl ManagedService {
+    /// The name of the service's final ServiceBackup (`SnapshotAndDelete`):
+    /// `spec.finalBackup.name`, else `<service>-final-<first 8 characters
+    /// of its uid>`.
+    pub fn final_backup_name(&self) -> String {
+        let configured = self.spec.final_backup.as_ref().and_then(|f| f.name.clone());
+        configured.unwrap_or_else(|| {
+            let uid = self.metadata.uid.as_deref().unwrap_or_default();
+            let name = self.metadata.name.as_deref().unwrap_or_default();
+            format!("{name}-final-{}", &uid[..uid.len().min(8)])
+        })
+    }
+}
+
 /// The backup a service starts from.
 #[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
 #[serde(rename_all = "camelCase")]

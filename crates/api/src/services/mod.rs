@@ -5,6 +5,7 @@ mod backup;
 mod binding;
 mod catalogue;
 mod credential_policy;
+pub mod deletion;
 mod managed_service;
 mod parameters;
 

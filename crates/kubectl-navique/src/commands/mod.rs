@@ -5,6 +5,7 @@ mod approve;
 mod completion;
 mod locks;
 mod suspend;
+mod preview;
 mod ui;
 mod version;
 mod watch;
@@ -38,6 +39,7 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
         Command::Completion(_) => unreachable!("answered above"),
         Command::Suspend(args) => suspend::suspend(&session, args).await,
         Command::Resume(args) => suspend::resume(&session, args).await,
+        Command::Preview(args) => preview::run(&session, args).await,
     };
     // The CRD each command lists first.
     let crd = match &cli.command {

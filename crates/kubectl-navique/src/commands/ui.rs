@@ -23,8 +23,10 @@ use kube::runtime::watcher;
 use kube::{Api, Client};
 use kubectl_navique::approvals::{ApproveOutcome, ApproveReport};
 use kubectl_navique::cli::UiArgs;
+use kubectl_navique::preview::Cascade;
 use kubectl_navique::render;
 use kubectl_navique::ui::guard::{Facts, Guard, Refusal, Token};
+use kubectl_navique::ui::preview::PreviewRequest;
 use kubectl_navique::ui::request::{self, ApproveRequest, Selection};
 use kubectl_navique::ui::view::{self, Watched};
 use kubectl_navique::ui::{CONTENT_SECURITY_POLICY, assets, redirect_page};
@@ -33,6 +35,7 @@ use navique_api::services::ManagedService;
 use tokio::sync::watch;
 
 use super::approve::{approve_pending, discover};
+use super::preview::delete_preview;
 use super::{Session, stdout};
 
 /// The largest request body read (an approval of [`request::MAX_ITEMS`]).
@@ -213,6 +216,7 @@ async fn handle(State(page): State<Arc<Page>>, request: Request) -> Response {
         (Method::GET, "/style.css") => asset("text/css; charset=utf-8", assets::STYLE_CSS),
         (Method::GET, "/events") => events(&page).into_response(),
         (Method::POST, "/api/approve") => approve(&page, request.into_body()).await,
+        (Method::GET, "/api/preview") => preview(&page, request.uri().query()).await,
         _ => (StatusCode::NOT_FOUND, "not found\n").into_response(),
     };
     secure(response.headers_mut());
@@ -315,6 +319,60 @@ async fn approve(page: &Page, body: Body) -> Response {
         StatusCode::OK,
         serde_json::to_string(&ApproveReport { results }).unwrap_or_default(),
     )
+}
+
+/// `GET api/preview`: the preview of a Stack's or ManagedService's delete,
+/// read now with the user's credentials by the function `preview delete`
+/// uses. It reads only.
+async fn preview(page: &Page, query: Option<&str>) -> Response {
+    let json = |status: StatusCode, body: String| {
+        (status, [(header::CONTENT_TYPE, "application/json")], body).into_response()
+    };
+    let error = |status: StatusCode, message: String| {
+        json(status, serde_json::json!({ "error": message }).to_string())
+    };
+    let request = match PreviewRequest::parse(query) {
+        Ok(request) => request,
+        Err(e) => return error(StatusCode::BAD_REQUEST, e.to_string()),
+    };
+    if page
+        .scope
+        .as_ref()
+        .is_some_and(|ns| *ns != request.namespace)
+    {
+        return error(
+            StatusCode::BAD_REQUEST,
+            format!(
+                "this page shows namespace {}, not {}",
+                page.scope.as_deref().unwrap_or_default(),
+                request.namespace
+            ),
+        );
+    }
+    let previewed = async {
+        let index = discover(&page.client).await?;
+        let kind = index
+            .find(request.group(), request.kind)
+            .cloned()
+            .ok_or_else(|| kubectl_navique::Error::UnknownResourceType(request.kind.to_owned()))?;
+        delete_preview(
+            &page.client,
+            &index,
+            &kind,
+            &request.namespace,
+            &request.name,
+            Cascade::Background,
+        )
+        .await
+    };
+    match previewed.await {
+        Ok(preview) => json(
+            StatusCode::OK,
+            serde_json::to_string(&preview).unwrap_or_default(),
+        ),
+        // The API server's refusal, as kubectl words it, for the row.
+        Err(e) => error(StatusCode::OK, super::describe(&e)),
+    }
 }
 
 async fn approve_all(

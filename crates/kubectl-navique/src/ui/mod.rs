@@ -1,9 +1,10 @@
 //! `kubectl navique ui`: the pure parts of the local page. Who may drive it
 //! ([`guard`]), what it shows ([`view`]), what an approval it sends may
-//! approve ([`request`]), and its assets, embedded in the binary (no CDN:
+//! approve ([`request`]), what it offers to preview ([`preview`]), and its assets, embedded in the binary (no CDN:
 //! the page works without internet).
 
 pub mod guard;
+pub mod preview;
 pub mod request;
 pub mod view;
 

@@ -113,6 +113,8 @@ pub struct Snapshot {
     pub unreadable: Vec<Field>,
     pub locks: Panel<LockView>,
     pub services: Panel<ServiceView>,
+    /// The Stacks and ManagedServices whose delete the page can preview.
+    pub deletable: Vec<super::preview::Deletable>,
 }
 
 /// The fields of a Stack's status item that the page shows in columns or
@@ -353,6 +355,7 @@ pub fn snapshot(
     locks: &Watched,
     services: &Watched,
 ) -> Snapshot {
+    let stacks_watched = stacks;
     let (stacks, unreadable) = self::stacks(stacks);
     Snapshot {
         scope: scope.map_or_else(
@@ -363,6 +366,7 @@ pub fn snapshot(
         unreadable,
         locks: locks_panel(locks),
         services: services_panel(services),
+        deletable: super::preview::deletable(stacks_watched, services),
     }
 }
 

@@ -142,15 +142,7 @@ fn status_message(status: &tonic::Status) -> String {
 
 /// The name of the service's final ServiceBackup.
 pub fn record_name(service: &ManagedService) -> String {
-    let configured = service
-        .spec
-        .final_backup
-        .as_ref()
-        .and_then(|f| f.name.clone());
-    configured.unwrap_or_else(|| {
-        let uid = service.uid().unwrap_or_default();
-        format!("{}-final-{}", service.name_any(), &uid[..uid.len().min(8)])
-    })
+    service.final_backup_name()
 }
 
 /// The idempotency key of the service's final snapshot: one per service.

@@ -3,76 +3,12 @@
 //! a request only extend with its own authenticated user name), counted
 //! once each, against `spec.approvals.required`. Free of I/O.
 
-use std::collections::BTreeMap;
-
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use navique_api::constants::annotations;
 use navique_api::core::Approver;
 
-/// The approval marks a live object carries.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Marks {
-    /// `cd.hanzo.ai/deletion-approved: "true"`.
-    pub approved: bool,
-    /// `core.navique.com/approved-by` is present and not empty.
-    pub named: bool,
-    /// Its distinct names, in the order given, less the Stack's own
-    /// ServiceAccount: what a Stack does is no person's approval.
-    pub approvers: Vec<String>,
-}
-
-impl Marks {
-    /// The marks of an object of a Stack acting as `stack_account` (its
-    /// full user name, `system:serviceaccount:<ns>:<name>`).
-    pub fn of(annotations: Option<&BTreeMap<String, String>>, stack_account: &str) -> Self {
-        let get = |key| annotations.and_then(|a| a.get(key)).map(String::as_str);
-        let approved = get(annotations::DELETION_APPROVED) == Some("true");
-        let value = get(annotations::APPROVED_BY).unwrap_or_default();
-        let mut approvers: Vec<String> = Vec::new();
-        for name in value.split(',').map(str::trim) {
-            if !name.is_empty() && name != stack_account && !approvers.iter().any(|a| a == name) {
-                approvers.push(name.to_owned());
-            }
-        }
-        Self {
-            approved,
-            named: !value.trim().is_empty(),
-            approvers,
-        }
-    }
-}
-
-/// Where the approval of a removal stands.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Approval {
-    /// Not (yet) enough that counts.
-    Missing,
-    /// Given while the removal waits by enough distinct people, or declared
-    /// by the Stack's own manifest of the resource (one approver needed).
-    Given,
-    /// Set before the removal waited, e.g. by hand while the resource was
-    /// still in the Stack: taken away, never used ("stale authorisation").
-    Stale,
-}
-
-/// The approval of a removal: `declared` when the Stack's manifest of the
-/// resource sets `cd.hanzo.ai/deletion-approved: "true"`, `waiting` when
-/// the stored status records the wait, `required` distinct approvers.
-pub fn approval(marks: &Marks, declared: bool, waiting: bool, required: u32) -> Approval {
-    if !waiting && (marks.named || (marks.approved && !declared)) {
-        return Approval::Stale;
-    }
-    if declared && required <= 1 {
-        return Approval::Given;
-    }
-    let enough = usize::try_from(required).unwrap_or(usize::MAX);
-    if waiting && marks.approved && marks.approvers.len() >= enough.max(1) {
-        Approval::Given
-    } else {
-        Approval::Missing
-    }
-}
+pub use navique_api::approvals::{Approval, Marks, approval};
 
 /// The approvers of a waiting removal with when each was first counted:
 /// the time recorded in the stored status (`previous`) for a name already
@@ -137,6 +73,8 @@ pub fn waiting_message(marks: &Marks, approvers: &[Approver], required: u32, ver
 
 #[cfg(test)]
 mod tests {
+    use std::collections::BTreeMap;
+
     use super::*;
     use navique_api::messages::who_and_when;
 

@@ -4,8 +4,8 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use navique_api::constants::{annotations, labels};
-use navique_api::core::ResourceStatus;
+use navique_api::constants::annotations;
+use navique_api::core::{NotOwn, ResourceStatus, ownership};
 use navique_api::grpc::approvals::v1::Operation;
 use navique_api::messages;
 use serde_json::Value;
@@ -97,15 +97,8 @@ impl ResourceKey {
 /// Whether Stack `stack` may change, prune or delete `object`, the live
 /// object of `key`: `Err` says why not, naming who has it. `recorded` is
 /// the Stack's stored row of the resource; `adopt`, whether its manifest
-/// asks to adopt an object the Stack did not create.
-///
-/// Never a retained object, a ManagedService's or another Stack's (by
-/// label; none of these can be adopted). Else the Stack's own is the
-/// object labelled as its own whose uid the Stack recorded, or, labelled as
-/// its own, created while the row records the create with no uid yet (the
-/// controller stopped after the create, before recording the uid). The
-/// label alone is never enough: a tenant can write it ("ownership by
-/// label").
+/// asks to adopt an object the Stack did not create. The rule is
+/// `navique_api::core::ownership`, shared with the plugin's previews.
 pub fn claim(
     stack: &str,
     key: &ResourceKey,
@@ -113,46 +106,17 @@ pub fn claim(
     recorded: Option<&ResourceStatus>,
     adopt: bool,
 ) -> Result<(), String> {
-    let label = |name: &str| object.labels.as_ref().and_then(|l| l.get(name));
-    if label(labels::RETAINED).is_some_and(|v| v == "true") {
-        return Err(messages::stack_resource_retained(&key.qualified()));
-    }
-    let service_owner = object.owner_references.iter().flatten().find(|o| {
-        o.kind == "ManagedService"
-            && o.api_version.split('/').next() == Some(navique_api::constants::SERVICES_GROUP)
-    });
-    if let Some(service) = service_owner
-        .map(|o| o.name.as_str())
-        .or_else(|| label(labels::SERVICE).map(String::as_str))
-    {
-        let service = format!("{}/{service}", key.namespace);
-        return Err(messages::stack_resource_of_service(
+    ownership(stack, object, recorded, adopt).map_err(|why| match why {
+        NotOwn::Retained => messages::stack_resource_retained(&key.qualified()),
+        NotOwn::OfService(service) => messages::stack_resource_of_service(
             &key.qualified(),
-            &service,
-        ));
-    }
-    let labelled = match label(labels::STACK) {
-        Some(other) if other != stack => {
-            return Err(messages::stack_resource_of_other_stack(
-                &key.qualified(),
-                other,
-            ));
+            &format!("{}/{service}", key.namespace),
+        ),
+        NotOwn::OfOtherStack(other) => {
+            messages::stack_resource_of_other_stack(&key.qualified(), &other)
         }
-        labelled => labelled.is_some(),
-    };
-    let recorded_uid = recorded.and_then(|r| r.uid.as_deref());
-    let own = match recorded_uid {
-        Some(uid) => object.uid.as_deref() == Some(uid),
-        None => recorded.is_some_and(|r| r.creating),
-    };
-    if (labelled && own) || adopt {
-        Ok(())
-    } else {
-        Err(messages::stack_resource_not_adopted(
-            &key.qualified(),
-            stack,
-        ))
-    }
+        NotOwn::NotAdopted => messages::stack_resource_not_adopted(&key.qualified(), stack),
+    })
 }
 
 /// Whether an object carries `cd.hanzo.ai/deletion-approved: "true"`.

@@ -6,6 +6,8 @@
 let snapshot = null;
 // Outcomes of approvals, by row key, kept across snapshots.
 const results = new Map();
+// Previews of deletes, by object key, kept across snapshots.
+const previews = new Map();
 // The Stack and the exact list the open confirmation shows.
 let confirming = null;
 
@@ -151,10 +153,75 @@ function renderServices() {
     tbody));
 }
 
+function previewKey(d) {
+  return `${d.namespace}/${d.kind}/${d.name}`;
+}
+
+function previewNode(p) {
+  if (p.error) return el("div", { class: "error preview-error" }, p.error);
+  const wave = (w) => (w === undefined ? "" : ` (wave ${w})`);
+  const list = el("ul", { class: "preview-steps" });
+  for (const r of p.removed) list.append(el("li", { class: "removed" }, `removed: ${r.kind}/${r.name}${wave(r.wave)}: ${r.how}`));
+  for (const s of p.stops) list.append(el("li", { class: "stops" }, `stops: ${s.kind}/${s.name}${wave(s.wave)}: ${s.summary}: ${s.message}`));
+  for (const k of p.kept) list.append(el("li", { class: "stays" }, `stays: ${k.kind}/${k.name}${wave(k.wave)}: ${k.why}`));
+  for (const b of p.backups || []) list.append(el("li", { class: "backup" }, `ServiceBackup ${b.name} (${b.origin}): ${b.fate}`));
+  for (const n of p.notes || []) list.append(el("li", { class: "note" }, `note: ${n}`));
+  return el("div", {},
+    el("p", { class: `outcome ${p.outcome.verdict}` }, p.outcome.line),
+    list,
+    el("p", { class: "muted" }, `read at ${p.at}`));
+}
+
+function renderPreview() {
+  const body = $("preview-body");
+  if (!panelState(snapshot.stacks, body)) return;
+  const items = snapshot.deletable || [];
+  if (items.length === 0) {
+    body.append(el("p", { class: "muted" }, "No Stack or ManagedService."));
+    return;
+  }
+  const tbody = el("tbody");
+  for (const d of items) {
+    const button = el("button", { type: "button", class: "preview" }, "Preview delete");
+    button.addEventListener("click", () => preview(d, button));
+    const result = el("td", { class: "preview-result" });
+    const p = previews.get(previewKey(d));
+    if (p) result.append(previewNode(p));
+    tbody.append(el("tr", { class: "deletable", "data-namespace": d.namespace, "data-kind": d.kind, "data-name": d.name },
+      el("td", {}, d.namespace),
+      el("td", {}, `${d.kind}/${d.name}`),
+      el("td", {}, button),
+      result));
+  }
+  body.append(el("table", {},
+    el("thead", {}, el("tr", {}, ...["Namespace", "Object", "", "What the delete would do"].map((h) => el("th", {}, h)))),
+    tbody));
+}
+
+// Read-only: a GET the server answers with the same preview as
+// `kubectl navique preview delete`.
+async function preview(d, button) {
+  button.disabled = true;
+  let result;
+  try {
+    const query = new URLSearchParams({ kind: d.kind, namespace: d.namespace, name: d.name });
+    const response = await fetch(`api/preview?${query}`);
+    const text = await response.text();
+    result = JSON.parse(text);
+  } catch (e) {
+    result = { error: String(e.message || e) };
+  }
+  result.at = new Date().toLocaleTimeString();
+  previews.set(previewKey(d), result);
+  button.disabled = false;
+  render();
+}
+
 function render() {
   $("scope").textContent = snapshot.scope;
   renderApprovals();
   renderLocks();
+  renderPreview();
   renderServices();
 }
 
