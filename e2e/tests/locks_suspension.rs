@@ -302,3 +302,64 @@ async fn a_suspension_lets_a_delete_through_and_ends_by_itself_with_the_policy_g
 async fn a_suspension_lets_a_delete_through_and_ends_by_itself_with_the_webhook_guard() {
     break_glass(GuardMode::Webhook).await;
 }
+
+/// A suspended namespace-wide Lock lifts its namespace's protection while
+/// the suspension lasts, and puts it back at the deadline by itself.
+#[tokio::test]
+async fn a_suspended_namespace_wide_lock_lets_deletes_through_until_the_deadline() {
+    let env = LockEnv::start_with(
+        GuardMode::Policy,
+        &[
+            "--set",
+            "lockGuard.maxSuspension=20s",
+            "--set",
+            "lockGuard.namespaceLocks=true",
+        ],
+    );
+    env.ready().await;
+    let k = &env.cluster;
+    let ns = k.namespace("freeze");
+    k.bind_role(&ns, "oncall", "navique-lock-suspender");
+    k.kubectl_in(&["apply", "-f", "-"], Some(&stack(&ns, "storefront")));
+    k.kubectl_in(
+        &["apply", "-f", "-"],
+        Some(&lock(&ns, "freeze", "v1", "Namespace", &ns, "release week")),
+    );
+    env.until_lock(&ns, "freeze", true, "Protecting").await;
+    let namespace_locked = || {
+        k.kubectl_ok(&[
+            "get",
+            "namespace",
+            &ns,
+            "-o",
+            r"jsonpath={.metadata.annotations.core\.navique\.com/namespace-locked}",
+        ])
+    };
+    assert_eq!(namespace_locked(), "freeze");
+    let err = k.kubectl_err(&["delete", "stack", "storefront", "-n", &ns], None);
+    assert!(err.contains("protected by Lock(s) [freeze]"), "{err}");
+
+    let until = in_seconds(12);
+    k.kubectl_ok(&[
+        "annotate",
+        "lock",
+        "freeze",
+        "-n",
+        &ns,
+        "--as",
+        "oncall",
+        &format!("{UNTIL}={until}"),
+        &format!("{REASON}=hotfix"),
+        &format!("{BY}=oncall"),
+    ]);
+    env.until_lock(&ns, "freeze", false, "Suspended").await;
+    assert_eq!(namespace_locked(), "");
+    k.kubectl_ok(&["delete", "stack", "storefront", "-n", &ns]);
+
+    // At the deadline the namespace is locked again, by the Lock itself.
+    k.kubectl_in(&["apply", "-f", "-"], Some(&stack(&ns, "storefront")));
+    env.until_lock(&ns, "freeze", true, "Protecting").await;
+    assert_eq!(namespace_locked(), "freeze");
+    let err = k.kubectl_err(&["delete", "stack", "storefront", "-n", &ns], None);
+    assert!(err.contains("protected by Lock(s) [freeze]"), "{err}");
+}
