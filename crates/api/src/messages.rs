@@ -260,6 +260,8 @@ pub fn namespace_lock_cleared(namespace: &str, remaining: &[&str]) -> String {
             remaining.join(", ")
         )
     }
+}
+
 /// The lock-suspension admission rule's refusal of a user without the
 /// `suspend` verb on Locks.
 pub fn suspend_forbidden(user: &str, namespace: &str, lock: &str) -> String {

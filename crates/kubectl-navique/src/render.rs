@@ -250,6 +250,18 @@ fn locks_table(report: &LocksReport, namespace: Option<&str>, wide: bool) -> Str
     out
 }
 
+/// `preview -o name`: what would be removed, one `kind.group/name` a line.
+pub fn preview_names(preview: &Preview) -> String {
+    preview
+        .removed
+        .iter()
+        .map(|r| {
+            let group = r.object.api_version.rsplit_once('/').map_or("", |(g, _)| g);
+            object_name(&r.object.kind, group, &r.object.name) + "\n"
+        })
+        .collect()
+}
+
 /// `preview`: what goes, what stops it, what stays, then the backup
 /// records, notes and the one-line outcome.
 pub fn preview(preview: &Preview) -> String {

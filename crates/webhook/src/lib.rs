@@ -158,7 +158,7 @@ async fn serve(component: &mut Component, args: &Args, tls: Tls) -> Result<(), E
 }
 
 /// The Lock guard; with `--namespace-locks`, reading Namespaces from `cache`.
-fn lock_guard(args: &LockGuardArgs, cache: Arc<ClusterCache>) -> Arc<dyn review::Validator> {
+fn lock_guard(args: &LockGuardArgs, cache: Arc<ClusterCache>) -> Arc<dyn review::AsyncValidator> {
     let guard = LockGuard::from(args);
     if args.namespace_locks {
         Arc::new(namespace_locks::NamespaceLockGuard {

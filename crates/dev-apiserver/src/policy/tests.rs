@@ -552,6 +552,8 @@ fn namespace_object_is_null_for_namespaces_and_cluster_scoped_objects() {
     // none for Namespaces) sees null.
     namespace_delete.namespace = "team-a".into();
     assert_eq!(cel_namespace(&namespace_delete, Some(&stamped)), None);
+}
+
 #[test]
 fn the_authorizer_answers_custom_verbs_for_the_requests_user() {
     let asked = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));

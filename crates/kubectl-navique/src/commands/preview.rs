@@ -7,6 +7,7 @@ use std::process::ExitCode;
 use anyhow::{Context, Result, bail};
 use kube::api::{DynamicObject, ListParams};
 use kube::{Api, Client, ResourceExt};
+use kubectl_navique::cli::Output;
 use kubectl_navique::preview::service::{self, ServiceFacts};
 use kubectl_navique::preview::stack::{self, Live, Member};
 use kubectl_navique::preview::tree::{self, Node};
@@ -72,7 +73,10 @@ pub async fn run(session: &Session, args: &PreviewArgs) -> Result<ExitCode> {
             Preview::of("sync", stack_object(&namespace, &target.name), None, plan)
         }
     };
-    session.print(&preview, || render::preview(&preview))?;
+    session.print(&preview, |output| match output {
+        Output::Name => render::preview_names(&preview),
+        _ => render::preview(&preview),
+    })?;
     Ok(ExitCode::SUCCESS)
 }
 
