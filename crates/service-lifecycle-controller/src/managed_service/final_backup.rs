@@ -253,6 +253,7 @@ pub async fn ensure_record(
 /// service it was taken of, so the record must name that service's uid.
 pub fn restore_request(
     service: &ManagedService,
+    plan: Option<&ServicePlan>,
     record: &ServiceBackup,
 ) -> Result<pb::RestoreSnapshotRequest, Error> {
     let namespace = service.namespace().ok_or(Error::Unnamed)?;
@@ -287,7 +288,15 @@ pub fn restore_request(
             name: service.name_any(),
             uid: service.uid().ok_or(Error::Unnamed)?,
         }),
+        jobs: jobs(plan),
     })
+}
+
+/// The plan's `backup.jobs`; 0 (unset) leaves them to backup-runner's
+/// `--jobs`. The CRD bounds them to 1..16, and backup-runner refuses
+/// anything else rather than guess.
+pub fn jobs(plan: Option<&ServicePlan>) -> u32 {
+    plan.and_then(|p| p.spec.backup.jobs).unwrap_or_default()
 }
 
 /// The uid of the service an archive was taken of, from its location:
@@ -323,6 +332,7 @@ pub fn request_for(
         origin: pb::Origin::Final as i32,
         backup_name: record.to_owned(),
         verification: verification as i32,
+        jobs: jobs(plan),
     })
 }
 
@@ -373,6 +383,23 @@ mod tests {
         assert_eq!(request.origin, pb::Origin::Final as i32);
         assert_eq!(request.verification, pb::Verification::Archive as i32);
         assert_eq!(request.service.unwrap().namespace, "shop");
+    }
+
+    #[test]
+    fn the_plans_jobs_reach_the_snapshot_request_and_unset_leave_them_to_backup_runner() {
+        let mut plan: ServicePlan = serde_json::from_value(serde_json::json!({
+            "apiVersion": "services.kube-dc.com/v1alpha1",
+            "kind": "ServicePlan",
+            "metadata": {"name": "ha"},
+            "spec": {"classRef": {"name": "postgresql"}, "allowedDeletionPolicies": ["Retain"],
+                     "backup": {"enabled": true, "jobs": 4}},
+        }))
+        .unwrap();
+        let request = request_for(&service(None), Some(&plan), "r").unwrap();
+        assert_eq!(request.jobs, 4);
+        plan.spec.backup.jobs = None;
+        assert_eq!(request_for(&service(None), Some(&plan), "r").unwrap().jobs, 0);
+        assert_eq!(request_for(&service(None), None, "r").unwrap().jobs, 0);
     }
 
     #[test]
