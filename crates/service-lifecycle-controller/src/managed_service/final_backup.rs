@@ -398,7 +398,10 @@ mod tests {
         let request = request_for(&service(None), Some(&plan), "r").unwrap();
         assert_eq!(request.jobs, 4);
         plan.spec.backup.jobs = None;
-        assert_eq!(request_for(&service(None), Some(&plan), "r").unwrap().jobs, 0);
+        assert_eq!(
+            request_for(&service(None), Some(&plan), "r").unwrap().jobs,
+            0
+        );
         assert_eq!(request_for(&service(None), None, "r").unwrap().jobs, 0);
     }
 
