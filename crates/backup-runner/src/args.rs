@@ -115,7 +115,9 @@ pub struct Args {
 
     /// Local folder for parallel dumps and restores, which need the
     /// uncompressed dump on disk (about the database's size without
-    /// indexes) while they run. Default: the system's temporary folder.
+    /// indexes) while they run; one backup-runner per folder (it removes
+    /// what a killed one left at start-up). Default: backup-runner in the
+    /// system's temporary folder.
     #[arg(long, env = "NAVIQUE_BACKUP_WORK_DIR", value_name = "PATH")]
     pub work_dir: Option<PathBuf>,
 

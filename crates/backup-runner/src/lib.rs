@@ -86,7 +86,9 @@ pub async fn run(args: Args) -> Result<(), Error> {
                 .with_zstd_workers(args.zstd_workers)
                 .with_jobs(
                     args.jobs,
-                    args.work_dir.clone().unwrap_or_else(std::env::temp_dir),
+                    args.work_dir
+                        .clone()
+                        .unwrap_or_else(|| std::env::temp_dir().join(NAME)),
                 )
                 .with_progress_interval(args.progress_interval),
         );
