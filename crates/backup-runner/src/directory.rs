@@ -83,10 +83,10 @@ pub fn remove_stale(base: &Path) {
         return;
     };
     for entry in entries.flatten() {
-        if entry.file_name().to_string_lossy().starts_with(WORK_PREFIX) {
-            if let Err(e) = std::fs::remove_dir_all(entry.path()) {
-                tracing::warn!(path = %entry.path().display(), error = %e, "cannot remove a stale work folder");
-            }
+        if entry.file_name().to_string_lossy().starts_with(WORK_PREFIX)
+            && let Err(e) = std::fs::remove_dir_all(entry.path())
+        {
+            tracing::warn!(path = %entry.path().display(), error = %e, "cannot remove a stale work folder");
         }
     }
 }
