@@ -300,11 +300,11 @@ pub fn jobs(plan: Option<&ServicePlan>) -> u32 {
 }
 
 /// The uid of the service an archive was taken of, from its location:
-/// backup-runner stores archives at `.../<namespace>/<service>-<uid>/<backup>.dump`
-/// (docs/backups.md). What a user's Manual record, which names the service
-/// only, needs to be restored.
+/// backup-runner stores archives at `.../<namespace>/<service>-<uid>/<backup>.dump`,
+/// or a parallel dump's folder `.../<backup>.d/` (docs/backups.md). What a
+/// user's Manual record, which names the service only, needs to be restored.
 fn uid_from_location(location: &str, service: &str) -> Option<String> {
-    let mut parts = location.rsplit('/');
+    let mut parts = location.trim_end_matches('/').rsplit('/');
     let _archive = parts.next()?;
     let uid = parts.next()?.strip_prefix(service)?.strip_prefix('-')?;
     (uid.len() == 36 && uid.bytes().all(|b| b.is_ascii_hexdigit() || b == b'-'))
@@ -453,6 +453,12 @@ mod tests {
             )
             .as_deref(),
             Some(uid)
+        );
+        assert_eq!(
+            uid_from_location(&format!("file:///b/shop/orders-db-{uid}/x.d/"), "orders-db")
+                .as_deref(),
+            Some(uid),
+            "a parallel dump's folder"
         );
         assert_eq!(
             uid_from_location(&format!("file:///b/shop/orders-{uid}/x.dump"), "orders-db"),
