@@ -495,6 +495,18 @@ async fn main() -> anyhow::Result<()> {
 
     // Parallel restores: into the target emptied first (its tables are
     // those of the archive), and the floor into an empty database.
+    // The target asks for this backup now (backup-runner restores only what
+    // it asks for); the controller has no backup-runner to call.
+    env.cluster.kubectl_ok(&[
+        "patch",
+        "managedservice",
+        TARGET,
+        "-n",
+        &ns,
+        "--type=merge",
+        "-p",
+        &format!(r#"{{"spec":{{"restoreFrom":{{"backupName":"{PARALLEL_SOURCE}"}}}}}}"#),
+    ]);
     let parts = Path::new(&kept_parallel.location).to_path_buf();
     let mut by_runner = Vec::new();
     let mut by_floor = Vec::new();
