@@ -21,6 +21,16 @@
 //!   compressing with zlib itself;
 //! - `pg_dump -Fc -Z0 > file`: pg_dump alone, uncompressed.
 //!
+//! And the parallel variants, with `NAVIQUE_BENCH_JOBS` jobs (default 2):
+//!
+//! - backup-runner with `jobs` in the request (as a plan's `backup.jobs`
+//!   sends it): `pg_dump -Fd -j N -Z0` into its work folder, each file
+//!   compressed into its own object, every part read back;
+//! - `pg_dump -Fd -j N -Z0 && zstd files`, its floor: the same pg_dump
+//!   command, then the zstd command over the files;
+//! - `pg_dump -Fd -j N` (pg_dump's own gzip, in its jobs) and
+//!   `pg_dump -Fd -j N -Z0` (pg_dump alone).
+//!
 //! Then one more snapshot is kept, and `NAVIQUE_BENCH_ROUNDS` times each of:
 //!
 //! - backup-runner's `RestoreSnapshot` of it (stream from the store, sha256,
@@ -28,6 +38,15 @@
 //!   into a service that asks for it;
 //! - `zstd -d < file | pg_restore --single-transaction` of the same file
 //!   into an empty database, its floor.
+//!
+//! And a parallel snapshot is kept and restored by:
+//!
+//! - backup-runner's `RestoreSnapshot` with `jobs` into the service emptied
+//!   first (parallel jobs restore only into a database that holds nothing):
+//!   fetch every part into its work folder, decompressed and checked, then
+//!   `pg_restore -j N`;
+//! - `zstd -d` of the same parts then `pg_restore -j N` into an empty
+//!   database, its floor.
 //!
 //! Throughput is `pg_database_size` over wall time. Peak memory is `VmHWM`
 //! of backup-runner's `/proc/<pid>/status` after every round (pg_dump and
@@ -43,7 +62,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use backup_runner::pg::{Connection, PgTools};
+use backup_runner::pg::{Connection, Input, PgTools};
 use navique_api::grpc::snapshot::v1::snapshot_service_client::SnapshotServiceClient;
 use navique_api::grpc::snapshot::v1::{
     Origin, Phase, RequestSnapshotRequest, RestoreSnapshotRequest, ServiceRef, WatchSnapshotRequest,
@@ -69,8 +88,16 @@ static PIPELINES: [(&str, &[&str], bool); 3] = [
     ("pg_dump -Fc > file (zlib)", &["--compress=6"], false),
     ("pg_dump -Fc -Z0 > file", &[], false),
 ];
+/// The parallel pipelines, with `-j N`: pg_dump's extra flags, and
+/// whether its files go through zstd.
+static PARALLEL: [(&str, &[&str], bool); 3] = [
+    ("pg_dump -Fd -j N -Z0 && zstd files", &[], true),
+    ("pg_dump -Fd -j N (gzip)", &["--compress=6"], false),
+    ("pg_dump -Fd -j N -Z0", &[], false),
+];
 /// The archive the restores read, and the service they restore into.
 const RESTORE_SOURCE: &str = "orders-db-final-restores";
+const PARALLEL_SOURCE: &str = "orders-db-final-parallel-restores";
 const TARGET: &str = "orders-restored";
 const TARGET_DATABASE: &str = "bench_restored";
 
@@ -165,6 +192,7 @@ async fn main() -> anyhow::Result<()> {
     );
     let target_mib: u64 = setting("NAVIQUE_BENCH_DATABASE_MIB", 512)?;
     let rounds: usize = setting("NAVIQUE_BENCH_ROUNDS", 3)?;
+    let jobs: u32 = setting("NAVIQUE_BENCH_JOBS", 2)?;
 
     let env = ServiceEnv::start(&[]);
     env.controller_ready().await;
@@ -241,28 +269,52 @@ async fn main() -> anyhow::Result<()> {
         .prefix("navique-bench-dumps-")
         .tempdir_in("/tmp")?;
     let mut snapshots = Vec::new();
+    let mut parallel_snapshots = Vec::new();
     let mut pipelines: Vec<Vec<Run>> = vec![Vec::new(); PIPELINES.len()];
-    // backup-runner is 0, the pipelines follow; each round starts one
-    // later, so that none is always first or last.
-    let measures = PIPELINES.len() + 1;
+    let mut parallel: Vec<Vec<Run>> = vec![Vec::new(); PARALLEL.len()];
+    // backup-runner is 0, the pipelines follow, then backup-runner with
+    // jobs and the parallel pipelines; each round starts one later, so
+    // that none is always first or last.
+    let parallel_runner = PIPELINES.len() + 1;
+    let measures = parallel_runner + 1 + PARALLEL.len();
     for round in 1..=rounds {
         for measure in (0..measures).map(|i| (i + round - 1) % measures) {
-            if measure == 0 {
-                // The record backup-runner takes a snapshot for.
-                env.cluster.kubectl_in(
-                    &["apply", "-f", "-"],
-                    Some(&format!(
-                        "apiVersion: services.kube-dc.com/v1alpha1\nkind: ServiceBackup\nmetadata: {{name: {SERVICE}-final-{round}, namespace: {ns}}}\nspec:\n  serviceRef: {{name: {SERVICE}, uid: {}}}\n  origin: Final\n",
-                        service.uid
-                    )),
+            if measure == parallel_runner {
+                let name = format!("{SERVICE}-final-parallel-{round}");
+                record_final(&env, &ns, &service, &name);
+                let snapshot = take_snapshot(&mut client, &service, &name, jobs, true).await?;
+                println!(
+                    "round {round}/{rounds}: {:<32} {} (dump and upload {:.1} s, \
+                     verification {:.1} s); peak resident {:.1} MiB",
+                    format!("backup-runner, {jobs} jobs"),
+                    describe(snapshot.run, database_size),
+                    snapshot.dumped.as_secs_f64(),
+                    snapshot
+                        .run
+                        .elapsed
+                        .saturating_sub(snapshot.dumped)
+                        .as_secs_f64(),
+                    status_mib(pid, "VmHWM")?,
                 );
-                let snapshot = take_snapshot(
-                    &mut client,
-                    &service,
-                    &format!("{SERVICE}-final-{round}"),
-                    true,
-                )
-                .await?;
+                parallel_snapshots.push(snapshot);
+            } else if measure > parallel_runner {
+                let (name, flags, through_zstd) = PARALLEL[measure - parallel_runner - 1];
+                let out = scratch.path().join("dump.d");
+                let (tools, connection) = (tools.clone(), connection.clone());
+                let run = tokio::task::spawn_blocking(move || {
+                    parallel_pipeline(&tools, &connection, flags, jobs, through_zstd, &out)
+                })
+                .await??;
+                println!(
+                    "round {round}/{rounds}: {:<32} {}",
+                    name.replace('N', &jobs.to_string()),
+                    describe(run, database_size)
+                );
+                parallel[measure - parallel_runner - 1].push(run);
+            } else if measure == 0 {
+                let name = format!("{SERVICE}-final-{round}");
+                record_final(&env, &ns, &service, &name);
+                let snapshot = take_snapshot(&mut client, &service, &name, 1, true).await?;
                 println!(
                     "round {round}/{rounds}: {:<32} {} (dump and upload {:.1} s, \
                      verification {:.1} s); peak resident {:.1} MiB",
@@ -313,36 +365,50 @@ async fn main() -> anyhow::Result<()> {
             run.elapsed.as_secs_f64() / runner_median.elapsed.as_secs_f64()
         );
     }
+    let (parallel_median, parallel_range) =
+        median(parallel_snapshots.iter().map(|s| s.run).collect());
+    let parallel_dumped = median_duration(parallel_snapshots.iter().map(|s| s.dumped).collect());
     println!(
-        "backup-runner peak resident memory (VmHWM) over {rounds} snapshots: {:.1} MiB",
+        "  {:<32} {} (dump and upload {:.1} s, verification {:.1} s); times {parallel_range}",
+        format!("backup-runner, {jobs} jobs"),
+        describe(parallel_median, database_size),
+        parallel_dumped.as_secs_f64(),
+        (parallel_median.elapsed.saturating_sub(parallel_dumped)).as_secs_f64()
+    );
+    for ((name, _, _), runs) in PARALLEL.iter().zip(parallel) {
+        let (run, range) = median(runs);
+        println!(
+            "  {:<32} {}; times {range}; backup-runner, {jobs} jobs / this: {:.2} of its throughput",
+            name.replace('N', &jobs.to_string()),
+            describe(run, database_size),
+            run.elapsed.as_secs_f64() / parallel_median.elapsed.as_secs_f64()
+        );
+    }
+    println!(
+        "backup-runner peak resident memory (VmHWM) over {} snapshots: {:.1} MiB",
+        2 * rounds,
         status_mib(pid, "VmHWM")?
     );
 
     // Restores: one kept archive, restored by backup-runner (RestoreSnapshot,
     // as the lifecycle controller asks, into a service that asks for it)
     // and by `zstd -d < file | pg_restore` into an empty database.
-    env.cluster.kubectl_in(
-        &["apply", "-f", "-"],
-        Some(&format!(
-            "apiVersion: services.kube-dc.com/v1alpha1\nkind: ServiceBackup\nmetadata: {{name: {RESTORE_SOURCE}, namespace: {ns}}}\nspec:\n  serviceRef: {{name: {SERVICE}, uid: {}}}\n  origin: Final\n",
-            service.uid
-        )),
-    );
-    let kept = take_snapshot(&mut client, &service, RESTORE_SOURCE, false).await?;
+    record_final(&env, &ns, &service, RESTORE_SOURCE);
+    let kept = take_snapshot(&mut client, &service, RESTORE_SOURCE, 1, false).await?;
     let archive = kept.location.clone();
-    navique_e2e::eventually(
-        Duration::from_secs(60),
-        "the kept backup's record",
-        || async {
-            (env.get(
-                &ns,
-                &format!("servicebackup/{RESTORE_SOURCE}"),
-                "{.status.phase}",
-            ) == "Completed")
-                .then_some(())
-        },
-    )
-    .await;
+    record_final(&env, &ns, &service, PARALLEL_SOURCE);
+    let kept_parallel = take_snapshot(&mut client, &service, PARALLEL_SOURCE, jobs, false).await?;
+    for record in [RESTORE_SOURCE, PARALLEL_SOURCE] {
+        navique_e2e::eventually(
+            Duration::from_secs(60),
+            "the kept backups' records",
+            || async {
+                (env.get(&ns, &format!("servicebackup/{record}"), "{.status.phase}") == "Completed")
+                    .then_some(())
+            },
+        )
+        .await;
+    }
     let restored = env
         .orders_db(&ns, TARGET_DATABASE, "Retain", false)
         .replace(&format!("name: {SERVICE}"), &format!("name: {TARGET}"))
@@ -374,6 +440,7 @@ async fn main() -> anyhow::Result<()> {
                         source_service: Some(service.clone()),
                         backup_name: RESTORE_SOURCE.to_owned(),
                         target: Some(target.clone()),
+                        jobs: 1,
                     })
                     .await?;
                 let run = Run {
@@ -425,7 +492,183 @@ async fn main() -> anyhow::Result<()> {
         "backup-runner peak resident memory (VmHWM) after the restores: {:.1} MiB",
         status_mib(pid, "VmHWM")?
     );
+
+    // Parallel restores: into the target emptied first (its tables are
+    // those of the archive), and the floor into an empty database.
+    // The target asks for this backup now (backup-runner restores only what
+    // it asks for); the controller has no backup-runner to call.
+    env.cluster.kubectl_ok(&[
+        "patch",
+        "managedservice",
+        TARGET,
+        "-n",
+        &ns,
+        "--type=merge",
+        "-p",
+        &format!(r#"{{"spec":{{"restoreFrom":{{"backupName":"{PARALLEL_SOURCE}"}}}}}}"#),
+    ]);
+    let parts = Path::new(&kept_parallel.location).to_path_buf();
+    let mut by_runner = Vec::new();
+    let mut by_floor = Vec::new();
+    for round in 1..=rounds {
+        for measure in (0..2).map(|i| (i + round - 1) % 2) {
+            if measure == 0 {
+                env.postgres.query_in(
+                    &target_database,
+                    "drop table if exists orders, customers cascade",
+                );
+                let started = Instant::now();
+                client
+                    .restore_snapshot(RestoreSnapshotRequest {
+                        source_service: Some(service.clone()),
+                        backup_name: PARALLEL_SOURCE.to_owned(),
+                        target: Some(target.clone()),
+                        jobs,
+                    })
+                    .await?;
+                let run = Run {
+                    elapsed: started.elapsed(),
+                    size: kept_parallel.run.size,
+                };
+                println!(
+                    "round {round}/{rounds}: {:<32} {}; peak resident {:.1} MiB",
+                    format!("backup-runner restore, {jobs} jobs"),
+                    describe(run, database_size),
+                    status_mib(pid, "VmHWM")?
+                );
+                by_runner.push(run);
+            } else {
+                let empty = format!("bench_parallel_floor_{round}");
+                env.postgres.query(&format!("create database {empty}"));
+                let into = connection.with_database(&empty);
+                let (tools, parts) = (tools.clone(), parts.clone());
+                let out = scratch.path().join("restore.d");
+                let run = tokio::task::spawn_blocking(move || {
+                    parallel_restore_floor(&tools, &into, &parts, jobs, &out)
+                })
+                .await??;
+                env.postgres
+                    .query(&format!("drop database {empty} with (force)"));
+                println!(
+                    "round {round}/{rounds}: {:<32} {}",
+                    format!("zstd -d parts && pg_restore -j {jobs}"),
+                    describe(run, database_size)
+                );
+                by_floor.push(run);
+            }
+        }
+    }
+    let (runner_restore, runner_range) = median(by_runner);
+    let (floor_restore, floor_range) = median(by_floor);
+    println!("parallel restores, median of {rounds} rounds:");
+    println!(
+        "  {:<32} {}; times {runner_range}",
+        format!("backup-runner restore, {jobs} jobs"),
+        describe(runner_restore, database_size)
+    );
+    println!(
+        "  {:<32} {}; times {floor_range}; backup-runner / this: {:.2} of its throughput",
+        format!("zstd -d parts && pg_restore -j {jobs}"),
+        describe(floor_restore, database_size),
+        floor_restore.elapsed.as_secs_f64() / runner_restore.elapsed.as_secs_f64()
+    );
+    println!(
+        "backup-runner peak resident memory (VmHWM) after the parallel restores: {:.1} MiB",
+        status_mib(pid, "VmHWM")?
+    );
     Ok(())
+}
+
+/// The Final ServiceBackup record `name` backup-runner takes a snapshot for.
+fn record_final(env: &ServiceEnv, ns: &str, service: &ServiceRef, name: &str) {
+    env.cluster.kubectl_in(
+        &["apply", "-f", "-"],
+        Some(&format!(
+            "apiVersion: services.kube-dc.com/v1alpha1\nkind: ServiceBackup\nmetadata: {{name: {name}, namespace: {ns}}}\nspec:\n  serviceRef: {{name: {SERVICE}, uid: {}}}\n  origin: Final\n",
+            service.uid
+        )),
+    );
+}
+
+/// backup-runner's parallel pg_dump command with `flags` added into the
+/// folder `out`, then (when `through_zstd`) the zstd command over its
+/// files, as backup-runner compresses each; returns the time until the
+/// last exited and the bytes written, and removes the folder.
+fn parallel_pipeline(
+    tools: &PgTools,
+    connection: &Connection,
+    flags: &[&str],
+    jobs: u32,
+    through_zstd: bool,
+    out: &Path,
+) -> anyhow::Result<Run> {
+    let mut dump = tools.dump_directory(connection, None, jobs, out).into_std();
+    dump.args(flags);
+    let started = Instant::now();
+    let dumped = dump.output()?;
+    anyhow::ensure!(
+        dumped.status.success(),
+        "pg_dump failed ({}): {}",
+        dumped.status,
+        String::from_utf8_lossy(&dumped.stderr)
+    );
+    if through_zstd {
+        let files: Vec<_> = std::fs::read_dir(out)?
+            .map(|e| e.map(|e| e.path()))
+            .collect::<Result<_, _>>()?;
+        let status = Command::new("zstd")
+            .args(["-q", "--rm"])
+            .args(&files)
+            .status()?;
+        anyhow::ensure!(status.success(), "zstd failed: {status}");
+    }
+    let elapsed = started.elapsed();
+    let size = std::fs::read_dir(out)?
+        .map(|e| Ok(e?.metadata()?.len()))
+        .sum::<std::io::Result<u64>>()?;
+    std::fs::remove_dir_all(out)?;
+    Ok(Run { elapsed, size })
+}
+
+/// `zstd -d` of a directory archive's parts into `out`, then
+/// backup-runner's scratch-restore command with `jobs` jobs into `into`, an
+/// empty database; returns the time until pg_restore exited.
+fn parallel_restore_floor(
+    tools: &PgTools,
+    into: &Connection,
+    parts: &Path,
+    jobs: u32,
+    out: &Path,
+) -> anyhow::Result<Run> {
+    std::fs::create_dir_all(out)?;
+    let files: Vec<_> = std::fs::read_dir(parts)?
+        .map(|e| e.map(|e| e.path()))
+        .collect::<Result<_, _>>()?;
+    let size = files
+        .iter()
+        .map(|f| Ok(std::fs::metadata(f)?.len()))
+        .sum::<std::io::Result<u64>>()?;
+    let started = Instant::now();
+    let status = Command::new("zstd")
+        .args(["-q", "-d", "--output-dir-flat"])
+        .arg(out)
+        .args(&files)
+        .status()?;
+    anyhow::ensure!(status.success(), "zstd -d failed: {status}");
+    let input = Input::Directory {
+        dir: out.to_path_buf(),
+        jobs,
+    };
+    let restored = tools.restore_scratch(into, &input).into_std().output()?;
+    let elapsed = started.elapsed();
+    anyhow::ensure!(
+        restored.status.success(),
+        "pg_restore failed ({}): {}",
+        restored.status,
+        String::from_utf8_lossy(&restored.stderr)
+    );
+    std::fs::remove_dir_all(out)?;
+    Ok(Run { elapsed, size })
 }
 
 /// `zstd -d < archive | pg_restore` (backup-runner's scratch-restore
@@ -439,7 +682,7 @@ fn restore_floor(tools: &PgTools, into: &Connection, archive: &Path) -> anyhow::
         .stdout(Stdio::piped())
         .spawn()?;
     let stdout = zstd.stdout.take().expect("zstd's stdout is piped");
-    let mut restore = tools.restore_scratch(into).into_std();
+    let mut restore = tools.restore_scratch(into, &Input::Stdin).into_std();
     let restored = restore.stdin(stdout).output()?;
     let status = zstd.wait()?;
     let elapsed = started.elapsed();
@@ -539,14 +782,14 @@ fn pipeline(
     Ok(Run { elapsed, size })
 }
 
-/// Takes a FINAL snapshot through SnapshotService and follows it to
-/// COMPLETED; removes the archive afterwards.
-/// A FINAL snapshot named `backup`; its archive is removed after when
-/// `remove`.
+/// Takes a FINAL snapshot named `backup` with `jobs` pg_dump jobs through
+/// SnapshotService and follows it to COMPLETED; its archive (a file, or a
+/// directory archive's folder) is removed after when `remove`.
 async fn take_snapshot(
     client: &mut SnapshotServiceClient<Channel>,
     service: &ServiceRef,
     backup: &str,
+    jobs: u32,
     remove: bool,
 ) -> anyhow::Result<Snapshot> {
     let key = format!("{}/bench-{backup}", service.uid);
@@ -557,6 +800,7 @@ async fn take_snapshot(
             service: Some(service.clone()),
             origin: Origin::Final as i32,
             backup_name: backup.to_owned(),
+            jobs,
             ..Default::default()
         })
         .await?;
@@ -579,8 +823,10 @@ async fn take_snapshot(
                     .location
                     .strip_prefix("file://")
                     .ok_or_else(|| anyhow::anyhow!("not a file: {}", snapshot.location))?;
-                if remove {
-                    std::fs::remove_file(archive)?;
+                match (remove, archive.strip_suffix('/')) {
+                    (false, _) => {}
+                    (true, Some(folder)) => std::fs::remove_dir_all(folder)?,
+                    (true, None) => std::fs::remove_file(archive)?,
                 }
                 return Ok(Snapshot {
                     location: archive.to_owned(),

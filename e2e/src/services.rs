@@ -236,6 +236,9 @@ impl ServiceEnv {
         let admin = SocketAddr::from(([127, 0, 0, 1], free_port()));
         let admin_addr = admin.to_string();
         let listen_addr = format!("127.0.0.1:{port}");
+        // Its own work folder: backup-runner clears stale work at start-up,
+        // and other environments' backup-runners share /tmp.
+        let work_dir = self._dir.path().join("backup-runner-work");
         let mut args = vec![
             "--kubeconfig",
             kubeconfig.to_str().unwrap(),
@@ -245,6 +248,8 @@ impl ServiceEnv {
             &listen_addr,
             "--store-url",
             store_url,
+            "--work-dir",
+            work_dir.to_str().unwrap(),
             // Self-managed mutual TLS (the default), for the address dialled.
             "--grpc-dns-names",
             "127.0.0.1",

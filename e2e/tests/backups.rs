@@ -714,6 +714,7 @@ async fn snapshot_service_answers_only_the_lifecycle_controller() {
         source_service: Some(protected.clone()),
         backup_name: "orders-db-final".to_owned(),
         target: Some(protected.clone()),
+        jobs: 0,
     };
     let snapshot = RequestSnapshotRequest {
         idempotency_key: format!("{}/final", protected.uid),
@@ -1352,5 +1353,309 @@ async fn a_running_backup_shows_its_progress_in_status_and_in_kubectl() {
             "{.status.phase} {.status.progress.tablesDone} {.status.progress.tables} {.status.progress.summary}",
         ),
         "Completed 2 2 100% 2/2 tables"
+    );
+}
+
+/// A plan `name` allowing SnapshotAndDelete, whose backups run `jobs`
+/// pg_dump and pg_restore jobs.
+fn plan_with_jobs(env: &ServiceEnv, name: &str, jobs: u32) {
+    let plan = format!(
+        "apiVersion: services.kube-dc.com/v1alpha1\nkind: ServicePlan\nmetadata: {{name: {name}}}\nspec:\n  classRef: {{name: postgresql}}\n  allowedDeletionPolicies: [Retain, SnapshotAndDelete]\n  backup: {{enabled: true, jobs: {jobs}}}\n"
+    );
+    env.cluster.kubectl_in(&["apply", "-f", "-"], Some(&plan));
+}
+
+/// The parts of the directory archive `folder` as stored: name (without
+/// `.zst`), size and sha256, sorted by name.
+fn stored_parts(folder: &Path) -> Vec<serde_json::Value> {
+    let mut parts: Vec<_> = std::fs::read_dir(folder)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .map(|path| {
+            let name = path.file_name().unwrap().to_string_lossy().into_owned();
+            serde_json::json!({
+                "name": name.strip_suffix(".zst").unwrap_or_else(|| panic!("{name}")),
+                "sizeBytes": std::fs::metadata(&path).unwrap().len(),
+                "sha256": sha256(&path),
+            })
+        })
+        .collect();
+    parts.sort_by_key(|p| p["name"].as_str().unwrap().to_owned());
+    parts
+}
+
+/// A plan with `backup.jobs: 3`: the final backup is pg_dump's directory
+/// format dumped by three jobs inside the snapshot the rows were counted
+/// in, stored as one zstd object per file under `<backup>.d/` and listed
+/// in a version 3 manifest; its test restore (three pg_restore jobs into
+/// the scratch database) passes; and the backup restores, in parallel,
+/// every row into a new service. A plan asking for 17 jobs is refused,
+/// naming the field.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_parallel_final_backup_is_test_restored_and_restores_every_row() {
+    let (env, _runner, store) = with_backup_runner().await;
+    plan_with_jobs(&env, "e2e-parallel", 3);
+    let refused = env.cluster.kubectl(
+        &[
+            "patch",
+            "serviceplan",
+            "e2e-parallel",
+            "--type=merge",
+            "-p",
+            r#"{"spec":{"backup":{"jobs":17}}}"#,
+        ],
+        None,
+    );
+    let error = String::from_utf8_lossy(&refused.stderr).into_owned();
+    assert!(
+        !refused.status.success() && error.contains("spec.backup.jobs"),
+        "{error}"
+    );
+    let ns = env.cluster.namespace("parallel");
+    let db = "parallel_orders";
+    let manifest = env
+        .orders_db(&ns, db, "SnapshotAndDelete", false)
+        .replace("name: postgresql-platform-ha", "name: e2e-parallel")
+        .replace(
+            "  deletionPolicy: SnapshotAndDelete",
+            "  deletionPolicy: SnapshotAndDelete\n  finalBackup:\n    verify: Restore",
+        );
+    env.apply(&manifest).await;
+    env.until_state(&ns, "orders-db", "Ready Available").await;
+    let database = on_server(&ns, db);
+    env.postgres.query_in(
+        &database,
+        &format!(
+            "set role {database}; create table items (id int primary key, name text); \
+             insert into items select g, 'item ' || g from generate_series(1, 1000) g; \
+             create schema shop; create table shop.notes as select g as id from generate_series(1, 250) g"
+        ),
+    );
+    let uid = env.field(&ns, "orders-db", "{.metadata.uid}");
+    let record = format!("orders-db-final-{}", &uid[..8]);
+
+    env.start_deleting(&ns, "orders-db");
+    env.until_gone(&ns, "orders-db").await;
+    assert!(!env.postgres.database_exists(&database));
+    assert_eq!(
+        env.get(
+            &ns,
+            &format!("servicebackup/{record}"),
+            "{.status.phase} {.status.testRestore.result} {.status.testRestore.message}"
+        ),
+        "Completed Passed 2 tables with 1250 rows restored as counted at dump time"
+    );
+    assert_eq!(
+        scratch_databases(&env),
+        "",
+        "the scratch database is dropped"
+    );
+    let (archive, manifest_path) = backup_paths(store.path(), &ns, &uid, &record);
+    assert!(!archive.exists(), "no single-object archive");
+    let folder = archive.with_extension("d");
+    let manifest: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&manifest_path).unwrap()).unwrap();
+    assert_eq!(manifest["version"], 3);
+    assert_eq!(manifest["format"], "pg_dump-directory");
+    assert_eq!(manifest["compression"], "zstd");
+    let location = format!("file://{}/", folder.display());
+    assert_eq!(manifest["location"], location.as_str());
+    assert_eq!(
+        env.get(
+            &ns,
+            &format!("servicebackup/{record}"),
+            "{.status.location}"
+        ),
+        location
+    );
+    // Every file pg_dump wrote, each a zstd frame, listed with the size and
+    // sha256 stored; the table of contents and one file per table's data.
+    let parts = stored_parts(&folder);
+    assert_eq!(manifest["parts"], serde_json::Value::Array(parts.clone()));
+    assert!(parts.iter().any(|p| p["name"] == "toc.dat"), "{parts:?}");
+    assert!(parts.len() >= 3, "{parts:?}");
+    for part in &parts {
+        let path = folder.join(format!("{}.zst", part["name"].as_str().unwrap()));
+        assert_eq!(&std::fs::read(&path).unwrap()[..4], ZSTD_MAGIC);
+    }
+    let total: u64 = parts.iter().map(|p| p["sizeBytes"].as_u64().unwrap()).sum();
+    assert_eq!(manifest["sizeBytes"], total);
+    assert_eq!(
+        manifest["rowCounts"],
+        serde_json::json!({"public.items": 1000, "shop.notes": 250})
+    );
+
+    let restored = restored_service(&env, &ns, "orders-restored", "parallel_restored", &record)
+        .replace("name: postgresql-platform-ha", "name: e2e-parallel");
+    env.apply(&restored).await;
+    env.until_state(&ns, "orders-restored", "Ready Available")
+        .await;
+    let target = on_server(&ns, "parallel_restored");
+    assert_eq!(
+        env.postgres
+            .query_in(&target, "select count(*), sum(id) from items"),
+        "1000|500500"
+    );
+    assert_eq!(
+        env.postgres
+            .query_in(&target, "select count(*) from shop.notes"),
+        "250"
+    );
+    // Owned by the target's owner, as a one-transaction restore makes them.
+    assert_eq!(
+        env.postgres.query_in(
+            &target,
+            "select tableowner from pg_tables where tablename = 'items'"
+        ),
+        target
+    );
+}
+
+/// A directory archive (backup-runner's `--jobs 2`) one of whose parts was
+/// altered after it was stored fails verification, naming the part: the
+/// deletion is blocked, nothing is dropped. A truncated part too.
+// fail closed: every part is read back before a deletion proceeds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_altered_part_of_a_parallel_backup_fails_verification_and_blocks_the_deletion() {
+    let port = free_port();
+    let env = ServiceEnv::start(&["--backup-runner-url", &format!("https://127.0.0.1:{port}")]);
+    let store = tempfile::tempdir().unwrap();
+    let _runner = env
+        .start_backup_runner_with(
+            port,
+            &format!("file://{}", store.path().display()),
+            &["--jobs", "2"],
+            &[],
+        )
+        .await;
+    env.controller_ready().await;
+    let ns = env.cluster.namespace("damaged-part");
+    let db = "damaged_part";
+    service_with_rows(&env, &ns, db, "").await;
+    let database = on_server(&ns, db);
+    manual_backup(&env, &ns, "healthy", None);
+    env.cluster.kubectl_ok(&[
+        "wait",
+        "--for=condition=Ready",
+        "servicebackup/healthy",
+        "-n",
+        &ns,
+        "--timeout=30s",
+    ]);
+    // The final backup as an earlier attempt stored and recorded it: the
+    // healthy backup's parts and manifest, one part altered since.
+    let uid = env.field(&ns, "orders-db", "{.metadata.uid}");
+    let record = format!("orders-db-final-{}", &uid[..8]);
+    let (healthy, healthy_manifest) = backup_paths(store.path(), &ns, &uid, "healthy");
+    let (archive, manifest_path) = backup_paths(store.path(), &ns, &uid, &record);
+    let mut manifest: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&healthy_manifest).unwrap()).unwrap();
+    assert_eq!(manifest["version"], 3, "{manifest}");
+    let folder = archive.with_extension("d");
+    std::fs::create_dir(&folder).unwrap();
+    for part in manifest["parts"].as_array().unwrap() {
+        let file = format!("{}.zst", part["name"].as_str().unwrap());
+        std::fs::copy(healthy.with_extension("d").join(&file), folder.join(&file)).unwrap();
+    }
+    let location = format!("file://{}/", folder.display());
+    let fields = manifest.as_object_mut().unwrap();
+    fields.insert("idempotencyKey".into(), format!("{uid}/final").into());
+    fields.insert("backupName".into(), record.clone().into());
+    fields.insert("origin".into(), "Final".into());
+    fields.insert("location".into(), location.clone().into());
+    std::fs::write(&manifest_path, serde_json::to_vec(&manifest).unwrap()).unwrap();
+    // The largest part holds the rows of items.
+    let data = manifest["parts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .max_by_key(|p| p["sizeBytes"].as_u64())
+        .unwrap()
+        .clone();
+    let name = format!("{}.zst", data["name"].as_str().unwrap());
+    let part = folder.join(&name);
+    let mut bytes = std::fs::read(&part).unwrap();
+    let size = bytes.len();
+    bytes[size / 2] ^= 0x01;
+    std::fs::write(&part, &bytes).unwrap();
+
+    env.start_deleting(&ns, "orders-db");
+    let stored_sha = data["sha256"].as_str().unwrap();
+    let altered = format!(
+        "Deleting DeletionBlocked: the final backup failed: verification of {location} failed: part {name}: read back {size} bytes with sha256 {}, but {size} bytes with sha256 {stored_sha} were stored",
+        sha256(&part)
+    );
+    env.until_state(&ns, "orders-db", &altered).await;
+    assert_eq!(
+        env.cluster.event_messages(&ns, "FinalBackupFailed"),
+        format!(
+            "Warning {}\n",
+            altered.strip_prefix("Deleting DeletionBlocked: ").unwrap()
+        )
+    );
+    assert!(env.postgres.database_exists(&database), "nothing dropped");
+
+    std::fs::write(&part, &bytes[..size / 2]).unwrap();
+    let truncated = format!(
+        "Deleting DeletionBlocked: the final backup failed: verification of {location} failed: part {name}: read back {} bytes with sha256 {}, but {size} bytes with sha256 {stored_sha} were stored",
+        size / 2,
+        sha256(&part)
+    );
+    env.until_state(&ns, "orders-db", &truncated).await;
+    assert!(env.postgres.database_exists(&database), "nothing dropped");
+    assert!(
+        manifest_path.exists() && part.exists(),
+        "the evidence is kept"
+    );
+
+    // Removing the damaged backup lets a new one be taken, then the drop.
+    std::fs::remove_file(&manifest_path).unwrap();
+    env.until_gone(&ns, "orders-db").await;
+    assert!(!env.postgres.database_exists(&database));
+    assert_eq!(manifest_of(&archive)["version"], 3);
+}
+
+/// A single-object archive (backup-runner's default one job, manifest
+/// version 2) still restores every row, in one transaction, into a service
+/// whose plan asks for parallel jobs: the jobs apply to directory archives.
+// upgrade: archives taken before parallel dumps stay restorable.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_single_object_archive_still_restores_every_row_on_a_parallel_plan() {
+    let (env, _runner, store) = with_backup_runner().await;
+    let ns = env.cluster.namespace("single");
+    let db = "single_orders";
+    service_with_rows(&env, &ns, db, "").await;
+    manual_backup(&env, &ns, "single", None);
+    env.cluster.kubectl_ok(&[
+        "wait",
+        "--for=condition=Ready",
+        "servicebackup/single",
+        "-n",
+        &ns,
+        "--timeout=30s",
+    ]);
+    let uid = env.field(&ns, "orders-db", "{.metadata.uid}");
+    let (archive, _) = backup_paths(store.path(), &ns, &uid, "single");
+    let manifest = manifest_of(&archive);
+    assert_eq!(
+        (manifest["version"].as_u64(), manifest["format"].as_str()),
+        (Some(2), Some("pg_dump-custom"))
+    );
+    assert_eq!(&std::fs::read(&archive).unwrap()[..4], ZSTD_MAGIC);
+    env.postgres
+        .query_in(&on_server(&ns, db), "delete from items where id > 10");
+
+    plan_with_jobs(&env, "e2e-parallel", 4);
+    let restored = restored_service(&env, &ns, "orders-restored", "single_restored", "single")
+        .replace("name: postgresql-platform-ha", "name: e2e-parallel");
+    env.apply(&restored).await;
+    env.until_state(&ns, "orders-restored", "Ready Available")
+        .await;
+    assert_eq!(
+        env.postgres.query_in(
+            &on_server(&ns, "single_restored"),
+            "select count(*), sum(id) from items"
+        ),
+        "1000|500500"
     );
 }

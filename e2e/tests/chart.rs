@@ -1042,6 +1042,41 @@ fn backup_storage_maps_to_the_store_url_and_its_variables() {
     );
 }
 
+/// backupRunner.jobs and workDir reach backup-runner's flags, the work
+/// folder is an emptyDir (the root filesystem is read-only), and jobs out
+/// of 1..16 are refused naming the value.
+#[test]
+fn backup_runner_jobs_and_work_dir_render_as_flags_and_an_empty_dir() {
+    let objects = render(&[
+        "--set",
+        "backupRunner.jobs=4,backupRunner.workDir.sizeLimit=50Gi",
+    ]);
+    let args = args_of(&objects, "backup-runner");
+    assert!(args.contains(&"--jobs=4".to_owned()), "{args:?}");
+    assert!(
+        args.contains(&"--work-dir=/var/lib/navique/work".to_owned()),
+        "{args:?}"
+    );
+    let mounts = &deployment_container(&objects, "backup-runner")["volumeMounts"];
+    assert!(
+        mounts
+            .as_sequence()
+            .unwrap()
+            .iter()
+            .any(|m| m["name"] == "work" && m["mountPath"] == "/var/lib/navique/work"),
+        "{mounts:?}"
+    );
+    let volumes = &pod_of(&objects, "backup-runner")["spec"]["volumes"];
+    let work = volumes
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .find(|v| v["name"] == "work")
+        .unwrap();
+    assert_eq!(work["emptyDir"]["sizeLimit"], "50Gi");
+    assert_fails(TEMPLATE, "backupRunner.jobs=17", "at '/backupRunner/jobs'");
+}
+
 /// The binaries parse every flag the chart passes (`--help` after them
 /// stops before running): a renamed or removed flag fails here.
 #[test]

@@ -99,6 +99,28 @@ pub struct Args {
     )]
     pub zstd_workers: u32,
 
+    /// pg_dump and pg_restore jobs when a request sets none (a plan's
+    /// `spec.backup.jobs` does). 1 streams one custom-format archive; more
+    /// dump the directory format in parallel into --work-dir, stored as
+    /// one object per file, and restore it in parallel into services that
+    /// hold no data.
+    #[arg(
+        long,
+        env = "NAVIQUE_BACKUP_JOBS",
+        default_value_t = 1,
+        value_parser = clap::value_parser!(u32).range(1..=i64::from(crate::directory::MAX_JOBS)),
+        value_name = "N"
+    )]
+    pub jobs: u32,
+
+    /// Local folder for parallel dumps and restores, which need the
+    /// uncompressed dump on disk (about the database's size without
+    /// indexes) while they run; one backup-runner per folder (it removes
+    /// what a killed one left at start-up). Default: backup-runner in the
+    /// system's temporary folder.
+    #[arg(long, env = "NAVIQUE_BACKUP_WORK_DIR", value_name = "PATH")]
+    pub work_dir: Option<PathBuf>,
+
     /// How often a running backup's progress is written to its
     /// ServiceBackup's status, as a duration such as `5s` (phase changes
     /// are written at once).

@@ -142,6 +142,7 @@ mod tests {
                 name: long(300),
                 ..ServiceRef::default()
             }),
+            jobs: 0,
         };
         assert!(
             restore_snapshot(&restore)

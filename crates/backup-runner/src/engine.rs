@@ -22,9 +22,10 @@ use tokio_util::sync::CancellationToken;
 use std::sync::Arc;
 
 use crate::compression::{self, Compression};
+use crate::directory;
 use crate::layout::BackupKey;
-use crate::manifest::{self, Manifest, ServiceRecord};
-use crate::pg::{self, Connection, PgTools};
+use crate::manifest::{self, Layout, Manifest, Part, ServiceRecord};
+use crate::pg::{self, Connection, Input, PgTools};
 use crate::progress;
 use crate::store::Store;
 use crate::test_restore::{self, RowCounts};
@@ -38,6 +39,8 @@ pub struct SnapshotRequest {
     pub backup: BackupKey,
     pub origin: Origin,
     pub verification: Verification,
+    /// pg_dump jobs, 1 to 16; 0 leaves them to `--jobs`.
+    pub jobs: u32,
 }
 
 impl SnapshotRequest {
@@ -68,6 +71,7 @@ impl SnapshotRequest {
             )?,
             origin,
             verification,
+            jobs: directory::jobs(request.jobs, 0)?,
         })
     }
 
@@ -169,6 +173,8 @@ pub struct RestoreRequest {
     pub target_namespace: String,
     pub target_name: String,
     pub target_uid: String,
+    /// pg_restore jobs, 1 to 16; 0 leaves them to `--jobs`.
+    pub jobs: u32,
 }
 
 impl RestoreRequest {
@@ -204,6 +210,7 @@ impl RestoreRequest {
             target_namespace: target.namespace,
             target_name: target.name,
             target_uid: target.uid,
+            jobs: directory::jobs(request.jobs, 0)?,
         })
     }
 }
@@ -255,7 +262,73 @@ pub struct Engine {
     metrics: Metrics,
     provider_namespace: String,
     zstd_workers: u32,
+    jobs: u32,
+    work_dir: std::path::PathBuf,
     progress_interval: std::time::Duration,
+}
+
+/// A stored archive, as its manifest (or the upload just done) describes it.
+#[derive(Clone, Debug)]
+pub enum Archive {
+    /// One object: `<backup>.dump`.
+    Single {
+        key: String,
+        stored: Digested,
+        compression: Compression,
+    },
+    /// pg_dump's directory format: `<backup>.d/<file>.zst` per part.
+    Directory { backup: BackupKey, parts: Vec<Part> },
+}
+
+impl Archive {
+    /// What the manifest of `backup` describes (its layout already checked
+    /// when it was read).
+    pub fn of(manifest: &Manifest, backup: &BackupKey) -> Self {
+        match manifest.layout() {
+            Ok(Layout::Directory) => Self::Directory {
+                backup: backup.clone(),
+                parts: manifest.parts.clone(),
+            },
+            _ => Self::Single {
+                key: backup.archive(),
+                stored: Digested {
+                    size: manifest.size_bytes,
+                    sha256: manifest.sha256.clone(),
+                },
+                compression: manifest.compression,
+            },
+        }
+    }
+
+    /// The object that shows the archive is there: the archive itself, or
+    /// a directory archive's table of contents.
+    fn marker(&self) -> String {
+        match self {
+            Self::Single { key, .. } => key.clone(),
+            Self::Directory { backup, .. } => backup.part(manifest::TOC),
+        }
+    }
+
+    /// The archive's location: a directory archive's ends with `/`.
+    pub fn location(&self, store: &Store) -> String {
+        match self {
+            Self::Single { key, .. } => store.location(key),
+            Self::Directory { backup, .. } => format!("{}/", store.location(&backup.directory())),
+        }
+    }
+
+    /// Size and checksum as the manifest records them.
+    pub fn digested(&self) -> Digested {
+        match self {
+            Self::Single { stored, .. } => stored.clone(),
+            Self::Directory { parts, .. } => Digested {
+                size: parts.iter().map(|p| p.size_bytes).sum(),
+                sha256: transfer::hex(&<sha2::Sha256 as sha2::Digest>::digest(
+                    manifest::parts_digest_input(parts),
+                )),
+            },
+        }
+    }
 }
 
 impl Engine {
@@ -267,6 +340,8 @@ impl Engine {
             metrics,
             provider_namespace: catalogue::DEFAULT_PROVIDER_NAMESPACE.to_owned(),
             zstd_workers: compression::default_workers(),
+            jobs: 1,
+            work_dir: std::env::temp_dir(),
             progress_interval: std::time::Duration::from_secs(5),
         }
     }
@@ -284,6 +359,16 @@ impl Engine {
     /// Threads compressing each archive (`--zstd-workers`).
     pub fn with_zstd_workers(mut self, workers: u32) -> Self {
         self.zstd_workers = workers;
+        self
+    }
+
+    /// pg_dump and pg_restore jobs when a request sets none (`--jobs`), and
+    /// where parallel dumps and restores hold their files (`--work-dir`);
+    /// what a killed process left there goes now.
+    pub fn with_jobs(mut self, jobs: u32, work_dir: std::path::PathBuf) -> Self {
+        directory::remove_stale(&work_dir);
+        self.jobs = jobs;
+        self.work_dir = work_dir;
         self
     }
 
@@ -317,6 +402,7 @@ impl Engine {
     ) -> Result<Manifest, Error> {
         let backup = &request.backup;
         let test_restore = request.verification == Verification::Restore;
+        let jobs = directory::jobs(request.jobs, self.jobs)?;
         if let Some(found) = self.find_completed(backup).await? {
             if found.idempotency_key != request.idempotency_key {
                 return Err(Error::BackupNameTaken {
@@ -329,7 +415,6 @@ impl Engine {
             // it, since the store may have changed it since. A failure is
             // kept (nothing deleted): the manifest says a backup was there.
             tracing::info!(location = %found.location, "found the completed snapshot in the store; verifying it again");
-            let key = backup.archive();
             report.phase(
                 Phase::Verifying,
                 format!(
@@ -337,12 +422,8 @@ impl Engine {
                     found.location, found.size_bytes
                 ),
             );
-            let expected = Digested {
-                size: found.size_bytes,
-                sha256: found.sha256.clone(),
-            };
-            self.verify(&key, &expected, found.compression, cancel)
-                .await?;
+            let archive = Archive::of(&found, backup);
+            self.verify(&archive, cancel).await?;
             if test_restore {
                 let counts = found.row_counts.as_ref().ok_or_else(|| Error::TestRestore {
                     location: found.location.clone(),
@@ -358,9 +439,8 @@ impl Engine {
                 self.test_restore(
                     &reached.connection,
                     &request.idempotency_key,
-                    &key,
-                    &expected,
-                    found.compression,
+                    &archive,
+                    jobs,
                     counts,
                     report,
                     cancel,
@@ -387,25 +467,44 @@ impl Engine {
         };
         report.phase(
             Phase::Running,
-            format!("pg_dump of {} is streaming", connection.describe()),
+            match jobs {
+                1 => format!("pg_dump of {} is streaming", connection.describe()),
+                _ => format!(
+                    "pg_dump of {} is running {jobs} jobs",
+                    connection.describe()
+                ),
+            },
         );
-        let key = backup.archive();
-        let location = self.store.location(&key);
-        let dumping = self.dump_into_store(
-            connection,
-            source.as_ref().map(|s| s.id.as_str()),
-            &key,
-            report,
-            cancel,
-        );
-        let (digested, row_counts) = match &source {
+        let snapshot = source.as_ref().map(|s| s.id.as_str());
+        let dumping = async {
+            match jobs {
+                1 => {
+                    let key = backup.archive();
+                    let stored = self
+                        .dump_into_store(connection, snapshot, &key, report, cancel)
+                        .await?;
+                    Ok(Archive::Single {
+                        key,
+                        stored,
+                        compression: Compression::Zstd,
+                    })
+                }
+                _ => {
+                    self.dump_directory(connection, snapshot, jobs, backup, report, cancel)
+                        .await
+                }
+            }
+        };
+        let (archive, row_counts) = match &source {
             Some(source) => {
-                let (digested, counts) = tokio::join!(dumping, source.count(connection));
-                (digested?, Some(counts?))
+                let (archive, counts) = tokio::join!(dumping, source.count(connection));
+                (archive?, Some(counts?))
             }
             None => (dumping.await?, None),
         };
         drop(source);
+        let location = archive.location(&self.store);
+        let digested = archive.digested();
         tracing::info!(%location, size = digested.size, sha256 = %digested.sha256, "archive uploaded");
 
         report.phase(
@@ -413,17 +512,14 @@ impl Engine {
             format!("reading back {location} ({} bytes)", digested.size),
         );
         let verified = async {
-            let entries = self
-                .verify(&key, &digested, Compression::Zstd, cancel)
-                .await?;
+            let entries = self.verify(&archive, cancel).await?;
             let restored = match &row_counts {
                 Some(counts) => Some(
                     self.test_restore(
                         connection,
                         &request.idempotency_key,
-                        &key,
-                        &digested,
-                        Compression::Zstd,
+                        &archive,
+                        jobs,
                         counts,
                         report,
                         cancel,
@@ -438,14 +534,22 @@ impl Engine {
             Ok(verified) => verified,
             Err(e) => {
                 // Not a backup without a manifest, but do not leave it about.
-                if let Err(delete) = self.store.inner().delete(&self.store.path(&key)).await {
+                if let Err(delete) = self.remove_archive(&archive).await {
                     tracing::warn!(%location, error = %delete, "cannot delete the unverified archive");
                 }
                 return Err(e);
             }
         };
+        let (version, format, parts) = match archive {
+            Archive::Single { .. } => (manifest::VERSION_SINGLE, manifest::FORMAT, Vec::new()),
+            Archive::Directory { parts, .. } => (
+                manifest::VERSION_DIRECTORY,
+                manifest::FORMAT_DIRECTORY,
+                parts,
+            ),
+        };
         let manifest = Manifest {
-            version: manifest::VERSION,
+            version,
             idempotency_key: request.idempotency_key.clone(),
             backup_name: backup.backup_name.clone(),
             origin: origin_name(request.origin).to_owned(),
@@ -455,10 +559,11 @@ impl Engine {
                 uid: backup.uid.clone(),
             },
             location,
-            format: manifest::FORMAT.to_owned(),
+            format: format.to_owned(),
             compression: Compression::Zstd,
             size_bytes: digested.size,
             sha256: digested.sha256,
+            parts,
             entries,
             row_counts,
             test_restore: restored,
@@ -475,6 +580,19 @@ impl Engine {
             .await
             .map_err(Error::store("write", self.store.location(&manifest_key)))?;
         Ok(manifest)
+    }
+
+    /// Deletes an archive that is not a backup (no manifest names it).
+    async fn remove_archive(&self, archive: &Archive) -> Result<(), Error> {
+        match archive {
+            Archive::Single { key, .. } => {
+                match self.store.inner().delete(&self.store.path(key)).await {
+                    Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
+                    Err(e) => Err(Error::store("delete", self.store.location(key))(e)),
+                }
+            }
+            Archive::Directory { backup, .. } => directory::remove_parts(&self.store, backup).await,
+        }
     }
 
     /// How a test restore reaches the service's server: as the provider,
@@ -501,14 +619,13 @@ impl Engine {
         &self,
         source: &Connection,
         idempotency_key: &str,
-        key: &str,
-        expected: &Digested,
-        compression: Compression,
+        archive: &Archive,
+        jobs: u32,
         counts: &RowCounts,
         report: &dyn Report,
         cancel: &CancellationToken,
     ) -> Result<manifest::TestRestoreRecord, Error> {
-        let location = self.store.location(key);
+        let location = archive.location(&self.store);
         let scratch = test_restore::scratch_name(idempotency_key);
         report.phase(
             Phase::Verifying,
@@ -532,8 +649,7 @@ impl Engine {
                 })?;
             }
             let into = source.with_database(&scratch);
-            self.restore_scratch(&into, key, expected, compression, cancel)
-                .await?;
+            self.restore_scratch(&into, archive, jobs, cancel).await?;
             let client = into.connect().await.map_err(|e| {
                 pg::sql_failed("a test restore", format!("on {}", into.describe()), e)
             })?;
@@ -614,32 +730,158 @@ impl Engine {
         Ok((status, stderr.await.unwrap_or_default()))
     }
 
-    /// Streams the archive into pg_restore of the scratch database; the
-    /// stored bytes must match `expected`.
+    /// Restores the archive into the scratch database: streamed (one
+    /// object) or, for a directory archive, fetched whole and checked into
+    /// a work folder first, then restored with `jobs` parallel jobs (the
+    /// scratch database is dropped whatever happened, so no transaction
+    /// needs to undo a failure).
     async fn restore_scratch(
         &self,
         into: &Connection,
-        key: &str,
-        expected: &Digested,
-        compression: Compression,
+        archive: &Archive,
+        jobs: u32,
         cancel: &CancellationToken,
     ) -> Result<(), Error> {
-        let location = self.store.location(key);
-        let restore = self.tools.restore_scratch(into);
-        let (status, stderr) = self
-            .feed_pg_restore(restore, key, expected, compression, cancel)
-            .await?;
+        let location = archive.location(&self.store);
+        let failed = |reason: String| Error::TestRestore {
+            location: location.clone(),
+            reason,
+        };
+        let (status, stderr) = match archive {
+            Archive::Single {
+                key,
+                stored,
+                compression,
+            } => {
+                let restore = self.tools.restore_scratch(into, &Input::Stdin);
+                self.feed_pg_restore(restore, key, stored, *compression, cancel)
+                    .await?
+            }
+            Archive::Directory { backup, parts } => {
+                let work = directory::work_dir(&self.work_dir)?;
+                let dir = directory::dump_dir(&work);
+                directory::fetch(&self.store, backup, parts, &dir, |_| true, cancel)
+                    .await?
+                    .map_err(failed)?;
+                let input = Input::Directory { dir, jobs };
+                self.run_pg_restore(self.tools.restore_scratch(into, &input))
+                    .await?
+            }
+        };
         if !status.success() {
-            return Err(Error::TestRestore {
-                location,
-                reason: format!(
-                    "pg_restore into {} failed ({status}): {}",
-                    into.describe(),
-                    pg::summarize(&stderr)
-                ),
-            });
+            return Err(failed(format!(
+                "pg_restore into {} failed ({status}): {}",
+                into.describe(),
+                pg::summarize(&stderr)
+            )));
         }
         Ok(())
+    }
+
+    /// Runs a pg_restore that reads a local folder: its exit status and
+    /// standard error.
+    async fn run_pg_restore(
+        &self,
+        mut restore: tokio::process::Command,
+    ) -> Result<(std::process::ExitStatus, String), Error> {
+        let mut child = restore.spawn().map_err(|source| Error::Spawn {
+            program: self.tools.bin_dir().join("pg_restore"),
+            source,
+        })?;
+        let stderr = tokio::spawn(pg::read_stderr(child.stderr.take()));
+        let status = child
+            .wait()
+            .await
+            .map_err(Error::io("cannot wait for pg_restore"))?;
+        Ok((status, stderr.await.unwrap_or_default()))
+    }
+
+    /// `pg_dump --jobs` of the directory format into a work folder, inside
+    /// `snapshot` when given; then each file compressed into its own object
+    /// (what an earlier attempt left under the folder is removed first).
+    /// Progress is the folder's size while pg_dump writes, then the bytes
+    /// stored. On failure, the parts stored so far are removed.
+    async fn dump_directory(
+        &self,
+        connection: &Connection,
+        snapshot: Option<&str>,
+        jobs: u32,
+        backup: &BackupKey,
+        report: &dyn Report,
+        cancel: &CancellationToken,
+    ) -> Result<Archive, Error> {
+        directory::remove_parts(&self.store, backup).await?;
+        let work = directory::work_dir(&self.work_dir)?;
+        let dir = directory::dump_dir(&work);
+        let (database_bytes, tables) = estimate(connection).await;
+        let counters = Arc::new(progress::Counters::default());
+        let mut child = self
+            .tools
+            .dump_directory(connection, snapshot, jobs, &dir)
+            .spawn()
+            .map_err(|source| Error::Spawn {
+                program: self.tools.bin_dir().join("pg_dump"),
+                source,
+            })?;
+        let stderr = tokio::spawn(progress::read_verbose_stderr(
+            child.stderr.take(),
+            counters.clone(),
+        ));
+        let mut ticks = tokio::time::interval(std::time::Duration::from_secs(1));
+        // On any early return `child` is dropped, which kills pg_dump.
+        let status = loop {
+            tokio::select! {
+                biased;
+                () = cancel.cancelled() => return Err(Error::ShuttingDown),
+                status = child.wait() => break status.map_err(Error::io("cannot wait for pg_dump"))?,
+                _ = ticks.tick() => {
+                    counters.dumped.store(directory::size_of(&dir), std::sync::atomic::Ordering::Relaxed);
+                    report.progress(counters.progress(0, database_bytes, tables, false));
+                }
+            }
+        };
+        let stderr = stderr.await.unwrap_or_default();
+        if !status.success() {
+            return Err(Error::ToolFailed {
+                tool: "pg_dump",
+                context: format!("of {}", connection.describe()),
+                status: status.to_string(),
+                stderr: pg::summarize(&stderr),
+            });
+        }
+        counters.dumped.store(
+            directory::size_of(&dir),
+            std::sync::atomic::Ordering::Relaxed,
+        );
+        let progress = |stored| {
+            report.bytes(stored);
+            report.progress(counters.progress(stored, database_bytes, tables, false));
+        };
+        let uploaded = directory::upload_parts(
+            &self.store,
+            backup,
+            &dir,
+            self.zstd_workers,
+            &self.metrics,
+            &progress,
+            cancel,
+        )
+        .await;
+        let parts = match uploaded {
+            Ok(parts) => parts,
+            Err(e) => {
+                if let Err(delete) = directory::remove_parts(&self.store, backup).await {
+                    tracing::warn!(error = %delete, "cannot delete the parts of a failed upload");
+                }
+                return Err(e);
+            }
+        };
+        let stored = parts.iter().map(|p| p.size_bytes).sum();
+        report.progress(counters.progress(stored, database_bytes, tables, true));
+        Ok(Archive::Directory {
+            backup: backup.clone(),
+            parts,
+        })
     }
 
     async fn dump_into_store(
@@ -702,19 +944,61 @@ impl Engine {
     }
 
     /// Reads the archive back: the stored bytes have the size and sha256
-    /// expected, and `pg_restore --list` reads the whole (decompressed)
-    /// archive and lists entries. Returns their count.
-    async fn verify(
-        &self,
-        key: &str,
-        uploaded: &Digested,
-        compression: Compression,
-        cancel: &CancellationToken,
-    ) -> Result<u64, Error> {
-        let location = self.store.location(key);
+    /// expected (every part's, for a directory archive), and `pg_restore
+    /// --list` reads the whole (decompressed) table of contents and lists
+    /// entries. Returns their count.
+    async fn verify(&self, archive: &Archive, cancel: &CancellationToken) -> Result<u64, Error> {
+        let location = archive.location(&self.store);
         let failed = |reason: String| Error::Verification {
             location: location.clone(),
             reason,
+        };
+        let (key, uploaded, compression) = match archive {
+            Archive::Single {
+                key,
+                stored,
+                compression,
+            } => (key, stored, *compression),
+            Archive::Directory { backup, parts } => {
+                // Every part read back and decompressed; only the table of
+                // contents is kept, for pg_restore --list.
+                let work = directory::work_dir(&self.work_dir)?;
+                let dir = directory::dump_dir(&work);
+                directory::fetch(
+                    &self.store,
+                    backup,
+                    parts,
+                    &dir,
+                    |name| name == manifest::TOC,
+                    cancel,
+                )
+                .await?
+                .map_err(failed)?;
+                let mut child =
+                    self.tools
+                        .list_directory(&dir)
+                        .spawn()
+                        .map_err(|source| Error::Spawn {
+                            program: self.tools.bin_dir().join("pg_restore"),
+                            source,
+                        })?;
+                let counting =
+                    tokio::spawn(count_entries(child.stdout.take().expect("stdout is piped")));
+                let stderr = tokio::spawn(pg::read_stderr(child.stderr.take()));
+                let status = child
+                    .wait()
+                    .await
+                    .map_err(Error::io("cannot wait for pg_restore --list"))?;
+                let stderr = stderr.await.unwrap_or_default();
+                let entries = counting.await.unwrap_or_default();
+                if !status.success() {
+                    return Err(failed(format!(
+                        "pg_restore --list failed ({status}): {}",
+                        pg::summarize(&stderr)
+                    )));
+                }
+                return Ok(entries);
+            }
         };
         let mut child = self.tools.list().spawn().map_err(|source| Error::Spawn {
             program: self.tools.bin_dir().join("pg_restore"),
@@ -757,7 +1041,7 @@ impl Engine {
         let Some(manifest) = self.read_manifest(backup).await? else {
             return Ok(None);
         };
-        let archive = backup.archive();
+        let archive = Archive::of(&manifest, backup).marker();
         match self.store.inner().head(&self.store.path(&archive)).await {
             Ok(_) => Ok(Some(manifest)),
             Err(object_store::Error::NotFound { .. }) => {
@@ -1002,7 +1286,8 @@ impl Engine {
         // An in-place restore of a protected service would replace its
         // data; a retry of the restore that wrote it does not.
         let tag = format!("{}/{}", source.uid, source.backup_name);
-        if target.spec.deletion_protection != Some(false) && connection.holds_data().await? {
+        let holds_data = connection.holds_data().await?;
+        if target.spec.deletion_protection != Some(false) && holds_data {
             let retried = match &reached.provider {
                 Some(provider) => provider.restored_from().await? == Some(tag.clone()),
                 None => false,
@@ -1014,17 +1299,51 @@ impl Engine {
                 });
             }
         }
-        let key = source.archive();
-        let location = self.store.location(&key);
-        // What the manifest says was stored, and what the restore read.
-        let stored = Digested {
-            size: manifest.size_bytes,
-            sha256: manifest.sha256.clone(),
+        let archive = Archive::of(&manifest, source);
+        let location = archive.location(&self.store);
+        let jobs = directory::jobs(request.jobs, self.jobs)?;
+        let (status, stderr) = match &archive {
+            // What the manifest says was stored, checked as it streams.
+            Archive::Single {
+                key,
+                stored,
+                compression,
+            } => {
+                let restore = self.tools.restore(connection, &Input::Stdin);
+                self.feed_pg_restore(restore, key, stored, *compression, cancel)
+                    .await?
+            }
+            // Fetched whole and checked before pg_restore starts.
+            Archive::Directory { backup, parts } => {
+                let work = directory::work_dir(&self.work_dir)?;
+                let dir = directory::dump_dir(&work);
+                directory::fetch(&self.store, backup, parts, &dir, |_| true, cancel)
+                    .await?
+                    .map_err(|reason| Error::Corrupt {
+                        location: location.clone(),
+                        reason,
+                    })?;
+                let retry_allowed =
+                    reached.provider.is_some() || target.spec.deletion_protection == Some(false);
+                let parallel = directory::restores_in_parallel(
+                    jobs,
+                    Layout::Directory,
+                    holds_data,
+                    retry_allowed,
+                );
+                if parallel && let Some(provider) = &reached.provider {
+                    // Recorded first: whatever a failed parallel restore
+                    // leaves is this restore's, so its retry may replace it.
+                    provider.record_restore(&tag).await?;
+                }
+                let input = Input::Directory {
+                    dir,
+                    jobs: if parallel { jobs } else { 1 },
+                };
+                self.run_pg_restore(self.tools.restore(connection, &input))
+                    .await?
+            }
         };
-        let restore = self.tools.restore(connection);
-        let (status, stderr) = self
-            .feed_pg_restore(restore, &key, &stored, manifest.compression, cancel)
-            .await?;
         if !status.success() {
             return Err(Error::ToolFailed {
                 tool: "pg_restore",
@@ -1038,7 +1357,7 @@ impl Engine {
         }
         Ok(Restored {
             location,
-            digested: stored,
+            digested: archive.digested(),
             database: connection.database.clone(),
             started_at,
             completed_at: Timestamp::now(),
@@ -1112,9 +1431,16 @@ mod tests {
         assert!(SnapshotRequest::from_proto(no_uid).is_err());
         let bad_origin = RequestSnapshotRequest {
             origin: 42,
-            ..request
+            ..request.clone()
         };
         assert!(SnapshotRequest::from_proto(bad_origin).is_err());
+        // An unknown number of jobs is refused, not clamped.
+        let too_many = RequestSnapshotRequest {
+            jobs: 64,
+            ..request
+        };
+        let error = SnapshotRequest::from_proto(too_many).unwrap_err();
+        assert_eq!(error.code(), tonic::Code::InvalidArgument);
     }
 
     #[test]
@@ -1123,6 +1449,7 @@ mod tests {
             source_service: service("team-a", "db", "u1"),
             backup_name: "b".into(),
             target: service("team-b", "db2", "u2"),
+            jobs: 0,
         };
         let error = RestoreRequest::from_proto(request).unwrap_err();
         assert_eq!(error.code(), tonic::Code::FailedPrecondition);
@@ -1140,10 +1467,21 @@ mod tests {
             source_service: service("team-a", "db", "u1"),
             backup_name: "b".into(),
             target: service("team-a", "db2", "u2"),
+            jobs: 4,
         };
         let parsed = RestoreRequest::from_proto(request.clone()).unwrap();
         assert_eq!(parsed.source.archive(), "team-a/db-u1/b.dump");
         assert_eq!(parsed.target_uid, "u2");
+        assert_eq!(parsed.jobs, 4);
+        let too_many = RestoreSnapshotRequest {
+            jobs: 17,
+            ..request.clone()
+        };
+        let error = RestoreRequest::from_proto(too_many).unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "invalid request: jobs 17 is not between 1 and 16"
+        );
         // identity by name: a restore always names the target's uid.
         let unpinned = RestoreSnapshotRequest {
             target: service("team-a", "db2", ""),

@@ -37,6 +37,8 @@ pub enum Verdict {
     /// No retention, not finished, or not yet expired.
     Keep,
     /// Expired: remove these store keys (manifest first), then the record.
+    /// A key ending with `/` is a directory archive's folder: everything
+    /// under it goes.
     Expired { keys: Vec<String> },
     /// Expired, but its archive is not in this store (the store URL
     /// changed): kept, since deleting the record would orphan the archive.
@@ -60,9 +62,16 @@ pub fn verdict(record: &ServiceBackup, now: Timestamp, store: &Store) -> Verdict
         // A failed backup stored nothing.
         return Verdict::Expired { keys: Vec::new() };
     };
+    // `<backup>.dump`, or a parallel dump's folder `<backup>.d/`.
+    let stem_of = |archive: &str| {
+        archive
+            .strip_suffix(".dump")
+            .or_else(|| archive.strip_suffix(".d/"))
+            .map(str::to_owned)
+    };
     match store
         .key_of(&location)
-        .and_then(|archive| Some((archive.strip_suffix(".dump")?.to_owned(), archive)))
+        .and_then(|archive| Some((stem_of(&archive)?, archive)))
     {
         Some((stem, archive)) => Verdict::Expired {
             keys: vec![format!("{stem}.json"), archive],
@@ -211,11 +220,7 @@ impl Sweeper {
     }
 
     async fn delete(&self, key: &str) -> Result<(), Error> {
-        let store = self.engine.store();
-        match store.inner().delete(&store.path(key)).await {
-            Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
-            Err(e) => Err(Error::store("delete", store.location(key))(e)),
-        }
+        self.engine.store().delete(key).await
     }
 
     /// Everything under the folder, manifests first (a restore racing the
@@ -283,9 +288,9 @@ impl Sweeper {
         }
         let store = self.engine.store();
         for key in keys {
-            match store.inner().delete(&store.path(key)).await {
-                Ok(()) | Err(object_store::Error::NotFound { .. }) => {}
-                Err(e) => return Err(Error::store("delete", store.location(key))(e)),
+            match key.strip_suffix('/') {
+                Some(folder) => store.delete_under(folder).await?,
+                None => store.delete(key).await?,
             }
         }
         let event = Event {
@@ -419,6 +424,21 @@ mod tests {
                 keys: vec![
                     "ns/db-1234abcd-0000/db-final-1234abcd.json".to_owned(),
                     "ns/db-1234abcd-0000/db-final-1234abcd.dump".to_owned(),
+                ]
+            }
+        );
+    }
+
+    #[test]
+    fn an_expired_parallel_backup_loses_its_manifest_then_its_folder() {
+        let folder = LOCATION.replace(".dump", ".d/");
+        let record = record(BackupPhase::Completed, Some(&folder));
+        assert_eq!(
+            verdict(&record, at(1_000 + 3_600), &store()),
+            Verdict::Expired {
+                keys: vec![
+                    "ns/db-1234abcd-0000/db-final-1234abcd.json".to_owned(),
+                    "ns/db-1234abcd-0000/db-final-1234abcd.d/".to_owned(),
                 ]
             }
         );

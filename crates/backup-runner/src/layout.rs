@@ -3,7 +3,9 @@
 //! An archive is `<namespace>/<service>-<service uid>/<backup>.dump` and its
 //! manifest the same with `.json`: the uid keeps a later service of the same
 //! name from ever meeting an earlier one's backups, and the namespace prefix
-//! keeps each Project's backups apart (a store policy can scope by it).
+//! keeps each Project's backups apart (a store policy can scope by it). A
+//! parallel dump is a folder `<backup>.d/` of one object per file of
+//! pg_dump's directory format, `<file>.zst`.
 
 use crate::Error;
 
@@ -50,6 +52,16 @@ impl BackupKey {
     /// The archive's key in the store.
     pub fn archive(&self) -> String {
         format!("{}.dump", self.stem())
+    }
+
+    /// The folder of a directory archive (a parallel dump): `<backup>.d`.
+    pub fn directory(&self) -> String {
+        format!("{}.d", self.stem())
+    }
+
+    /// The key of the directory archive's file `name`, compressed.
+    pub fn part(&self, name: &str) -> String {
+        format!("{}/{name}.zst", self.directory())
     }
 
     /// The manifest's key: it exists only for verified archives.
@@ -101,6 +113,14 @@ mod tests {
         assert_eq!(
             key.manifest(),
             "my-project/orders-db-1f2e-3d/orders-db-final.json"
+        );
+        assert_eq!(
+            key.part("toc.dat"),
+            "my-project/orders-db-1f2e-3d/orders-db-final.d/toc.dat.zst"
+        );
+        assert_eq!(
+            key.directory(),
+            "my-project/orders-db-1f2e-3d/orders-db-final.d"
         );
     }
 

@@ -11,6 +11,7 @@
 mod args;
 pub mod bounds;
 pub mod compression;
+pub mod directory;
 pub mod engine;
 mod error;
 pub mod expiry;
@@ -83,6 +84,12 @@ pub async fn run(args: Args) -> Result<(), Error> {
             Engine::new(client.clone(), store, tools, metrics)
                 .with_provider_namespace(&args.provider_namespace)
                 .with_zstd_workers(args.zstd_workers)
+                .with_jobs(
+                    args.jobs,
+                    args.work_dir
+                        .clone()
+                        .unwrap_or_else(|| std::env::temp_dir().join(NAME)),
+                )
                 .with_progress_interval(args.progress_interval),
         );
         let snapshots = Snapshots::new(engine, shutdown.child_token());

@@ -135,6 +135,8 @@ async fn take_snapshot(backup: &ServiceBackup, context: &Context) -> Result<Acti
         },
         // A test restore is for final backups (`finalBackup.verify`).
         verification: Verification::Archive,
+        // backup-runner's --jobs: the plan's are the final backup's.
+        jobs: 0,
     };
     // A failed manual backup stays failed: a person asks again with a new record.
     let snapshot = context.snapshots.request(request, false)?;

@@ -107,22 +107,62 @@ impl PgTools {
         command
     }
 
-    /// `pg_restore` of the archive on stdin into the connection's (scratch)
-    /// database, as one transaction, objects owned by the connecting role.
-    pub fn restore_scratch(&self, connection: &Connection) -> Command {
+    /// `pg_restore` of `input` into the connection's (scratch) database,
+    /// objects owned by the connecting role: one transaction, or parallel
+    /// jobs (a scratch database is dropped whatever happened).
+    pub fn restore_scratch(&self, connection: &Connection, input: &Input) -> Command {
         let mut command = self.command("pg_restore");
         command
             .args([
                 "--no-password",
                 "--no-owner",
                 "--no-privileges",
-                "--single-transaction",
                 "--exit-on-error",
             ])
             .arg(format!("--dbname={}", connection.database))
-            .stdin(Stdio::piped())
             .stdout(Stdio::null());
+        input.apply(&mut command);
         connection.apply(&mut command);
+        command
+    }
+
+    /// `pg_dump --format=directory --jobs=<jobs> --compress=0` of the
+    /// connection's database into `dir` (which must not exist), inside
+    /// `snapshot` when given; backup-runner compresses each file.
+    pub fn dump_directory(
+        &self,
+        connection: &Connection,
+        snapshot: Option<&str>,
+        jobs: u32,
+        dir: &Path,
+    ) -> Command {
+        let mut command = self.command("pg_dump");
+        command
+            .args([
+                "--format=directory",
+                "--compress=0",
+                "--verbose",
+                "--no-password",
+            ])
+            .arg(format!("--jobs={jobs}"))
+            .arg(format!("--file={}", dir.display()))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null());
+        if let Some(snapshot) = snapshot {
+            command.arg(format!("--snapshot={snapshot}"));
+        }
+        connection.apply(&mut command);
+        command
+    }
+
+    /// `pg_restore --list` of a directory archive: reads its `toc.dat`.
+    pub fn list_directory(&self, dir: &Path) -> Command {
+        let mut command = self.command("pg_restore");
+        command
+            .arg("--list")
+            .arg(dir)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped());
         command
     }
 
@@ -136,9 +176,10 @@ impl PgTools {
         command
     }
 
-    /// `pg_restore` of the archive on stdin into the connection's database,
-    /// as one transaction that first drops what the archive recreates.
-    pub fn restore(&self, connection: &Connection) -> Command {
+    /// `pg_restore` of `input` into the connection's database, dropping
+    /// first what the archive recreates: one transaction, or (`Input`
+    /// with jobs, only into a database that held nothing) parallel jobs.
+    pub fn restore(&self, connection: &Connection, input: &Input) -> Command {
         let mut command = self.command("pg_restore");
         command
             .args([
@@ -147,15 +188,42 @@ impl PgTools {
                 "--no-privileges",
                 "--clean",
                 "--if-exists",
-                "--single-transaction",
                 "--exit-on-error",
             ])
             .arg(format!("--role={}", connection.role))
             .arg(format!("--dbname={}", connection.database))
-            .stdin(Stdio::piped())
             .stdout(Stdio::null());
+        input.apply(&mut command);
         connection.apply(&mut command);
         command
+    }
+}
+
+/// What pg_restore reads.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Input {
+    /// A custom-format archive on stdin, restored in one transaction.
+    Stdin,
+    /// A directory archive on local disk, in one transaction (`jobs` 1) or
+    /// with `jobs` parallel jobs, which cannot share one transaction.
+    Directory { dir: PathBuf, jobs: u32 },
+}
+
+impl Input {
+    fn apply(&self, command: &mut Command) {
+        match self {
+            Self::Stdin => {
+                command.arg("--single-transaction").stdin(Stdio::piped());
+            }
+            Self::Directory { dir, jobs } => {
+                if *jobs > 1 {
+                    command.arg(format!("--jobs={jobs}"));
+                } else {
+                    command.arg("--single-transaction");
+                }
+                command.arg(dir).stdin(Stdio::null());
+            }
+        }
     }
 }
 
@@ -429,18 +497,75 @@ mod tests {
         };
         for command in [
             tools.dump(&connection, Some("00000003-0000001B-1")),
-            tools.restore(&connection),
-            tools.restore_scratch(&connection.with_database("_navique_verify_0")),
+            tools.restore(&connection, &Input::Stdin),
+            tools.restore_scratch(
+                &connection.with_database("_navique_verify_0"),
+                &Input::Stdin,
+            ),
+            tools.dump_directory(&connection, None, 4, Path::new("/tmp/d")),
         ] {
             let args: Vec<_> = command.as_std().get_args().collect();
             assert!(!args.iter().any(|a| a.to_string_lossy().contains("s3cret")));
         }
-        let restore = tools.restore(&connection);
+        let restore = tools.restore(&connection, &Input::Stdin);
         let args: Vec<_> = restore.as_std().get_args().collect();
         assert!(
             args.contains(&std::ffi::OsStr::new("--role=a__app")),
             "{args:?}"
         );
+    }
+
+    fn args(command: &Command) -> Vec<String> {
+        command
+            .as_std()
+            .get_args()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect()
+    }
+
+    #[test]
+    fn parallel_jobs_replace_the_single_transaction() {
+        let tools = PgTools {
+            bin_dir: PathBuf::from("/bin"),
+        };
+        let connection = Connection::in_project(
+            "h".into(),
+            5432,
+            &Database::new("a__orders", "a__app"),
+            "pw".into(),
+        );
+        let stream = args(&tools.restore(&connection, &Input::Stdin));
+        assert!(
+            stream.contains(&"--single-transaction".to_owned()),
+            "{stream:?}"
+        );
+        let one = Input::Directory {
+            dir: PathBuf::from("/w/dump"),
+            jobs: 1,
+        };
+        let one = args(&tools.restore(&connection, &one));
+        assert!(one.contains(&"--single-transaction".to_owned()), "{one:?}");
+        assert_eq!(one.last().map(String::as_str), Some("/w/dump"));
+        let four = Input::Directory {
+            dir: PathBuf::from("/w/dump"),
+            jobs: 4,
+        };
+        let four = args(&tools.restore_scratch(&connection, &four));
+        assert!(four.contains(&"--jobs=4".to_owned()), "{four:?}");
+        assert!(
+            !four.contains(&"--single-transaction".to_owned()),
+            "{four:?}"
+        );
+        let dump = args(&tools.dump_directory(&connection, Some("s-1"), 4, Path::new("/w/dump")));
+        for flag in [
+            "--format=directory",
+            "--compress=0",
+            "--jobs=4",
+            "--file=/w/dump",
+            "--snapshot=s-1",
+        ] {
+            assert!(dump.contains(&flag.to_owned()), "{flag}: {dump:?}");
+        }
     }
 
     #[test]

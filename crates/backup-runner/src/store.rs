@@ -2,6 +2,8 @@
 
 use std::sync::Arc;
 
+use futures::TryStreamExt;
+use object_store::ObjectStoreExt;
 use object_store::path::Path;
 use object_store::prefix::PrefixStore;
 use object_store::{ObjectStore, ObjectStoreScheme};
@@ -100,6 +102,29 @@ impl Store {
     /// `key` as a store path.
     pub fn path(&self, key: &str) -> Path {
         Path::from(key)
+    }
+
+    /// Deletes `key`; a missing object counts as deleted.
+    pub async fn delete(&self, key: &str) -> Result<(), Error> {
+        match self.inner.delete(&self.path(key)).await {
+            Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
+            Err(e) => Err(Error::store("delete", self.location(key))(e)),
+        }
+    }
+
+    /// Deletes every object under the folder `folder`.
+    pub async fn delete_under(&self, folder: &str) -> Result<(), Error> {
+        let objects: Vec<Path> = self
+            .inner
+            .list(Some(&self.path(folder)))
+            .map_ok(|meta| meta.location)
+            .try_collect()
+            .await
+            .map_err(Error::store("list", self.location(folder)))?;
+        for path in objects {
+            self.delete(path.as_ref()).await?;
+        }
+        Ok(())
     }
 }
 

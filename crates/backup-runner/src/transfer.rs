@@ -236,6 +236,63 @@ pub async fn read_back<W: AsyncWrite + Unpin>(
     Ok((digested, if sink_open { held } else { Bytes::new() }))
 }
 
+/// Streams the object `key` whole into `sink` (a decompressing file),
+/// hashing it. A sink that fails (a zstd frame that does not decompress, a
+/// full disk) does not stop the reading: the checksum, which the caller
+/// compares first, says more about an altered object than zstd does. The
+/// sink's error, if any, is returned beside what was read.
+pub async fn copy_object<W: AsyncWrite + Unpin>(
+    store: &Store,
+    key: &str,
+    sink: &mut W,
+    cancel: &CancellationToken,
+) -> Result<(Digested, Option<std::io::Error>), Error> {
+    let mut failed = None;
+    let (digested, last) =
+        read_back(store, key, &mut WriteErrors(sink, &mut failed), cancel).await?;
+    if failed.is_none() {
+        let written = async {
+            sink.write_all(&last).await?;
+            sink.shutdown().await
+        };
+        failed = written.await.err();
+    }
+    Ok((digested, failed))
+}
+
+/// A sink that keeps its first write error.
+struct WriteErrors<'a, W>(&'a mut W, &'a mut Option<std::io::Error>);
+
+impl<W: AsyncWrite + Unpin> AsyncWrite for WriteErrors<'_, W> {
+    fn poll_write(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        let polled = std::pin::Pin::new(&mut *self.0).poll_write(cx, buf);
+        if let std::task::Poll::Ready(Err(e)) = &polled
+            && self.1.is_none()
+        {
+            *self.1 = Some(std::io::Error::new(e.kind(), e.to_string()));
+        }
+        polled
+    }
+
+    fn poll_flush(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut *self.0).poll_flush(cx)
+    }
+
+    fn poll_shutdown(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut *self.0).poll_shutdown(cx)
+    }
+}
+
 /// Writes the held-back last chunk and closes `sink`; a closed pipe is left
 /// to the process's exit status to explain.
 pub async fn finish_sink<W: AsyncWrite + Unpin>(mut sink: W, last: Bytes) {

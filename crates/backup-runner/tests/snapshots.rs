@@ -178,6 +178,7 @@ async fn snapshot_round_trip(backend: Backend, store: Store) {
         source_service: Some(service.clone()),
         backup_name: "orders-db-final".to_owned(),
         target: Some(service_ref(NS, "orders-copy", &copy_uid)),
+        jobs: 0,
     };
     for _ in 0..2 {
         let restored = client

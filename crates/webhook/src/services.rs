@@ -653,6 +653,7 @@ mod tests {
                 schedule: None,
                 retention: None,
                 final_backup_verify: None,
+                jobs: None,
             },
             defaults: None,
             // The HA plan protects by default.

@@ -187,6 +187,15 @@ pub struct PlanBackup {
     /// service's `spec.finalBackup.verify` may ask for more.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub final_backup_verify: Option<BackupVerification>,
+    /// pg_dump and pg_restore jobs for the final backups of the plan's
+    /// services and for restores into them, 1 to 16. More than 1 dumps
+    /// pg_dump's directory format in parallel (stored as one object per
+    /// file) and restores it in parallel into a service that holds no
+    /// data; it needs local disk on backup-runner for the uncompressed
+    /// dump. Unset, backup-runner's `--jobs` (default 1: one stream).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 16))]
+    pub jobs: Option<u32>,
 }
 
 #[cfg(test)]

@@ -245,6 +245,7 @@ pub async fn ensure_record(
 /// service it was taken of, so the record must name that service's uid.
 pub fn restore_request(
     service: &ManagedService,
+    plan: Option<&ServicePlan>,
     record: &ServiceBackup,
 ) -> Result<pb::RestoreSnapshotRequest, Error> {
     let namespace = service.namespace().ok_or(Error::Unnamed)?;
@@ -279,15 +280,23 @@ pub fn restore_request(
             name: service.name_any(),
             uid: service.uid().ok_or(Error::Unnamed)?,
         }),
+        jobs: jobs(plan),
     })
 }
 
+/// The plan's `backup.jobs`; 0 (unset) leaves them to backup-runner's
+/// `--jobs`. The CRD bounds them to 1..16, and backup-runner refuses
+/// anything else rather than guess.
+pub fn jobs(plan: Option<&ServicePlan>) -> u32 {
+    plan.and_then(|p| p.spec.backup.jobs).unwrap_or_default()
+}
+
 /// The uid of the service an archive was taken of, from its location:
-/// backup-runner stores archives at `.../<namespace>/<service>-<uid>/<backup>.dump`
-/// (docs/backups.md). What a user's Manual record, which names the service
-/// only, needs to be restored.
+/// backup-runner stores archives at `.../<namespace>/<service>-<uid>/<backup>.dump`,
+/// or a parallel dump's folder `.../<backup>.d/` (docs/backups.md). What a
+/// user's Manual record, which names the service only, needs to be restored.
 fn uid_from_location(location: &str, service: &str) -> Option<String> {
-    let mut parts = location.rsplit('/');
+    let mut parts = location.trim_end_matches('/').rsplit('/');
     let _archive = parts.next()?;
     let uid = parts.next()?.strip_prefix(service)?.strip_prefix('-')?;
     (uid.len() == 36 && uid.bytes().all(|b| b.is_ascii_hexdigit() || b == b'-'))
@@ -315,6 +324,7 @@ pub fn request_for(
         origin: pb::Origin::Final as i32,
         backup_name: record.to_owned(),
         verification: verification as i32,
+        jobs: jobs(plan),
     })
 }
 
@@ -368,6 +378,26 @@ mod tests {
     }
 
     #[test]
+    fn the_plans_jobs_reach_the_snapshot_request_and_unset_leave_them_to_backup_runner() {
+        let mut plan: ServicePlan = serde_json::from_value(serde_json::json!({
+            "apiVersion": "services.kube-dc.com/v1alpha1",
+            "kind": "ServicePlan",
+            "metadata": {"name": "ha"},
+            "spec": {"classRef": {"name": "postgresql"}, "allowedDeletionPolicies": ["Retain"],
+                     "backup": {"enabled": true, "jobs": 4}},
+        }))
+        .unwrap();
+        let request = request_for(&service(None), Some(&plan), "r").unwrap();
+        assert_eq!(request.jobs, 4);
+        plan.spec.backup.jobs = None;
+        assert_eq!(
+            request_for(&service(None), Some(&plan), "r").unwrap().jobs,
+            0
+        );
+        assert_eq!(request_for(&service(None), None, "r").unwrap().jobs, 0);
+    }
+
+    #[test]
     fn a_service_asks_for_more_proof_than_its_plan_never_for_less() {
         use BackupVerification::{Archive, Restore};
         let plan = |verify: Option<BackupVerification>| {
@@ -415,6 +445,12 @@ mod tests {
             )
             .as_deref(),
             Some(uid)
+        );
+        assert_eq!(
+            uid_from_location(&format!("file:///b/shop/orders-db-{uid}/x.d/"), "orders-db")
+                .as_deref(),
+            Some(uid),
+            "a parallel dump's folder"
         );
         assert_eq!(
             uid_from_location(&format!("file:///b/shop/orders-{uid}/x.dump"), "orders-db"),

@@ -388,7 +388,7 @@ impl Context {
                 applied,
             );
             self.write_status(service, status).await?;
-            self.restore(service, restore).await?;
+            self.restore(service, plan.as_ref(), restore).await?;
             restored = Some(restore.backup_name.clone());
         }
         let (phase, reason, message) = match ready {
@@ -812,6 +812,7 @@ impl Context {
     async fn restore(
         &self,
         service: &ManagedService,
+        plan: Option<&ServicePlan>,
         restore: &navique_api::services::RestoreFrom,
     ) -> Result<(), Error> {
         let namespace = service.namespace().ok_or(Error::Unnamed)?;
@@ -835,7 +836,7 @@ impl Context {
                     "spec.restoreFrom.backupName: ServiceBackup {name} not found"
                 ))
             })?;
-        let request = final_backup::restore_request(service, &record)?;
+        let request = final_backup::restore_request(service, plan, &record)?;
         let result = runner.restore(request).await?;
         tracing::info!(
             service = %format!("{namespace}/{}", service.name_any()),

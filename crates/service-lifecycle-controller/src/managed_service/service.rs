@@ -118,6 +118,7 @@ mod tests {
                     schedule: None,
                     retention: None,
                     final_backup_verify: None,
+                    jobs: None,
                 },
                 default_deletion_protection: false,
                 defaults: None,
