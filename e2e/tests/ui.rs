@@ -716,7 +716,9 @@ async fn preview_delete_on_the_page_says_what_the_command_says_and_changes_nothi
             "-n",
             &ns,
             "-o",
-            "jsonpath={..resourceVersion}",
+            // Each object's own version: the List's is empty, and where
+            // kubectl puts it varies.
+            "jsonpath={range .items[*]}{.kind}/{.metadata.name}={.metadata.resourceVersion} {end}",
         ])
     };
 

@@ -28,10 +28,11 @@ const WAIT: Duration = Duration::from_secs(30);
 const DAY: f64 = 86_400.0;
 
 /// The chart's webhook configurations, as `kind/name`.
-const CONFIGURATIONS: [&str; 3] = [
+const CONFIGURATIONS: [&str; 4] = [
     "validatingwebhookconfiguration/navique-services",
     "mutatingwebhookconfiguration/navique-services-defaults",
     "validatingwebhookconfiguration/navique-lock-guard",
+    "validatingwebhookconfiguration/navique-lock-suspension",
 ];
 
 /// The webhook's identity: its ServiceAccount.
@@ -98,6 +99,8 @@ fn cluster(port: u16) -> Cluster {
         "templates/services-webhook.yaml",
         "--show-only",
         "templates/lock-guard-webhook.yaml",
+        "--show-only",
+        "templates/lock-suspension-webhook.yaml",
     ]);
     assert!(!configurations.contains("caBundle"), "{configurations}");
     cluster.kubectl_in(&["apply", "-f", "-"], Some(&configurations));
@@ -149,7 +152,7 @@ fn chart_env() -> Vec<(String, String)> {
     assert!(value("NAVIQUE_WEBHOOK_TLS_DNS_NAMES").contains(SERVICE_HOST));
     assert_eq!(
         value("NAVIQUE_WEBHOOK_CA_BUNDLE_CONFIGURATIONS"),
-        "validatingwebhookconfigurations/navique-services,mutatingwebhookconfigurations/navique-services-defaults,validatingwebhookconfigurations/navique-lock-guard"
+        "validatingwebhookconfigurations/navique-services,mutatingwebhookconfigurations/navique-services-defaults,validatingwebhookconfigurations/navique-lock-guard,validatingwebhookconfigurations/navique-lock-suspension"
     );
     env
 }
@@ -294,7 +297,7 @@ async fn assert_consistent(cluster: &Cluster, port: u16) -> Material {
     )
     .await;
     assert!(!material.ca_key.is_empty() && !material.key.is_empty());
-    assert_eq!(ca_bundles(cluster).len(), 4, "every webhook has a bundle");
+    assert_eq!(ca_bundles(cluster).len(), 5, "every webhook has a bundle");
     material
 }
 
