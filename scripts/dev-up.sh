@@ -119,8 +119,14 @@ for component in "${components[@]}"; do
   port=$((port + 1))
 done
 
-# The webhook configurations came with the chart; wait until it answers.
-for _ in $(seq 100); do curl -sk "https://127.0.0.1:$webhook_port/" >/dev/null 2>&1 && break; sleep 0.1; done
+# The webhook configurations came with the chart; wait until it answers,
+# or stop here saying why (every ManagedService write would fail).
+for _ in $(seq 300); do curl -sk "https://127.0.0.1:$webhook_port/" >/dev/null 2>&1 && break; sleep 0.1; done
+curl -sk "https://127.0.0.1:$webhook_port/" >/dev/null 2>&1 || {
+  echo "the webhook does not answer on 127.0.0.1:$webhook_port; see $dev/logs/webhook.log:" >&2
+  tail -5 "$dev/logs/webhook.log" >&2
+  exit 1
+}
 
 # The gRPC CA the components created, for clients of the TLS ApprovalEvents
 # server (kubectl navique approvals --watch).

@@ -24,12 +24,32 @@ pub fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
-/// A port nobody listens on right now.
+/// Where [`free_port`] looks: below the kernel's ephemeral range (Linux:
+/// 32768 and up), from which every outgoing connection (each kubectl call
+/// opens some) takes its local port. A port from that range can be taken
+/// by one between the test choosing it and the server binding it, and the
+/// server then fails with "address in use".
+const TEST_PORTS: std::ops::Range<u16> = 20_000..32_000;
+
+/// A port nobody listens on right now, never handed out before by this
+/// process, and outside the ephemeral range ([`TEST_PORTS`]).
 pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("no free port on 127.0.0.1")
-        .port()
+    static GIVEN: std::sync::Mutex<std::collections::BTreeSet<u16>> =
+        std::sync::Mutex::new(std::collections::BTreeSet::new());
+    let mut given = GIVEN.lock().unwrap_or_else(|e| e.into_inner());
+    let span = u64::from(TEST_PORTS.end - TEST_PORTS.start);
+    for _ in 0..10_000 {
+        let random = std::hash::BuildHasher::hash_one(
+            &std::collections::hash_map::RandomState::new(),
+            Instant::now(),
+        );
+        let port = TEST_PORTS.start + u16::try_from(random % span).expect("within the span");
+        if !given.contains(&port) && TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            given.insert(port);
+            return port;
+        }
+    }
+    panic!("no free port on 127.0.0.1 in {TEST_PORTS:?}")
 }
 
 /// Polls `probe` until it returns `Some`, failing the test with `what` after
@@ -71,4 +91,19 @@ pub fn yaml_documents(path: &Path) -> Vec<serde_yaml::Value> {
         .map(|document| serde::Deserialize::deserialize(document).expect("YAML"))
         .filter(|value: &serde_yaml::Value| !value.is_null())
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn free_ports_are_distinct_bindable_and_below_the_ephemeral_range() {
+        let ports: std::collections::BTreeSet<u16> = (0..200).map(|_| free_port()).collect();
+        assert_eq!(ports.len(), 200);
+        for port in ports {
+            assert!(TEST_PORTS.contains(&port), "{port}");
+            TcpListener::bind(("127.0.0.1", port)).expect("bindable");
+        }
+    }
 }
