@@ -122,10 +122,8 @@ fn authorizer(state: &Arc<State>, attributes: &Attributes) -> Authorize {
 }
 
 /// Every stored object of an admissionregistration.k8s.io resource.
-fn all(txn: &Txn<'_>, plural: &str) -> Vec<Value> {
-    txn.list(&(ADMISSION_GROUP.to_owned(), plural.to_owned()), None, None)
-        .map(|(_, o)| o.clone())
-        .collect()
+fn all(txn: &Txn<'_>, plural: &str) -> Arc<Vec<Value>> {
+    txn.all(&(ADMISSION_GROUP.to_owned(), plural.to_owned()))
 }
 
 /// The request namespace's Namespace object.

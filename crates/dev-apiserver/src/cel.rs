@@ -26,7 +26,7 @@
 //! - there is no cost budget.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock, Mutex};
 
 use kube_cel::KubeCelExt;
 use kube_cel::cel::common::ast::{EntryExpr, Expr, IdedExpr, LiteralValue, operators};
@@ -42,19 +42,43 @@ use crate::gofmt;
 /// A parsed CEL expression, compiled once and evaluated many times.
 #[derive(Debug, Clone)]
 pub struct Program {
-    expr: IdedExpr,
+    expr: Arc<IdedExpr>,
 }
+
+/// Expressions parsed so far. Policies are read from the store on every
+/// request, and parsing was most of what admitting a write cost.
+static PARSED: LazyLock<Mutex<HashMap<String, Result<Program, String>>>> =
+    LazyLock::new(Mutex::default);
+/// Distinct expressions kept; past it the cache starts over, so that
+/// expressions written in a loop cannot grow it without bound.
+const PARSED_LIMIT: usize = 4096;
 
 impl Program {
     /// Parses `source`. The error is the parser's report, e.g.
     /// `ERROR: <input>:1:5: Syntax error: ...`.
     pub fn compile(source: &str) -> Result<Self, String> {
+        let parsed = || PARSED.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(program) = parsed().get(source) {
+            return program.clone();
+        }
+        let program = Self::parse(source);
+        let mut cache = parsed();
+        if cache.len() >= PARSED_LIMIT {
+            cache.clear();
+        }
+        cache.insert(source.to_owned(), program.clone());
+        program
+    }
+
+    fn parse(source: &str) -> Result<Self, String> {
         let mut expr = Parser::new()
             .enable_optional_syntax(true)
             .parse(source)
             .map_err(|e| e.to_string().trim_end().to_string())?;
         rewrite(&mut expr);
-        Ok(Self { expr })
+        Ok(Self {
+            expr: Arc::new(expr),
+        })
     }
 
     /// Evaluates against `activation`; the error is worded as cel-go's

@@ -48,61 +48,51 @@ pub async fn run(state: Arc<State>) {
 }
 
 /// The objects the collector may act on (dependents, and owners being
-/// deleted with `orphan` or `foregroundDeletion`), and the uids of every
-/// object, gathered only when there is something to act on: most sweeps
-/// find nothing and cost one pass without copies.
+/// deleted with `orphan` or `foregroundDeletion`), from the store's index
+/// of them, and which of their owners' uids exist: a sweep costs what
+/// there is to collect, not a pass over every object.
 fn snapshot(state: &State) -> (Vec<Object>, HashSet<String>) {
-    let types = state.types();
-    let txn = state.store.lock();
-    let mut seen = HashSet::new();
-    let mut objects = Vec::new();
-    let storages: Vec<_> = types
-        .iter()
-        // One type per storage (events.k8s.io shares core events).
-        .filter(|rt| rt.storage.is_none() && seen.insert(rt.storage_key()))
+    // One type per storage (events.k8s.io shares core events).
+    let types: HashMap<_, _> = state
+        .types()
+        .into_iter()
+        .filter(|rt| rt.storage.is_none())
+        .map(|rt| (rt.storage_key(), rt))
         .collect();
-    for rt in &storages {
-        for ((namespace, name), object) in txn.list(&rt.storage_key(), None, None) {
-            let meta = &object["metadata"];
-            let finalizers = write::finalizers(object);
-            let owned = meta["ownerReferences"]
-                .as_array()
-                .is_some_and(|o| !o.is_empty());
-            let held = finalizers.iter().any(|f| f == ORPHAN || f == FOREGROUND);
-            if !owned && !held {
-                continue;
-            }
-            let owners = meta["ownerReferences"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .filter_map(|o| {
-                    Some((
-                        o["uid"].as_str()?.to_owned(),
-                        o["blockOwnerDeletion"] == Value::Bool(true),
-                    ))
-                })
-                .collect();
-            objects.push(Object {
-                rt: (*rt).clone(),
-                namespace: namespace.clone(),
-                name: name.clone(),
-                uid: meta["uid"].as_str().unwrap_or_default().to_owned(),
-                owners,
-                finalizers,
-                deleting: meta["deletionTimestamp"].is_string(),
-            });
-        }
-    }
+    let txn = state.store.lock();
+    let mut objects = Vec::new();
     let mut alive = HashSet::new();
-    if !objects.is_empty() {
-        for rt in &storages {
-            for (_, object) in txn.list(&rt.storage_key(), None, None) {
-                if let Some(uid) = object["metadata"]["uid"].as_str() {
-                    alive.insert(uid.to_owned());
-                }
-            }
-        }
+    for (storage, (namespace, name), object) in txn.collectable() {
+        let Some(rt) = types.get(storage) else {
+            continue;
+        };
+        let meta = &object["metadata"];
+        let owners: Vec<(String, bool)> = meta["ownerReferences"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|o| {
+                Some((
+                    o["uid"].as_str()?.to_owned(),
+                    o["blockOwnerDeletion"] == Value::Bool(true),
+                ))
+            })
+            .collect();
+        alive.extend(
+            owners
+                .iter()
+                .filter(|(uid, _)| txn.has_uid(uid))
+                .map(|(uid, _)| uid.clone()),
+        );
+        objects.push(Object {
+            rt: rt.clone(),
+            namespace: namespace.clone(),
+            name: name.clone(),
+            uid: meta["uid"].as_str().unwrap_or_default().to_owned(),
+            owners,
+            finalizers: write::finalizers(object),
+            deleting: meta["deletionTimestamp"].is_string(),
+        });
     }
     (objects, alive)
 }

@@ -116,15 +116,8 @@ impl State {
     /// Runs `f` on the stored RBAC objects.
     pub fn with_rbac<T>(&self, f: impl FnOnce(&rbac::Rbac<'_>) -> T) -> T {
         let txn = self.store.lock();
-        let all = |plural: &str| -> Vec<serde_json::Value> {
-            txn.list(
-                &("rbac.authorization.k8s.io".to_owned(), plural.to_owned()),
-                None,
-                None,
-            )
-            .map(|(_, o)| o.clone())
-            .collect()
-        };
+        let all =
+            |plural: &str| txn.all(&("rbac.authorization.k8s.io".to_owned(), plural.to_owned()));
         let (roles, role_bindings, cluster_roles, cluster_role_bindings) = (
             all("roles"),
             all("rolebindings"),

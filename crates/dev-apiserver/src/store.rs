@@ -3,7 +3,7 @@
 //! from. Compaction drops history, as etcd's does, so a watch from before it
 //! gets 410 Gone.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use serde_json::Value;
@@ -59,6 +59,20 @@ impl Change {
     }
 }
 
+/// Whether the garbage collector acts on `object`: it has owners, or is
+/// held by the finalizer of an orphan or foreground delete.
+fn collectable(object: &Value) -> bool {
+    let meta = &object["metadata"];
+    let owned = meta["ownerReferences"]
+        .as_array()
+        .is_some_and(|o| !o.is_empty());
+    owned
+        || meta["finalizers"].as_array().is_some_and(|f| {
+            f.iter()
+                .any(|f| f == crate::write::ORPHAN || f == crate::write::FOREGROUND)
+        })
+}
+
 /// The heap memory a JSON value takes, estimated: its strings and
 /// containers, and a constant per node for serde_json's own layout.
 fn footprint(value: &Value) -> usize {
@@ -78,6 +92,15 @@ fn footprint(value: &Value) -> usize {
 struct Inner {
     rv: u64,
     objects: BTreeMap<StorageKey, BTreeMap<ObjectKey, Value>>,
+    /// The resourceVersion of each storage's latest change, so that what is
+    /// derived from a storage (RBAC rules, admission configuration) is
+    /// rebuilt only when it changed.
+    changed_at: HashMap<StorageKey, u64>,
+    /// The objects the garbage collector acts on (see [`collectable`]), so
+    /// that a sweep does not read every object.
+    collectable: BTreeSet<(StorageKey, ObjectKey)>,
+    /// The uid of every object, to tell a dependent's owners alive.
+    uids: HashMap<String, usize>,
     history: VecDeque<Arc<Change>>,
     /// The footprint of the changes in `history`.
     history_bytes: usize,
@@ -85,9 +108,14 @@ struct Inner {
     compacted: u64,
 }
 
+/// A storage's objects, and the version of the storage they were copied at.
+type Copied = (u64, Arc<Vec<Value>>);
+
 /// The store. Cheap to share behind an `Arc`.
 pub struct Store {
     inner: Mutex<Inner>,
+    /// [`Txn::all`]'s copies, with the storage's version they were taken at.
+    copies: Mutex<HashMap<StorageKey, Copied>>,
     changes: broadcast::Sender<Arc<Change>>,
     /// The history's bounds: changes, and their estimated bytes.
     history_limit: (usize, usize),
@@ -109,6 +137,7 @@ impl Store {
     fn with_history_limit(changes: usize, bytes: usize) -> Self {
         Self {
             inner: Mutex::default(),
+            copies: Mutex::default(),
             changes: broadcast::channel(16_384).0,
             history_limit: (changes, bytes),
         }
@@ -159,6 +188,25 @@ impl Txn<'_> {
             .filter(move |(key, _)| after.is_none_or(|after| *key > after))
     }
 
+    /// Every object of a storage, copied once per change of it: RBAC and
+    /// admission read their few objects on every request.
+    pub fn all(&self, storage: &StorageKey) -> Arc<Vec<Value>> {
+        let version = self.changed_at(storage);
+        let mut copies = self.store.copies.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((at, objects)) = copies.get(storage)
+            && *at == version
+        {
+            return objects.clone();
+        }
+        let objects: Arc<Vec<Value>> = Arc::new(
+            self.list(storage, None, None)
+                .map(|(_, object)| object.clone())
+                .collect(),
+        );
+        copies.insert(storage.clone(), (version, objects.clone()));
+        objects
+    }
+
     /// Whether any object of a storage exists in a namespace.
     pub fn any_in_namespace(&self, namespace: &str) -> Vec<StorageKey> {
         self.inner
@@ -178,6 +226,8 @@ impl Txn<'_> {
             .entry(storage.clone())
             .or_default()
             .insert(key.clone(), object.clone());
+        self.unindex(&storage, &key, previous.as_ref());
+        self.index(&storage, &key, &object);
         let kind = if previous.is_some() {
             EventType::Modified
         } else {
@@ -193,7 +243,57 @@ impl Txn<'_> {
             .objects
             .get_mut(&storage)
             .and_then(|objects| objects.remove(&key));
+        self.unindex(&storage, &key, previous.as_ref());
         self.record(EventType::Deleted, storage, key, object, previous);
+    }
+
+    fn index(&mut self, storage: &StorageKey, key: &ObjectKey, object: &Value) {
+        if collectable(object) {
+            self.inner
+                .collectable
+                .insert((storage.clone(), key.clone()));
+        }
+        if let Some(uid) = object["metadata"]["uid"].as_str() {
+            *self.inner.uids.entry(uid.to_owned()).or_default() += 1;
+        }
+    }
+
+    fn unindex(&mut self, storage: &StorageKey, key: &ObjectKey, previous: Option<&Value>) {
+        let Some(previous) = previous else {
+            return;
+        };
+        if collectable(previous) {
+            self.inner
+                .collectable
+                .remove(&(storage.clone(), key.clone()));
+        }
+        if let Some(uid) = previous["metadata"]["uid"].as_str()
+            && let Some(count) = self.inner.uids.get_mut(uid)
+        {
+            *count -= 1;
+            if *count == 0 {
+                self.inner.uids.remove(uid);
+            }
+        }
+    }
+
+    /// The resourceVersion of the latest change to `storage`'s objects (0
+    /// if none since the server started).
+    pub fn changed_at(&self, storage: &StorageKey) -> u64 {
+        self.inner.changed_at.get(storage).copied().unwrap_or(0)
+    }
+
+    /// The objects the garbage collector acts on, with their storage.
+    pub fn collectable(&self) -> impl Iterator<Item = (&StorageKey, &ObjectKey, &Value)> {
+        self.inner
+            .collectable
+            .iter()
+            .filter_map(|(storage, key)| Some((storage, key, self.get(storage, key)?)))
+    }
+
+    /// Whether an object with this uid exists.
+    pub fn has_uid(&self, uid: &str) -> bool {
+        self.inner.uids.contains_key(uid)
     }
 
     fn record(
@@ -205,6 +305,8 @@ impl Txn<'_> {
         previous: Option<Value>,
     ) {
         self.inner.rv += 1;
+        let rv = self.inner.rv;
+        self.inner.changed_at.insert(storage.clone(), rv);
         let change = Arc::new(Change {
             kind,
             storage,
@@ -307,5 +409,91 @@ mod tests {
         let txn = store.lock();
         assert_eq!(txn.changes_since(15).map(|c| c.len()), Ok(10));
         assert!(txn.changes_since(10).is_err());
+    }
+
+    #[test]
+    fn copies_of_a_storage_are_shared_until_it_changes() {
+        let store = Store::default();
+        let roles: StorageKey = ("rbac.authorization.k8s.io".into(), "roles".into());
+        let other: StorageKey = (String::new(), "configmaps".into());
+        store.lock().put(
+            roles.clone(),
+            ("ns".into(), "a".into()),
+            config_map("a", "1"),
+        );
+        let first = store.lock().all(&roles);
+        // Another storage's change keeps the copy.
+        store
+            .lock()
+            .put(other, ("ns".into(), "x".into()), config_map("x", "1"));
+        assert!(Arc::ptr_eq(&first, &store.lock().all(&roles)));
+        store.lock().put(
+            roles.clone(),
+            ("ns".into(), "b".into()),
+            config_map("b", "1"),
+        );
+        let second = store.lock().all(&roles);
+        assert_eq!(second.len(), 2);
+        let mut txn = store.lock();
+        txn.remove(
+            roles.clone(),
+            ("ns".into(), "a".into()),
+            config_map("a", "1"),
+        );
+        assert_eq!(txn.all(&roles).len(), 1);
+    }
+
+    #[test]
+    fn the_collector_sees_owned_and_held_objects_only() {
+        let store = Store::default();
+        let storage: StorageKey = (String::new(), "configmaps".into());
+        let with_meta = |name: &str, meta: Value| {
+            let mut object = config_map(name, "1");
+            for (key, value) in meta.as_object().unwrap() {
+                object["metadata"][key] = value.clone();
+            }
+            object
+        };
+        let mut txn = store.lock();
+        let put = |txn: &mut Txn<'_>, name: &str, meta: Value| {
+            txn.put(
+                storage.clone(),
+                ("ns".into(), name.into()),
+                with_meta(name, meta),
+            );
+        };
+        put(
+            &mut txn,
+            "plain",
+            json!({"uid": "u-plain", "finalizers": ["navique"]}),
+        );
+        put(
+            &mut txn,
+            "owned",
+            json!({"uid": "u-owned", "ownerReferences": [{"uid": "u-plain"}]}),
+        );
+        put(
+            &mut txn,
+            "orphaning",
+            json!({"uid": "u-orph", "finalizers": ["orphan"]}),
+        );
+        let names = |txn: &Txn<'_>| -> Vec<String> {
+            txn.collectable().map(|(_, key, _)| key.1.clone()).collect()
+        };
+        assert_eq!(names(&txn), ["orphaning", "owned"]);
+        assert!(txn.has_uid("u-plain") && txn.has_uid("u-owned"));
+        // Owners taken off, and an object removed: out of the index.
+        put(
+            &mut txn,
+            "owned",
+            json!({"uid": "u-owned", "ownerReferences": []}),
+        );
+        txn.remove(
+            storage.clone(),
+            ("ns".into(), "orphaning".into()),
+            config_map("orphaning", "1"),
+        );
+        assert!(names(&txn).is_empty());
+        assert!(!txn.has_uid("u-orph"));
     }
 }

@@ -33,6 +33,14 @@ pub struct GroupKind {
 }
 
 impl GroupKind {
+    /// The kind `target` names.
+    pub fn of(target: &TargetRef) -> Self {
+        Self {
+            group: target.group().to_owned(),
+            kind: target.kind.clone(),
+        }
+    }
+
     /// Whether `target` names an object of this kind, in any version.
     pub fn is_kind_of(&self, target: &TargetRef) -> bool {
         target.kind == self.kind && target.group() == self.group
@@ -434,17 +442,15 @@ pub const MARKER_NAMES: usize = 10;
 /// more ([`more`]), all joined by `,`: the denials show `[a, b, ..., and
 /// 100+ more]`. Only those first few are sorted and formatted, whatever the
 /// number of Locks.
-fn joined<T: Ord + std::fmt::Display>(mut names: Vec<T>) -> Option<String> {
-    if names.is_empty() {
+/// A Namespace's or CRD's `core.navique.com/locked`: the first
+/// [`MARKER_NAMES`] of `names`, which come in order, and how many more of
+/// `count` there are.
+fn marker(names: impl Iterator<Item = String>, count: usize) -> Option<String> {
+    if count == 0 {
         return None;
     }
-    let more = names.len().saturating_sub(MARKER_NAMES);
-    if more > 0 {
-        names.select_nth_unstable(MARKER_NAMES - 1);
-        names.truncate(MARKER_NAMES);
-    }
-    names.sort_unstable();
-    let mut joined: Vec<String> = names.iter().map(ToString::to_string).collect();
+    let mut joined: Vec<String> = names.take(MARKER_NAMES).collect();
+    let more = count.saturating_sub(MARKER_NAMES);
     if more > 0 {
         joined.push(self::more(more));
     }
@@ -466,35 +472,23 @@ fn more(more: usize) -> String {
     format!("and {decade}+ more")
 }
 
-/// The Namespace's `core.navique.com/locked`: its active Locks.
-pub fn namespace_stamp(ns: &str, locks: &[Arc<Lock>]) -> Option<String> {
-    joined(
-        all(locks)
-            .filter(|lock| namespace(lock) == ns && is_active(lock))
-            .map(name)
-            .collect(),
-    )
+/// The Namespace's `core.navique.com/locked`: the names of its active
+/// Locks, in order, and their number.
+pub fn namespace_marker<'a>(
+    active: impl Iterator<Item = &'a String>,
+    count: usize,
+) -> Option<String> {
+    marker(active.cloned(), count)
 }
 
-/// `<namespace>/<lock>`, ordered by namespace then name.
-#[derive(PartialEq, Eq, PartialOrd, Ord)]
-struct Qualified<'a>(&'a str, &'a str);
-
-impl std::fmt::Display for Qualified<'_> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}/{}", self.0, self.1)
-    }
-}
-
-/// A CRD's `core.navique.com/locked`: `<namespace>/<lock>` of every active
-/// Lock protecting an object of its kind, cluster-wide.
-pub fn crd_stamp(kind: &GroupKind, locks: &[Arc<Lock>]) -> Option<String> {
-    joined(
-        all(locks)
-            .filter(|lock| is_active(lock) && kind.is_kind_of(&lock.spec.target_ref))
-            .map(|lock| Qualified(namespace(lock), name(lock)))
-            .collect(),
-    )
+/// A CRD's `core.navique.com/locked`: `<namespace>/<lock>` of the active
+/// Locks protecting an object of its kind, cluster-wide, ordered by
+/// namespace then name, and their number.
+pub fn crd_marker<'a>(
+    active: impl Iterator<Item = &'a (String, String)>,
+    count: usize,
+) -> Option<String> {
+    marker(active.map(|(ns, name)| format!("{ns}/{name}")), count)
 }
 
 /// The `core.navique.com/locked` annotation of a Namespace or CRD.
@@ -785,12 +779,15 @@ pub fn locks_woken_by_relist<'a>(kind: &GroupKind, locks: &'a [Arc<Lock>]) -> Ve
 }
 
 /// The Lock a Namespace event wakes: one Lock of the namespace when its
-/// marker is not what it should be, since any Lock's reconcile restamps it;
-/// none otherwise, so that a stamp does not wake every Lock around.
-pub fn lock_woken_by_namespace<'a>(meta: &ObjectMeta, locks: &'a [Arc<Lock>]) -> Option<&'a Lock> {
+/// marker is not `wanted`, since any Lock's reconcile restamps it; none
+/// otherwise, so that a stamp does not wake every Lock around.
+pub fn lock_woken_by_namespace<'a>(
+    meta: &ObjectMeta,
+    wanted: Option<&str>,
+    locks: &'a [Arc<Lock>],
+) -> Option<&'a Lock> {
     let ns = meta.name.as_deref()?;
-    let wanted = namespace_stamp(ns, locks);
-    if locked_of(meta) == wanted.as_deref() {
+    if locked_of(meta) == wanted {
         return None;
     }
     all(locks)
@@ -799,16 +796,16 @@ pub fn lock_woken_by_namespace<'a>(meta: &ObjectMeta, locks: &'a [Arc<Lock>]) ->
 }
 
 /// The Lock a CustomResourceDefinition event wakes: like
-/// [`lock_woken_by_namespace`], one valid Lock on an object of its kind when
-/// its marker is not what it should be.
+/// [`lock_woken_by_namespace`], one valid Lock on an object of its `kind`
+/// when its marker is not `wanted`.
 pub fn lock_woken_by_crd<'a>(
     meta: &ObjectMeta,
+    kind: &GroupKind,
+    wanted: Option<&str>,
     locks: &'a [Arc<Lock>],
     catalog: &Catalog,
 ) -> Option<&'a Lock> {
-    let kind = catalog.kind_of_crd(meta.name.as_deref()?)?;
-    let wanted = crd_stamp(&kind, locks);
-    if locked_of(meta) == wanted.as_deref() {
+    if locked_of(meta) == wanted {
         return None;
     }
     all(locks)
@@ -1393,31 +1390,26 @@ mod tests {
     }
 
     #[test]
-    fn the_namespace_lists_its_active_locks_only() {
-        let locks = arcs(vec![
-            active(lock_on_stack("forge", "zeta", "x")),
-            active(lock_on_stack("forge", "alpha", "y")),
-            lock_on_stack("forge", "missing", "z"),
-            deleting(active(lock_on_stack("forge", "leaving", "x"))),
-            active(lock_on_stack("elsewhere", "other", "x")),
-        ]);
-        assert_eq!(
-            namespace_stamp("forge", &locks).as_deref(),
-            Some("alpha,zeta")
-        );
-        assert_eq!(namespace_stamp("empty", &locks), None);
-    }
-
-    #[test]
     fn markers_name_a_bounded_number_of_locks() {
-        let locks = arcs(
-            (0..MARKER_NAMES + 3)
-                .map(|i| active(lock_on_stack("forge", &format!("lock-{i:02}"), "x")))
-                .collect(),
-        );
-        let stamp = namespace_stamp("forge", &locks).unwrap();
+        let names: Vec<String> = (0..MARKER_NAMES + 3)
+            .map(|i| format!("lock-{i:02}"))
+            .collect();
+        let stamp = namespace_marker(names.iter(), names.len()).unwrap();
         assert!(stamp.starts_with("lock-00,lock-01,"), "{stamp}");
         assert!(stamp.ends_with(",lock-09,and 3 more"), "{stamp}");
+        assert_eq!(
+            namespace_marker(names[..2].iter(), 2).as_deref(),
+            Some("lock-00,lock-01")
+        );
+        assert_eq!(namespace_marker(std::iter::empty(), 0), None);
+        let qualified = [
+            ("apps".to_owned(), "a".to_owned()),
+            ("forge".to_owned(), "b".to_owned()),
+        ];
+        assert_eq!(
+            crd_marker(qualified.iter(), 2).as_deref(),
+            Some("apps/a,forge/b")
+        );
     }
 
     #[test]
@@ -1451,25 +1443,6 @@ mod tests {
             .filter(|w| w[0] != w[1])
             .count();
         assert_eq!(changes, 12);
-    }
-
-    #[test]
-    fn the_crd_lists_active_locks_of_its_kind_across_namespaces() {
-        let locks = arcs(vec![
-            active(lock_on_stack("forge", "b", "x")),
-            active(lock_on_stack("apps", "a", "y")),
-            lock_on_stack("forge", "inactive", "z"),
-            active(lock_on(
-                "forge",
-                "db",
-                target_ref("services.kube-dc.com/v1alpha1", "ManagedService", "db"),
-                None,
-            )),
-        ]);
-        assert_eq!(
-            crd_stamp(&stack_kind(), &locks).as_deref(),
-            Some("apps/a,forge/b")
-        );
     }
 
     #[test]
@@ -1691,8 +1664,12 @@ mod tests {
     fn a_namespace_with_the_right_marker_wakes_nothing() {
         let locks = arcs(vec![active(lock_on_stack("forge", "a", "x"))]);
         assert!(
-            lock_woken_by_namespace(&meta_with(&[(annotations::LOCKED, "a")], &[]), &locks)
-                .is_none()
+            lock_woken_by_namespace(
+                &meta_with(&[(annotations::LOCKED, "a")], &[]),
+                Some("a"),
+                &locks
+            )
+            .is_none()
         );
     }
 
@@ -1703,7 +1680,7 @@ mod tests {
             active(lock_on_stack("forge", "a", "y")),
             active(lock_on_stack("elsewhere", "0", "y")),
         ]);
-        let woken = lock_woken_by_namespace(&meta_with(&[], &[]), &locks).unwrap();
+        let woken = lock_woken_by_namespace(&meta_with(&[], &[]), Some("a,b"), &locks).unwrap();
         assert_eq!((namespace(woken), name(woken)), ("forge", "a"));
     }
 
@@ -1720,14 +1697,15 @@ mod tests {
         ]);
         let mut crd = meta_with(&[], &[]);
         crd.name = Some("stacks.core.navique.com".into());
-        let woken = lock_woken_by_crd(&crd, &locks, &catalog()).unwrap();
+        let wanted = Some("forge/b");
+        let woken = lock_woken_by_crd(&crd, &stack_kind(), wanted, &locks, &catalog()).unwrap();
         assert_eq!(name(woken), "b");
 
         crd.annotations = Some(BTreeMap::from([(
             annotations::LOCKED.into(),
             "forge/b".into(),
         )]));
-        assert!(lock_woken_by_crd(&crd, &locks, &catalog()).is_none());
+        assert!(lock_woken_by_crd(&crd, &stack_kind(), wanted, &locks, &catalog()).is_none());
     }
 
     #[test]

@@ -1,6 +1,8 @@
-//! Which Locks point at an object and which live in a namespace, kept from
-//! the Lock watch beside kube's store. Without it, every reconcile and every
-//! target event scans every Lock: O(n²) work for n Locks created at once.
+//! Which Locks point at an object and which live in a namespace, and the
+//! active ones by namespace and by kind (what the Namespace and CRD markers
+//! name), kept from the Lock watch beside kube's store. Without it, every
+//! reconcile and every target event scans every Lock: O(n²) work for n Locks
+//! created at once.
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, RwLock};
@@ -10,17 +12,32 @@ use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher::Event;
 use navique_api::core::Lock;
 
+use crate::decision::{self, GroupKind};
+
 /// `(namespace, name)`.
 type Key = (String, String);
 
+/// What a Lock is indexed under.
+#[derive(Clone, PartialEq, Eq)]
+struct Entry {
+    /// Its namespace and target name.
+    target: Key,
+    /// Its target's kind, while it is active.
+    active: Option<GroupKind>,
+}
+
 #[derive(Default)]
 struct Maps {
-    /// Each Lock's namespace and target name, to unindex it.
-    of_lock: HashMap<Key, Key>,
+    /// Each Lock's entry, to unindex it.
+    of_lock: HashMap<Key, Entry>,
     /// By the namespace and name of the target, whatever its kind.
     by_target: HashMap<Key, BTreeSet<String>>,
     /// Lock names by namespace.
     by_namespace: HashMap<String, BTreeSet<String>>,
+    /// Active Lock names by namespace, in order.
+    active_in_namespace: HashMap<String, BTreeSet<String>>,
+    /// Active Locks by their target's kind, in order.
+    active_of_kind: HashMap<GroupKind, BTreeSet<Key>>,
 }
 
 impl Maps {
@@ -29,45 +46,66 @@ impl Maps {
             return;
         };
         let name = lock.name_any();
-        let target = (namespace.clone(), lock.spec.target_ref.name.clone());
-        if let Some(old) = self
-            .of_lock
-            .insert((namespace.clone(), name.clone()), target.clone())
-        {
-            if old == target {
-                return;
-            }
-            self.unindex_target(&old, &name);
+        let entry = Entry {
+            target: (namespace.clone(), lock.spec.target_ref.name.clone()),
+            active: decision::is_active(lock).then(|| GroupKind::of(&lock.spec.target_ref)),
+        };
+        let key = (namespace.clone(), name.clone());
+        match self.of_lock.insert(key.clone(), entry.clone()) {
+            Some(old) if old == entry => return,
+            Some(old) => self.unindex(&key, &old),
+            None => {}
         }
         self.by_target
-            .entry(target)
+            .entry(entry.target)
             .or_default()
             .insert(name.clone());
+        if let Some(kind) = entry.active {
+            self.active_of_kind
+                .entry(kind)
+                .or_default()
+                .insert(key.clone());
+            self.active_in_namespace
+                .entry(namespace.clone())
+                .or_default()
+                .insert(name.clone());
+        }
         self.by_namespace.entry(namespace).or_default().insert(name);
     }
 
     fn remove(&mut self, namespace: &str, name: &str) {
-        let Some(target) = self
-            .of_lock
-            .remove(&(namespace.to_owned(), name.to_owned()))
-        else {
+        let key = (namespace.to_owned(), name.to_owned());
+        let Some(entry) = self.of_lock.remove(&key) else {
             return;
         };
-        self.unindex_target(&target, name);
-        if let Some(names) = self.by_namespace.get_mut(namespace) {
-            names.remove(name);
-            if names.is_empty() {
-                self.by_namespace.remove(namespace);
-            }
-        }
+        self.unindex(&key, &entry);
+        unindex(&mut self.by_namespace, &key.0, &key.1);
     }
 
-    fn unindex_target(&mut self, target: &Key, name: &str) {
-        if let Some(names) = self.by_target.get_mut(target) {
-            names.remove(name);
-            if names.is_empty() {
-                self.by_target.remove(target);
-            }
+    /// Takes the Lock out of what `entry` put it in, but for its namespace.
+    fn unindex(&mut self, (namespace, name): &Key, entry: &Entry) {
+        unindex(&mut self.by_target, &entry.target, name);
+        if let Some(kind) = &entry.active {
+            unindex(&mut self.active_in_namespace, namespace, name);
+            unindex(
+                &mut self.active_of_kind,
+                kind,
+                &(namespace.clone(), name.clone()),
+            );
+        }
+    }
+}
+
+/// Removes `item` from `key`'s set, and the set once empty.
+fn unindex<K, T>(sets: &mut HashMap<K, BTreeSet<T>>, key: &K, item: &T)
+where
+    K: std::hash::Hash + Eq,
+    T: Ord,
+{
+    if let Some(items) = sets.get_mut(key) {
+        items.remove(item);
+        if items.is_empty() {
+            sets.remove(key);
         }
     }
 }
@@ -133,6 +171,28 @@ impl LockIndex {
         self.locks(namespace, names.into_iter().flatten())
     }
 
+    /// What the marker of Namespace `namespace` should say: its active
+    /// Locks.
+    pub fn namespace_marker(&self, namespace: &str) -> Option<String> {
+        let maps = read(&self.maps);
+        let active = maps.active_in_namespace.get(namespace);
+        decision::namespace_marker(
+            active.into_iter().flatten(),
+            active.map_or(0, BTreeSet::len),
+        )
+    }
+
+    /// What the marker of `kind`'s CRD should say: the active Locks on
+    /// objects of that kind, cluster-wide.
+    pub fn crd_marker(&self, kind: &GroupKind) -> Option<String> {
+        let maps = read(&self.maps);
+        let active = maps.active_of_kind.get(kind);
+        decision::crd_marker(
+            active.into_iter().flatten(),
+            active.map_or(0, BTreeSet::len),
+        )
+    }
+
     /// The Locks in `namespace`.
     pub fn in_namespace(&self, namespace: &str) -> Vec<Arc<Lock>> {
         let maps = read(&self.maps);
@@ -175,6 +235,21 @@ mod tests {
             "spec": {"targetRef": {"kind": "Stack", "name": target}},
         }))
         .expect("lock")
+    }
+
+    fn active(mut lock: Lock) -> Lock {
+        lock.status = Some(navique_api::core::LockStatus {
+            active: true,
+            ..Default::default()
+        });
+        lock
+    }
+
+    fn stack() -> GroupKind {
+        GroupKind {
+            group: navique_api::constants::CORE_GROUP.into(),
+            kind: "Stack".into(),
+        }
     }
 
     /// Applies `events` to a store and an index, as the Lock watch does.
@@ -235,5 +310,58 @@ mod tests {
         assert_eq!(names(index.pointing_at("forge", "web")), ["kept"]);
         assert_eq!(names(index.in_namespace("forge")), ["kept"]);
         assert_eq!(read(&index.maps).of_lock.len(), 1);
+    }
+
+    #[test]
+    fn the_markers_name_the_active_locks_in_order() {
+        let mut on_service = active(lock("forge", "db", "orders"));
+        on_service.spec.target_ref.api_version = "services.kube-dc.com/v1alpha1".into();
+        on_service.spec.target_ref.kind = "ManagedService".into();
+        let mut leaving = active(lock("forge", "leaving", "x"));
+        leaving.metadata.deletion_timestamp =
+            Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                k8s_openapi::jiff::Timestamp::UNIX_EPOCH,
+            ));
+        let (index, _) = indexed(vec![
+            Event::Apply(active(lock("forge", "zeta", "x"))),
+            Event::Apply(active(lock("forge", "alpha", "y"))),
+            Event::Apply(lock("forge", "missing", "z")),
+            Event::Apply(leaving),
+            Event::Apply(active(lock("elsewhere", "other", "x"))),
+            Event::Apply(on_service),
+        ]);
+        assert_eq!(
+            index.namespace_marker("forge").as_deref(),
+            Some("alpha,db,zeta")
+        );
+        assert_eq!(index.namespace_marker("empty"), None);
+        assert_eq!(
+            index.crd_marker(&stack()).as_deref(),
+            Some("elsewhere/other,forge/alpha,forge/zeta")
+        );
+    }
+
+    #[test]
+    fn a_lock_leaves_the_markers_when_it_stops_being_active_or_goes() {
+        let (index, _) = indexed(vec![
+            Event::Apply(active(lock("forge", "a", "x"))),
+            Event::Apply(active(lock("forge", "b", "y"))),
+            Event::Apply(active(lock("forge", "c", "z"))),
+            // Its status stops saying active; another is deleted.
+            Event::Apply(lock("forge", "a", "x")),
+            Event::Delete(active(lock("forge", "b", "y"))),
+        ]);
+        assert_eq!(index.namespace_marker("forge").as_deref(), Some("c"));
+        assert_eq!(index.crd_marker(&stack()).as_deref(), Some("forge/c"));
+        // Active again, on another target: back in, once.
+        let again = Event::Apply(active(lock("forge", "a", "w")));
+        index.apply(&again);
+        assert_eq!(index.namespace_marker("forge").as_deref(), Some("a,c"));
+        assert_eq!(
+            index.crd_marker(&stack()).as_deref(),
+            Some("forge/a,forge/c")
+        );
+        let maps = read(&index.maps);
+        assert_eq!(maps.by_target.len(), 2, "the old target is forgotten");
     }
 }

@@ -148,8 +148,6 @@ impl Metrics {
 /// What every reconcile shares.
 pub struct Context {
     client: Client,
-    /// Every Lock, as the controller's watch last saw it.
-    locks: Store<Lock>,
     index: LockIndex,
     views: Views,
     metrics: Metrics,
@@ -259,7 +257,6 @@ pub async fn run(
         Queued::new(Recorder::new(client.clone(), crate::NAME), EVENT_QUEUE);
     let context = Arc::new(Context {
         client,
-        locks: locks.clone(),
         index,
         views: views.clone(),
         tracker: Tracker::ungated(metrics.reconciles.clone()),
@@ -519,16 +516,14 @@ impl Context {
         if let Some(kind) = kind {
             self.shared
                 .write(&kind.crd_name(), || {
-                    let stamp = decision::crd_stamp(&kind.group_kind(), &self.locks.state());
-                    self.stamp_crd(kind, stamp)
+                    self.stamp_crd(kind, self.index.crd_marker(&kind.group_kind()))
                 })
                 .await?;
         }
         // Keyed apart from CRDs, whose names hold a dot.
         self.shared
             .write(&format!("namespace {namespace}"), || {
-                let locks = self.index.in_namespace(&namespace);
-                self.stamp_namespace(&namespace, decision::namespace_stamp(&namespace, &locks))
+                self.stamp_namespace(&namespace, self.index.namespace_marker(&namespace))
             })
             .await?;
         // Any Lock repairs a namespace-wide marker that is not what it

@@ -254,8 +254,14 @@ impl Watches {
     async fn on_namespace(&mut self, event: Result<Event<NamespaceMeta>, watcher::Error>) {
         match event {
             Ok(Event::Apply(namespace) | Event::InitApply(namespace)) => {
-                let locks = self.index.in_namespace(&namespace.name_any());
-                let woken = decision::lock_woken_by_namespace(&namespace.metadata, &locks);
+                let name = namespace.name_any();
+                let locks = self.index.in_namespace(&name);
+                let wanted = self.index.namespace_marker(&name);
+                let woken = decision::lock_woken_by_namespace(
+                    &namespace.metadata,
+                    wanted.as_deref(),
+                    &locks,
+                );
                 self.send(woken).await;
                 let enabled = self.catalog.borrow().enforceable().namespace_locks;
                 let woken = namespace_wide::lock_woken(&namespace.metadata, &locks, enabled);
@@ -301,9 +307,19 @@ impl Watches {
 
     async fn wake_for_crd(&self, crd: &CrdMeta) {
         let catalog = self.catalog.borrow().clone();
+        let Some(kind) = catalog.kind_of_crd(&crd.name_any()) else {
+            return;
+        };
+        let wanted = self.index.crd_marker(&kind);
         let locks = self.locks.state();
-        self.send(decision::lock_woken_by_crd(&crd.metadata, &locks, &catalog))
-            .await;
+        self.send(decision::lock_woken_by_crd(
+            &crd.metadata,
+            &kind,
+            wanted.as_deref(),
+            &locks,
+            &catalog,
+        ))
+        .await;
     }
 
     /// Rediscovers the served kinds, watches the new ones, stops watching

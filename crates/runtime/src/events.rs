@@ -225,14 +225,19 @@ impl Recorder {
     }
 }
 
-/// Events published one at a time in the background: a burst of them (a
+/// Events published in the background, a few at a time: a burst of them (a
 /// thousand Locks turning active) then waits behind the writes its objects
-/// wait for, rather than competing with them for the API server.
-/// client-go's event broadcaster is asynchronous for the same reason.
+/// wait for, rather than competing with them for the API server. client-go's
+/// event broadcaster is asynchronous for the same reason. One object's Events
+/// go through one lane, in order, so that its series are never raced.
 #[derive(Clone)]
 pub struct Queued {
-    sender: tokio::sync::mpsc::Sender<(Event, ObjectReference)>,
+    lanes: Arc<[tokio::sync::mpsc::Sender<(Event, ObjectReference)>]>,
 }
+
+/// Events in flight at once. One at a time, a burst of ten thousand Locks'
+/// Events took a minute to publish and held the reconciles waiting on it.
+const LANES: usize = 8;
 
 impl Queued {
     /// The queue of `capacity` Events, and the task publishing them with
@@ -242,31 +247,45 @@ impl Queued {
         recorder: Recorder,
         capacity: usize,
     ) -> (Self, impl std::future::Future<Output = ()> + Send + 'static) {
-        let (sender, mut receiver) = tokio::sync::mpsc::channel(capacity);
+        let (lanes, receivers): (Vec<_>, Vec<_>) = (0..LANES)
+            .map(|_| tokio::sync::mpsc::channel(capacity.div_ceil(LANES)))
+            .unzip();
         let publish = async move {
-            while let Some((event, regarding)) = receiver.recv().await {
-                let event: Event = event;
-                if let Err(e) = recorder.publish(&event, &regarding).await {
-                    tracing::warn!(
-                        regarding = ?regarding.name,
-                        reason = event.reason,
-                        error = %crate::one_line(&e),
-                        "cannot record the event"
-                    );
+            let recorder = &recorder;
+            futures::future::join_all(receivers.into_iter().map(|mut receiver| async move {
+                while let Some((event, regarding)) = receiver.recv().await {
+                    let event: Event = event;
+                    if let Err(e) = recorder.publish(&event, &regarding).await {
+                        tracing::warn!(
+                            regarding = ?regarding.name,
+                            reason = event.reason,
+                            error = %crate::one_line(&e),
+                            "cannot record the event"
+                        );
+                    }
                 }
-            }
+            }))
+            .await;
         };
-        (Self { sender }, publish)
+        let lanes = lanes.into();
+        (Self { lanes }, publish)
     }
 
-    /// Queues `event` about `regarding`; waits only while the queue is full.
+    /// Queues `event` about `regarding`; waits only while its lane is full.
     pub async fn publish(&self, event: Event, regarding: ObjectReference) {
+        let lane = &self.lanes[lane(&regarding, self.lanes.len())];
         // Closed only once the publishing task is gone, at shutdown.
-        let _ = self.sender.send((event, regarding)).await;
+        let _ = lane.send((event, regarding)).await;
     }
 }
 
-fn hashed(key: &SeriesKey) -> u64 {
+/// The lane of an object's Events: by its identity, never its
+/// resourceVersion, so that all of them keep one order.
+fn lane(regarding: &ObjectReference, lanes: usize) -> usize {
+    (hashed(&identity(regarding)) % lanes as u64) as usize
+}
+
+fn hashed(key: &impl std::hash::Hash) -> u64 {
     use std::hash::{BuildHasher, BuildHasherDefault};
     BuildHasherDefault::<std::collections::hash_map::DefaultHasher>::default().hash_one(key)
 }
@@ -293,6 +312,19 @@ mod tests {
             resource_version: Some(resource_version.into()),
             ..Default::default()
         }
+    }
+
+    #[test]
+    fn an_objects_events_keep_one_lane_and_objects_spread_over_the_lanes() {
+        assert_eq!(
+            lane(&reference("a", "1"), LANES),
+            lane(&reference("a", "2"), LANES),
+            "a new resourceVersion is the same object"
+        );
+        let used: std::collections::HashSet<usize> = (0..64)
+            .map(|i| lane(&reference(&format!("uid-{i}"), "1"), LANES))
+            .collect();
+        assert!(used.len() > LANES / 2, "{used:?}");
     }
 
     fn event(reason: &str, note: &str) -> Event {
