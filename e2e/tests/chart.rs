@@ -1623,6 +1623,7 @@ fn controller_start_error(flags: &[String]) -> String {
             "--approval-notification-url=http://127.0.0.1:9/hooks",
             "--approvals-listen-addr=127.0.0.1:0",
             "--admin-addr=127.0.0.1:0",
+            "--grpc-insecure-plaintext",
         ])
         .arg(format!(
             "--kubeconfig={}",
@@ -1658,6 +1659,9 @@ fn a_users_notification_template_is_mounted_from_a_config_map_and_named_by_the_f
         &set_file,
         "--set",
         "serviceLifecycleController.podAnnotations.team=platform",
+        // Its gRPC certificate from a volume too.
+        "--set",
+        "grpc.tls.mode=certManager",
     ];
     let objects = render(&custom);
     let config_map = find(
@@ -1665,9 +1669,13 @@ fn a_users_notification_template_is_mounted_from_a_config_map_and_named_by_the_f
         "ConfigMap",
         "navique-approval-notification-template",
     );
-    assert_eq!(config_map["metadata"]["namespace"], "default");
-    assert_eq!(config_map["data"]["template.json.j2"], template);
     let component = "service-lifecycle-controller";
+    // Beside the pods that mount it.
+    assert_eq!(
+        config_map["metadata"]["namespace"],
+        find(&objects, "Deployment", &format!("navique-{component}"))["metadata"]["namespace"]
+    );
+    assert_eq!(config_map["data"]["template.json.j2"], template);
     let args = args_of(&objects, component);
     let flag = format!("--approval-notification-template={MOUNT}/template.json.j2");
     assert!(args.contains(&flag), "{args:?}");
@@ -1764,7 +1772,7 @@ fn a_users_notification_template_is_mounted_from_a_config_map_and_named_by_the_f
     );
     assert_fails(
         TEMPLATE,
-        "serviceLifecycleController.approvals.notifications.customTemplate={}",
+        "serviceLifecycleController.approvals.notifications.customTemplate=mine",
         "serviceLifecycleController.approvals.notifications.customTemplate is set but template is json, which ignores it",
     );
     assert_fails(
