@@ -290,6 +290,11 @@ async fn waves_apply_in_order_and_a_confirmed_prune_waits_for_approval() {
     .await;
     let settings_row = row(&pending, "settings").unwrap();
     assert_eq!(settings_row["requiresPruning"], true);
+    let since = settings_row["waitingSince"].clone();
+    assert!(
+        since.as_str().is_some_and(|s| s.ends_with('Z')),
+        "{settings_row}"
+    );
     assert_eq!(settings_row["status"], "OutOfSync");
     assert_eq!(
         state(&pending),
@@ -341,6 +346,12 @@ async fn waves_apply_in_order_and_a_confirmed_prune_waits_for_approval() {
         exists(&ns, "configmap", "settings"),
         "not pruned before approval"
     );
+    // Since when it waits is set once: later passes (every 2 s while it
+    // waits) keep it.
+    let later = stack(&ns, "web").unwrap();
+    assert_eq!(row(&later, "settings").unwrap()["waitingSince"], since);
+    let wide = kubectl_navique_ok(cluster(), &["approvals", "-n", &ns, "-o", "wide"]);
+    assert!(wide.contains(since.as_str().unwrap()), "{wide}");
     let metrics = navique_e2e::http_get(env.controller_admin, "/metrics")
         .await
         .unwrap()
