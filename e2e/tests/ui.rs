@@ -338,6 +338,7 @@ async fn four_eyes_waits_on_the_page_for_a_second_distinct_approver() {
         .await;
     assert!(counted.contains("user: alice"), "{counted}");
     assert!(exists(&ns, "settings"), "pruned after one approver of two");
+    // docs/stacks.md's four-eyes screenshot.
     browser.screenshot("ui-four-eyes-one-of-two").await;
     browser.close().await;
     drop(ui);
