@@ -128,7 +128,9 @@ impl Browser {
                     "--no-sandbox",
                     "--disable-gpu",
                     "--disable-dev-shm-usage",
-                    "--window-size=1280,900",
+                    // Tall enough that the overview screenshot (docs/stacks.md)
+                    // shows every panel.
+                    "--window-size=1280,1150",
                 ]
             }
         });

@@ -100,7 +100,7 @@ pub fn on_server(ns: &str, db: &str) -> String {
 
 /// The value of the metric line at `admin`'s `/metrics` that starts with
 /// `line_prefix` (0 when absent or unreachable).
-async fn metric(admin: SocketAddr, line_prefix: &str) -> f64 {
+pub(crate) async fn metric(admin: SocketAddr, line_prefix: &str) -> f64 {
     let Ok(metrics) = crate::http_get(admin, "/metrics").await else {
         return 0.0;
     };

@@ -4,10 +4,11 @@
 //! chart's approval-identity ValidatingAdmissionPolicy, and an HTTP
 //! endpoint that records the approval notifications it posts.
 
+use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
@@ -123,6 +124,11 @@ impl StackEnv {
         crate::until_leading(self.controller_admin, "service-lifecycle-controller", WAIT).await;
     }
 
+    /// A counter or gauge of the controller's metrics, 0 when absent.
+    pub async fn controller_metric(&self, line_prefix: &str) -> f64 {
+        crate::services::metric(self.controller_admin, line_prefix).await
+    }
+
     /// The controller's log so far, for failure messages.
     pub fn controller_log(&self) -> String {
         self._controller.stdout() + &self._controller.stderr()
@@ -130,50 +136,108 @@ impl StackEnv {
 }
 
 /// JSON bodies POSTed to an HTTP endpoint, served from a thread of its own
-/// so that it outlives any one test's runtime.
+/// so that it outlives any one test's runtime. It answers 200, or 500 to
+/// the notifications about the namespaces told to [`Notifications::fail`].
 #[derive(Clone)]
 pub struct Notifications {
     addr: SocketAddr,
-    received: Arc<Mutex<Vec<Value>>>,
+    /// Every POST, when it came and whether it was answered 200.
+    received: Arc<Mutex<Vec<Received>>>,
+    /// Per namespace, how many more of its notifications to refuse.
+    failing: Arc<Mutex<BTreeMap<String, u32>>>,
+}
+
+struct Received {
+    at: Instant,
+    body: Value,
+    delivered: bool,
+}
+
+fn namespace_of(body: &Value) -> &str {
+    body["stack"]["namespace"].as_str().unwrap_or_default()
 }
 
 impl Notifications {
     fn start() -> Self {
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
         let addr = listener.local_addr().expect("address");
-        let received = Arc::<Mutex<Vec<Value>>>::default();
-        let sink = received.clone();
+        let received = Arc::<Mutex<Vec<Received>>>::default();
+        let failing = Arc::<Mutex<BTreeMap<String, u32>>>::default();
+        let (sink, refusals) = (received.clone(), failing.clone());
         std::thread::spawn(move || {
             for stream in listener.incoming().flatten() {
+                let mut delivered = true;
                 if let Some(body) = read_post(&stream) {
-                    sink.lock().unwrap().push(body);
+                    let mut refusals = refusals.lock().unwrap();
+                    if let Some(left) = refusals.get_mut(namespace_of(&body)).filter(|n| **n > 0) {
+                        *left -= 1;
+                        delivered = false;
+                    }
+                    sink.lock().unwrap().push(Received {
+                        at: Instant::now(),
+                        body,
+                        delivered,
+                    });
                 }
+                let answer: &[u8] = if delivered {
+                    b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\nconnection: close\r\n\r\nok"
+                } else {
+                    b"HTTP/1.1 500 Internal Server Error\r\ncontent-length: 4\r\nconnection: close\r\n\r\ndown"
+                };
                 let mut stream = stream;
-                let _ = stream.write_all(
-                    b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\nconnection: close\r\n\r\nok",
-                );
+                let _ = stream.write_all(answer);
             }
         });
-        Self { addr, received }
+        Self {
+            addr,
+            received,
+            failing,
+        }
     }
 
     pub fn url(&self) -> String {
         format!("http://{}/hooks/approvals", self.addr)
     }
 
-    /// The `approval-required` notifications about Stacks of `namespace`.
+    /// Answers the next `times` notifications about Stacks of `namespace`
+    /// with 500 (`u32::MAX`: all of them).
+    pub fn fail(&self, namespace: &str, times: u32) {
+        self.failing
+            .lock()
+            .unwrap()
+            .insert(namespace.to_owned(), times);
+    }
+
+    /// The `approval-required` notifications delivered about Stacks of
+    /// `namespace`.
     pub fn about(&self, namespace: &str) -> Vec<Value> {
         self.of(namespace, "approval-required")
     }
 
-    /// The notifications of `trigger` about Stacks of `namespace`.
+    /// The notifications of `trigger` delivered (answered 200) about Stacks
+    /// of `namespace`.
     pub fn of(&self, namespace: &str, trigger: &str) -> Vec<Value> {
+        self.matching(namespace, trigger, |r| r.delivered.then(|| r.body.clone()))
+    }
+
+    /// When each POST of `trigger` about Stacks of `namespace` came, and
+    /// whether it was answered 200, in order.
+    pub fn attempts(&self, namespace: &str, trigger: &str) -> Vec<(Instant, bool)> {
+        self.matching(namespace, trigger, |r| Some((r.at, r.delivered)))
+    }
+
+    fn matching<T>(
+        &self,
+        namespace: &str,
+        trigger: &str,
+        f: impl Fn(&Received) -> Option<T>,
+    ) -> Vec<T> {
         self.received
             .lock()
             .unwrap()
             .iter()
-            .filter(|n| n["stack"]["namespace"] == namespace && n["trigger"] == trigger)
-            .cloned()
+            .filter(|r| namespace_of(&r.body) == namespace && r.body["trigger"] == trigger)
+            .filter_map(f)
             .collect()
     }
 }

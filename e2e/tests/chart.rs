@@ -1612,3 +1612,172 @@ fn lock_guard_groups_can_name_the_core_group_with_its_resources() {
             .any(|a| a.starts_with("--enforceable-resources"))
     );
 }
+
+/// The controller started with `flags` (its kubeconfig missing): its
+/// standard error once it stops.
+fn controller_start_error(flags: &[String]) -> String {
+    let dir = tempfile::tempdir().unwrap();
+    let output = Command::new(binary("service-lifecycle-controller"))
+        .args(flags)
+        .args([
+            "--approval-notification-url=http://127.0.0.1:9/hooks",
+            "--approvals-listen-addr=127.0.0.1:0",
+            "--admin-addr=127.0.0.1:0",
+            "--grpc-insecure-plaintext",
+        ])
+        .arg(format!(
+            "--kubeconfig={}",
+            dir.path().join("no-kubeconfig").display()
+        ))
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+/// A notification template of one's own goes through the chart into a
+/// ConfigMap, mounted into the controller's pods and named by its flag; a
+/// changed template rolls the pods. The controller reads what the chart
+/// mounts: a template that does not compile stops it at start, naming the
+/// flag. Fail closed: `custom` without a template, or a template the chosen
+/// one ignores, fails the render naming the value.
+#[test]
+fn a_users_notification_template_is_mounted_from_a_config_map_and_named_by_the_flag() {
+    const MOUNT: &str = "/etc/navique/approval-notifications";
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("mine.json.j2");
+    let template = "{\"event\": {{ trigger }}, \"summary\": {{ title }},\n \"resources\": [{% for r in resources %}{{ r.kind ~ \"/\" ~ r.name }}{% if not loop.last %}, {% endif %}{% endfor %}]}\n";
+    std::fs::write(&file, template).unwrap();
+    let set_file = format!(
+        "serviceLifecycleController.approvals.notifications.customTemplate={}",
+        file.display()
+    );
+    let custom = [
+        "--set",
+        "serviceLifecycleController.approvals.notifications.template=custom",
+        "--set-file",
+        &set_file,
+        "--set",
+        "serviceLifecycleController.podAnnotations.team=platform",
+        // Its gRPC certificate from a volume too.
+        "--set",
+        "grpc.tls.mode=certManager",
+    ];
+    let objects = render(&custom);
+    let config_map = find(
+        &objects,
+        "ConfigMap",
+        "navique-approval-notification-template",
+    );
+    let component = "service-lifecycle-controller";
+    // Beside the pods that mount it.
+    assert_eq!(
+        config_map["metadata"]["namespace"],
+        find(&objects, "Deployment", &format!("navique-{component}"))["metadata"]["namespace"]
+    );
+    assert_eq!(config_map["data"]["template.json.j2"], template);
+    let args = args_of(&objects, component);
+    let flag = format!("--approval-notification-template={MOUNT}/template.json.j2");
+    assert!(args.contains(&flag), "{args:?}");
+    assert_eq!(
+        args.iter()
+            .filter(|a| a.starts_with("--approval-notification-template="))
+            .count(),
+        1
+    );
+    let mount = deployment_container(&objects, component)["volumeMounts"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .find(|m| m["name"] == "approval-notifications")
+        .unwrap()
+        .clone();
+    assert_eq!(mount["mountPath"], MOUNT);
+    assert_eq!(mount["readOnly"], true);
+    let pod = pod_of(&objects, component);
+    let volume = pod["spec"]["volumes"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .find(|v| v["name"] == "approval-notifications")
+        .unwrap()
+        .clone();
+    assert_eq!(
+        volume["configMap"]["name"],
+        "navique-approval-notification-template"
+    );
+    // The gRPC certificate's volume stays beside it.
+    assert!(
+        pod["spec"]["volumes"]
+            .as_sequence()
+            .unwrap()
+            .iter()
+            .any(|v| v["name"] == "grpc-tls")
+    );
+    // The user's pod annotations stay; the checksum follows the template.
+    let annotations = &pod["metadata"]["annotations"];
+    assert_eq!(annotations["team"], "platform");
+    let checksum = annotations["checksum/approval-notification-template"].clone();
+    assert_eq!(checksum.as_str().map(str::len), Some(64));
+    std::fs::write(&file, "{\"event\": {{ trigger }}}").unwrap();
+    let changed = render(&custom);
+    assert_ne!(
+        pod_of(&changed, component)["metadata"]["annotations"]["checksum/approval-notification-template"],
+        checksum
+    );
+    // Without it: the built-in template by name, no ConfigMap, no volume.
+    let objects = render(&[
+        "--set",
+        "serviceLifecycleController.approvals.notifications.template=teams",
+    ]);
+    assert!(
+        args_of(&objects, component).contains(&"--approval-notification-template=teams".to_owned())
+    );
+    assert!(
+        of_kind(&objects, "ConfigMap")
+            .iter()
+            .all(|c| name_of(c) != "navique-approval-notification-template")
+    );
+    assert!(pod_of(&objects, component)["metadata"]["annotations"].is_null());
+
+    // The binary reads the file the flag names: one that does not compile
+    // stops it, naming the flag; one that does gets past the template.
+    let mounted = dir.path().join("template.json.j2");
+    std::fs::write(&mounted, "{\"event\": {{ trigger }").unwrap();
+    let named = |path: &std::path::Path| {
+        vec![format!(
+            "--approval-notification-template={}",
+            path.display()
+        )]
+    };
+    let error = controller_start_error(&named(&mounted));
+    assert!(
+        error.contains(
+            "--approval-notification-template: the notification template does not compile"
+        ),
+        "{error}"
+    );
+    std::fs::write(&mounted, template).unwrap();
+    let error = controller_start_error(&named(&mounted));
+    assert!(
+        !error.contains("--approval-notification-template"),
+        "{error}"
+    );
+
+    // Fail closed, naming the value.
+    assert_fails(
+        TEMPLATE,
+        "serviceLifecycleController.approvals.notifications.template=custom",
+        "at '/serviceLifecycleController/approvals/notifications/customTemplate': minLength: got 0, want 1",
+    );
+    assert_fails(
+        TEMPLATE,
+        "serviceLifecycleController.approvals.notifications.customTemplate=mine",
+        "serviceLifecycleController.approvals.notifications.customTemplate is set but template is json, which ignores it",
+    );
+    assert_fails(
+        TEMPLATE,
+        "serviceLifecycleController.approvals.notifications.template=Slack",
+        "at '/serviceLifecycleController/approvals/notifications/template': value must be one of 'json', 'slack', 'teams', 'custom'",
+    );
+}

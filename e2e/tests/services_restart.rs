@@ -3,7 +3,8 @@
 //! steps (the dev API server fails the controller's next request, then the
 //! process is killed with SIGKILL) and started again; the end state is the
 //! policy's, and nothing the policy keeps is deleted. And a replica that
-//! has lost its Lease never drops a database.
+//! has lost its Lease never drops a database. A Stack's prune that waits
+//! for approval keeps the time it started to wait across a restart.
 //!
 //! Each test starts its own environment: they kill the controller and
 //! inject faults, which would disturb tests sharing one.
@@ -12,7 +13,8 @@ use std::time::Duration;
 
 use navique_e2e::eventually;
 use navique_e2e::services::{CONTROLLER_REPLICA, ServiceEnv, on_server};
-use serde_json::json;
+use navique_e2e::stacks::{STACK_ACCOUNT, bind_service_account};
+use serde_json::{Value, json};
 
 const WAIT: Duration = Duration::from_secs(30);
 const RETAINED: &str = "{.metadata.labels.services\\.kube-dc\\.com/retained}";
@@ -250,4 +252,82 @@ async fn a_replica_that_lost_its_lease_never_drops_the_database() {
     take_lease(CONTROLLER_REPLICA);
     env.until_gone(&ns, "orders-db").await;
     assert!(!env.postgres.database_exists(&on_server(&ns, db)));
+}
+
+/// The status row of `name` in Stack `ns/app`, once `check` accepts it.
+async fn until_row(
+    env: &ServiceEnv,
+    ns: &str,
+    name: &str,
+    check: impl Fn(&Value) -> bool,
+) -> Value {
+    eventually(WAIT, &format!("the row of {name}"), || async {
+        let json = env
+            .cluster
+            .kubectl_ok(&["get", "stack", "app", "-n", ns, "-o", "json"]);
+        let stack: Value = serde_json::from_str(&json).ok()?;
+        stack["status"]["resources"]
+            .as_array()?
+            .iter()
+            .find(|r| r["name"] == name)
+            .filter(|r| check(r))
+            .cloned()
+    })
+    .await
+}
+
+/// Idempotent across restarts: a prune waiting for approval keeps the
+/// `waitingSince` its first pass recorded when the controller is killed
+/// and started again, and the new process's oldest-wait gauge counts from
+/// it, not from its own start.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiting_prune_keeps_the_time_it_started_to_wait_across_a_restart() {
+    let env = ServiceEnv::start(&[]);
+    env.controller_ready().await;
+    let ns = env.cluster.namespace("restart-wait");
+    bind_service_account(&env.cluster, &ns, STACK_ACCOUNT, "edit");
+    let apply = |names: &[&str]| {
+        let resources: Vec<Value> = names
+            .iter()
+            .map(|name| {
+                json!({"apiVersion": "v1", "kind": "ConfigMap",
+                    "metadata": {"name": name, "annotations": {"cd.hanzo.ai/sync-options": "Prune=confirm"}},
+                    "data": {"name": name}})
+            })
+            .collect();
+        let stack = json!({"apiVersion": "core.navique.com/v1alpha1", "kind": "Stack",
+            "metadata": {"name": "app", "namespace": ns}, "spec": {"resources": resources}});
+        env.cluster
+            .kubectl_in(&["apply", "-f", "-"], Some(&stack.to_string()));
+    };
+    apply(&["kept", "settings"]);
+    until_row(&env, &ns, "settings", |r| r["status"] == "Synced").await;
+    apply(&["kept"]);
+    let waiting = until_row(&env, &ns, "settings", |r| {
+        r["requiresDeletionApproval"] == true
+    })
+    .await;
+    let since = waiting["waitingSince"].clone();
+    assert!(since.is_string(), "{waiting}");
+
+    env.kill_controller();
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let restarted = std::time::Instant::now();
+    restart(&env).await;
+    const PENDING: &str = "navique_service_lifecycle_controller_pending_approvals ";
+    const OLDEST: &str = "navique_service_lifecycle_controller_oldest_pending_approval_seconds ";
+    let oldest = eventually(WAIT, "the new process to see the wait", || async {
+        (env.controller_metric(PENDING).await >= 1.0).then_some(())?;
+        Some(env.controller_metric(OLDEST).await)
+    })
+    .await;
+    let up = restarted.elapsed().as_secs_f64();
+    assert!(oldest > up + 4.0, "oldest {oldest} s, restarted {up} s ago");
+    // Passes of the new process (every 2 s while it waits) keep the time.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let kept = until_row(&env, &ns, "settings", |r| {
+        r["requiresDeletionApproval"] == true
+    })
+    .await;
+    assert_eq!(kept["waitingSince"], since, "{kept}");
 }

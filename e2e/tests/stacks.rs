@@ -290,6 +290,11 @@ async fn waves_apply_in_order_and_a_confirmed_prune_waits_for_approval() {
     .await;
     let settings_row = row(&pending, "settings").unwrap();
     assert_eq!(settings_row["requiresPruning"], true);
+    let since = settings_row["waitingSince"].clone();
+    assert!(
+        since.as_str().is_some_and(|s| s.ends_with('Z')),
+        "{settings_row}"
+    );
     assert_eq!(settings_row["status"], "OutOfSync");
     assert_eq!(
         state(&pending),
@@ -341,6 +346,12 @@ async fn waves_apply_in_order_and_a_confirmed_prune_waits_for_approval() {
         exists(&ns, "configmap", "settings"),
         "not pruned before approval"
     );
+    // Since when it waits is set once: later passes (every 2 s while it
+    // waits) keep it.
+    let later = stack(&ns, "web").unwrap();
+    assert_eq!(row(&later, "settings").unwrap()["waitingSince"], since);
+    let wide = kubectl_navique_ok(cluster(), &["approvals", "-n", &ns, "-o", "wide"]);
+    assert!(wide.contains(since.as_str().unwrap()), "{wide}");
     let metrics = navique_e2e::http_get(env.controller_admin, "/metrics")
         .await
         .unwrap()
@@ -2125,6 +2136,108 @@ async fn four_eyes_waits_for_a_second_distinct_approver() {
             .then_some(())
     })
     .await;
+}
+
+/// `approval_notifications_total{trigger="approval-required",outcome}`.
+async fn required_notifications(outcome: &str) -> f64 {
+    env()
+        .controller_metric(&format!(
+            "navique_service_lifecycle_controller_approval_notifications_total{{trigger=\"approval-required\",outcome=\"{outcome}\"}} "
+        ))
+        .await
+}
+
+/// The gaps between consecutive attempts.
+fn gaps(attempts: &[(std::time::Instant, bool)]) -> Vec<Duration> {
+    attempts.windows(2).map(|w| w[1].0 - w[0].0).collect()
+}
+
+/// "hot loop": a notification the endpoint refuses is tried again after
+/// 0.5 s, then 1 s, then 2 s, and delivered exactly once when the endpoint
+/// recovers; when it never does, given up after four attempts, counted as
+/// `failed`, and never tried again. The only test that makes the endpoint
+/// fail, so the `retried` and `failed` counts are its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_notification_is_retried_with_backoff_and_delivered_once_or_given_up() {
+    let env = env();
+    env.ready().await;
+    let notifications = &env.notifications;
+    let (retried, sent, failed) = (
+        required_notifications("retried").await,
+        required_notifications("sent").await,
+        required_notifications("failed").await,
+    );
+
+    // Refused twice, then taken.
+    let recovering = cluster().namespace("notify-retry");
+    notifications.fail(&recovering, 2);
+    pending_prune(&recovering, "settings", &[]).await;
+    let delivered = eventually(WAIT, "the notification after two refusals", || async {
+        let delivered = notifications.about(&recovering);
+        (!delivered.is_empty()).then_some(delivered)
+    })
+    .await;
+    assert_eq!(delivered[0]["resources"][0]["name"], "settings");
+    let attempts = notifications.attempts(&recovering, "approval-required");
+    assert_eq!(
+        attempts.iter().map(|(_, ok)| *ok).collect::<Vec<_>>(),
+        [false, false, true]
+    );
+    let waited = gaps(&attempts);
+    assert!(
+        waited[0] >= Duration::from_millis(450) && waited[1] >= Duration::from_millis(950),
+        "{waited:?}"
+    );
+    eventually(WAIT, "two retries and one send counted", || async {
+        (required_notifications("retried").await == retried + 2.0
+            && required_notifications("sent").await > sent)
+            .then_some(())
+    })
+    .await;
+    // Delivered once: no attempt after the one that was taken.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(
+        notifications
+            .attempts(&recovering, "approval-required")
+            .len(),
+        3
+    );
+    assert_eq!(notifications.about(&recovering).len(), 1);
+
+    // Refused for good: four attempts, backing off, then given up.
+    let down = cluster().namespace("notify-down");
+    notifications.fail(&down, u32::MAX);
+    pending_prune(&down, "settings", &[]).await;
+    eventually(WAIT, "the notification to be given up", || async {
+        (required_notifications("failed").await == failed + 1.0).then_some(())
+    })
+    .await;
+    assert_eq!(required_notifications("retried").await, retried + 2.0 + 3.0);
+    let attempts = notifications.attempts(&down, "approval-required");
+    assert_eq!(
+        attempts.iter().map(|(_, ok)| *ok).collect::<Vec<_>>(),
+        [false; 4]
+    );
+    let waited = gaps(&attempts);
+    assert!(
+        waited[0] >= Duration::from_millis(450)
+            && waited[1] >= Duration::from_millis(950)
+            && waited[2] >= Duration::from_millis(1950),
+        "{waited:?}"
+    );
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(notifications.attempts(&down, "approval-required").len(), 4);
+    assert!(
+        env.controller_log()
+            .contains("cannot post the approval notification"),
+        "the cause is logged"
+    );
+    // The removal still waits: a notification that fails holds nothing.
+    let stack = stack(&down, "app").unwrap();
+    assert_eq!(
+        row(&stack, "settings").unwrap()["requiresDeletionApproval"],
+        true
+    );
 }
 
 /// Fail closed: a number of approvers the controller would not understand

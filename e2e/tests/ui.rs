@@ -71,7 +71,7 @@ fn apply_stack_needing(ns: &str, names: &[&str], approvers: u32) {
 }
 
 /// The status item of `name` in Stack `app`, once `check` accepts it.
-async fn until_item(ns: &str, name: &str, what: &str, check: impl Fn(&Value) -> bool) {
+async fn until_item(ns: &str, name: &str, what: &str, check: impl Fn(&Value) -> bool) -> Value {
     eventually(WAIT, what, || async {
         let output = cluster().kubectl(&["get", "stack", "app", "-n", ns, "-o", "json"], None);
         let stack: Value = serde_json::from_slice(&output.stdout).ok()?;
@@ -80,9 +80,9 @@ async fn until_item(ns: &str, name: &str, what: &str, check: impl Fn(&Value) -> 
             .iter()
             .find(|r| r["name"] == name)
             .filter(|r| check(r))
-            .map(|_| ())
+            .cloned()
     })
-    .await;
+    .await
 }
 
 /// Stack `app` of `ns` with `all` synced, then with only `kept`: the rest
@@ -182,8 +182,25 @@ async fn a_pending_prune_appears_without_reload_and_approve_prunes_it() {
         ["ConfigMap", "settings", "Prune", "0"],
         "{shown}"
     );
-    // Waiting since the Stack's operation started, a moment ago.
+    // Waiting since the prune started to wait, as its status item
+    // records it (the exact time in the cell's title), a moment ago.
+    let item = until_item(&ns, "settings", "the recorded wait", |r| {
+        r["requiresDeletionApproval"] == true
+    })
+    .await;
     assert!(cells[4].ends_with("(just now)"), "waiting since: {cells:?}");
+    let exact = browser
+        .client
+        .execute(
+            &format!(
+                "return document.querySelector('{} td.since').title;",
+                row("settings")
+            ),
+            vec![],
+        )
+        .await
+        .unwrap();
+    assert_eq!(exact, item["waitingSince"], "{item}");
     assert_eq!(
         cells[5],
         "waiting for approval: run kubectl navique approve, or annotate cd.hanzo.ai/deletion-approved=true and add your user name to core.navique.com/approved-by, to prune it\napprovals required: 1"
@@ -321,6 +338,7 @@ async fn four_eyes_waits_on_the_page_for_a_second_distinct_approver() {
         .await;
     assert!(counted.contains("user: alice"), "{counted}");
     assert!(exists(&ns, "settings"), "pruned after one approver of two");
+    // docs/stacks.md's four-eyes screenshot.
     browser.screenshot("ui-four-eyes-one-of-two").await;
     browser.close().await;
     drop(ui);

@@ -83,7 +83,9 @@ pub struct PendingApproval {
     /// What the Stack says about the resource.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
-    /// When the operator started waiting (RFC 3339), when known.
+    /// When the operator started waiting (RFC 3339): the status item's
+    /// `waitingSince`, or ApprovalEvents' `since`; none from a Stack whose
+    /// controller records no time.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub since: Option<String>,
     /// Who approved so far, as the Stack's status records them.
@@ -291,7 +293,7 @@ pub fn pending_approvals(stacks: &[Stack]) -> Vec<PendingApproval> {
                 },
                 wave: resource.sync_wave,
                 message: resource.message.clone(),
-                since: None,
+                since: resource.waiting_since.as_ref().map(|t| t.0.to_string()),
                 approved_by: resource.approved_by.clone(),
                 approvals_required: resource.approvals_required,
             });
@@ -404,7 +406,8 @@ pub(crate) mod tests {
                 serde_json::json!([
                     {"version": "v1", "kind": "ConfigMap", "namespace": "forge", "name": "old-config",
                      "status": "OutOfSync", "requiresPruning": true, "requiresDeletionApproval": true,
-                     "syncWave": 1, "message": "waiting for cd.hanzo.ai/deletion-approved"},
+                     "syncWave": 1, "message": "waiting for cd.hanzo.ai/deletion-approved",
+                     "waitingSince": "2026-12-01T10:00:00Z"},
                     {"version": "v1", "kind": "ConfigMap", "namespace": "forge", "name": "kept",
                      "status": "Synced"},
                     {"version": "v1", "kind": "ConfigMap", "name": "removed",
@@ -443,6 +446,10 @@ pub(crate) mod tests {
             Some("waiting for cd.hanzo.ai/deletion-approved")
         );
         assert_eq!(pending[1].resource.group, "apps");
+        // Since when each waits, as its row records it (a controller that
+        // records none: unknown).
+        assert_eq!(pending[0].since.as_deref(), Some("2026-12-01T10:00:00Z"));
+        assert_eq!(pending[1].since, None);
     }
 
     /// A nested Stack's approvals come right after its parent's, naming
@@ -513,7 +520,8 @@ pub(crate) mod tests {
                 "operation": "Prune",
                 "resource": {"group": "", "version": "v1", "kind": "ConfigMap", "namespace": "forge", "name": "old-config"},
                 "wave": 1,
-                "message": "waiting for cd.hanzo.ai/deletion-approved"
+                "message": "waiting for cd.hanzo.ai/deletion-approved",
+                "since": "2026-12-01T10:00:00Z"
             })
         );
     }

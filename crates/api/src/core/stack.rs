@@ -180,6 +180,11 @@ pub struct ResourceStatus {
     /// needs (`spec.approvals.required`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub approvals_required: Option<u32>,
+    /// While the prune or delete waits for approval: when it started to
+    /// wait. Set by the controller in the pass that first records the wait,
+    /// and kept while it waits, across passes and restarts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waiting_since: Option<Time>,
 }
 
 /// One person's approval of a waiting removal.

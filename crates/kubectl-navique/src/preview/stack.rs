@@ -405,6 +405,7 @@ mod tests {
             pending_approvals: None,
             approved_by: Vec::new(),
             approvals_required: None,
+            waiting_since: None,
         }
     }
 

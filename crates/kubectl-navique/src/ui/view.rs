@@ -6,7 +6,7 @@
 
 use kube::ResourceExt;
 use navique_api::constants::{annotations, condition_types, reasons};
-use navique_api::core::{Lock, OperationPhase, Stack};
+use navique_api::core::{Lock, Stack};
 use serde::Serialize;
 use serde_json::Value;
 
@@ -119,7 +119,7 @@ pub struct Snapshot {
 
 /// The fields of a Stack's status item that the page shows in columns or
 /// uses itself; any other is shown as an extra field.
-const KNOWN_ITEM_FIELDS: [&str; 13] = [
+const KNOWN_ITEM_FIELDS: [&str; 14] = [
     "group",
     "version",
     "kind",
@@ -133,6 +133,7 @@ const KNOWN_ITEM_FIELDS: [&str; 13] = [
     "message",
     "uid",
     "creating",
+    "waitingSince",
 ];
 
 /// `approvedBy` → `approved by`.
@@ -195,39 +196,24 @@ fn item<'a>(stack: &'a Value, pending: &PendingApproval) -> Option<&'a Value> {
     })
 }
 
-/// The page's row for `pending`: with "waiting since" the start of the
-/// Stack's operation, which stays `Progressing` while it waits (the status
-/// records no time per resource).
+/// The page's row for `pending`.
 fn row(raw: &[(Value, Stack)], pending: &PendingApproval) -> Row {
-    let found = raw.iter().find(|(_, s)| {
-        s.namespace().as_deref() == Some(pending.stack.namespace.as_str())
-            && s.name_any() == pending.stack.name
-    });
-    let mut approval = pending.clone();
-    let (uid, extra) = match found {
-        Some((value, stack)) => {
-            let operation = stack.status.as_ref().and_then(|s| s.operation.as_ref());
-            approval.since = approval.since.or_else(|| {
-                operation
-                    .filter(|o| o.phase == OperationPhase::Progressing)
-                    .and_then(|o| o.started_at.as_ref())
-                    .map(|t| t.0.to_string())
-            });
-            let item = item(value, pending);
-            (
-                item.and_then(|i| i.get("uid"))
-                    .and_then(Value::as_str)
-                    .map(str::to_owned),
-                item.map(|i| extra_fields(i, &KNOWN_ITEM_FIELDS))
-                    .unwrap_or_default(),
-            )
-        }
-        None => (None, Vec::new()),
-    };
+    let item = raw
+        .iter()
+        .find(|(_, s)| {
+            s.namespace().as_deref() == Some(pending.stack.namespace.as_str())
+                && s.name_any() == pending.stack.name
+        })
+        .and_then(|(value, _)| item(value, pending));
     Row {
-        approval,
-        uid,
-        extra,
+        approval: pending.clone(),
+        uid: item
+            .and_then(|i| i.get("uid"))
+            .and_then(Value::as_str)
+            .map(str::to_owned),
+        extra: item
+            .map(|i| extra_fields(i, &KNOWN_ITEM_FIELDS))
+            .unwrap_or_default(),
     }
 }
 
@@ -427,11 +413,15 @@ mod tests {
 
     #[test]
     fn pending_rows_carry_wave_message_uid_and_since() {
-        let operation = json!({"phase": "Progressing", "startedAt": "2026-12-01T10:00:00Z"});
+        // Since when the resource waits is its own, not its Stack's
+        // operation's.
+        let operation = json!({"phase": "Progressing", "startedAt": "2026-12-01T09:00:00Z"});
+        let mut old = waiting("old", true);
+        old["waitingSince"] = json!("2026-12-01T10:00:00Z");
         let app = stack(
             "forge",
             "app",
-            json!([waiting("old", true), {"version": "v1", "kind": "ConfigMap", "name": "kept", "status": "Synced"}]),
+            json!([old, {"version": "v1", "kind": "ConfigMap", "name": "kept", "status": "Synced"}]),
             Some(operation),
         );
         let snap = snapshot(
@@ -450,7 +440,7 @@ mod tests {
         assert_eq!(row.approval.wave, Some(1));
         assert_eq!(row.approval.since.as_deref(), Some("2026-12-01T10:00:00Z"));
         assert_eq!(row.uid.as_deref(), Some("uid-old"));
-        assert!(row.extra.is_empty());
+        assert!(row.extra.is_empty(), "waitingSince is a column");
         assert_eq!(view.all, view.rows);
         // The JSON the page reads.
         let value = serde_json::to_value(row).unwrap();
@@ -458,11 +448,14 @@ mod tests {
         assert_eq!(value["resource"]["kind"], "ConfigMap");
         assert_eq!(value["operation"], "Prune");
         assert_eq!(value["uid"], "uid-old");
+        assert_eq!(value["since"], "2026-12-01T10:00:00Z");
     }
 
+    /// A row written by an older controller records no time: none is
+    /// made up from the Stack's operation.
     #[test]
-    fn a_finished_operation_gives_no_since() {
-        let operation = json!({"phase": "Succeeded", "startedAt": "2026-12-01T10:00:00Z"});
+    fn a_row_without_its_time_gives_no_since() {
+        let operation = json!({"phase": "Progressing", "startedAt": "2026-12-01T10:00:00Z"});
         let app = stack(
             "forge",
             "app",

@@ -61,6 +61,8 @@ pub struct Waiting {
     pub approved_by: Vec<Approver>,
     /// Distinct approvers it needs.
     pub required: u32,
+    /// When it started to wait (its row's `waitingSince`).
+    pub since: Timestamp,
 }
 
 fn timestamp(time: Timestamp) -> prost_types::Timestamp {
@@ -70,7 +72,7 @@ fn timestamp(time: Timestamp) -> prost_types::Timestamp {
     }
 }
 
-fn approval(stack: &StackKey, waiting: &Waiting, since: Timestamp) -> PendingApproval {
+fn approval(stack: &StackKey, waiting: &Waiting) -> PendingApproval {
     PendingApproval {
         stack: Some(StackRef {
             namespace: stack.0.clone(),
@@ -85,7 +87,7 @@ fn approval(stack: &StackKey, waiting: &Waiting, since: Timestamp) -> PendingApp
             uid: waiting.uid.clone(),
         }),
         operation: waiting.operation as i32,
-        since: Some(timestamp(since)),
+        since: Some(timestamp(waiting.since)),
         approved_by: waiting
             .approved_by
             .iter()
@@ -100,9 +102,9 @@ fn approval(stack: &StackKey, waiting: &Waiting, since: Timestamp) -> PendingApp
 
 impl Waiting {
     /// The removal as the gRPC service and the notifications show it, of
-    /// Stack `stack` (in the resource's namespace), waiting since `since`.
-    pub fn pending(&self, stack: &str, since: Timestamp) -> PendingApproval {
-        approval(&(self.key.namespace.clone(), stack.to_owned()), self, since)
+    /// Stack `stack` (in the resource's namespace).
+    pub fn pending(&self, stack: &str) -> PendingApproval {
+        approval(&(self.key.namespace.clone(), stack.to_owned()), self)
     }
 }
 
@@ -136,25 +138,17 @@ impl Approvals {
         let mut current = BTreeMap::new();
         let mut new = Vec::new();
         for item in waiting {
-            let known = previous.get(&item.key).filter(|p| {
+            let known = previous.get(&item.key).is_some_and(|p| {
                 p.operation == item.operation as i32
                     && p.resource.as_ref().is_some_and(|r| r.uid == item.uid)
             });
-            let pending = match known {
-                // Still waiting: who approved so far may have changed.
-                Some(pending) => PendingApproval {
-                    since: pending.since,
-                    ..approval(&stack, item, now)
-                },
-                None => {
-                    let pending = approval(&stack, item, now);
-                    if !announced(&item.key) {
-                        self.send(EventType::ApprovalRequired, &pending, now);
-                        new.push(pending.clone());
-                    }
-                    pending
-                }
-            };
+            // Who approved so far may have changed; since when it waits is
+            // the Stack's status's.
+            let pending = approval(&stack, item);
+            if !known && !announced(&item.key) {
+                self.send(EventType::ApprovalRequired, &pending, now);
+                new.push(pending.clone());
+            }
             current.insert(item.key.clone(), pending);
         }
         if !current.is_empty() {
@@ -169,7 +163,7 @@ impl Approvals {
     pub fn approved_removal(&self, namespace: &str, name: &str, removed: &Waiting) {
         let stack = (namespace.to_owned(), name.to_owned());
         let now = Timestamp::now();
-        let pending = approval(&stack, removed, now);
+        let pending = approval(&stack, removed);
         self.send(EventType::Approved, &pending, now);
         self.send(EventType::Deleted, &pending, now);
     }
@@ -379,6 +373,7 @@ mod tests {
             operation,
             approved_by: Vec::new(),
             required: 1,
+            since: "2026-12-01T10:00:00Z".parse().unwrap(),
         }
     }
 
@@ -421,19 +416,37 @@ mod tests {
         );
     }
 
+    /// The age is counted from when each removal started to wait, as the
+    /// Stack's status records it, so a restarted controller (or a new
+    /// leader) reports the same.
     #[test]
-    fn the_oldest_wait_is_measured_at_each_scrape() {
-        let approvals = Approvals::default();
-        let oldest = approvals.oldest_age();
-        assert_eq!(oldest.seconds(Timestamp::now()), 0.0, "nothing waits");
-        approvals.update("team", "web", &[waiting("a", Operation::Prune)], |_| false);
-        let later = Timestamp::now() + std::time::Duration::from_secs(90);
-        approvals.update("team", "api", &[waiting("b", Operation::Delete)], |_| false);
-        let age = oldest.seconds(later);
-        assert!((90.0..91.0).contains(&age), "{age}");
-        approvals.forget("team", "web");
-        approvals.forget("team", "api");
-        assert_eq!(oldest.seconds(later), 0.0);
+    fn the_oldest_wait_is_measured_from_the_stacks_status_at_each_scrape() {
+        let at = |t: &str| -> Timestamp { t.parse().unwrap() };
+        let a = waiting("a", Operation::Prune);
+        let b = Waiting {
+            since: at("2026-12-01T10:05:00Z"),
+            ..waiting("b", Operation::Delete)
+        };
+        for restarted in [false, true] {
+            let approvals = Approvals::default();
+            let oldest = approvals.oldest_age();
+            assert_eq!(oldest.seconds(Timestamp::now()), 0.0, "nothing waits");
+            approvals.update("team", "web", std::slice::from_ref(&a), |_| restarted);
+            approvals.update("team", "api", std::slice::from_ref(&b), |_| restarted);
+            assert_eq!(oldest.seconds(at("2026-12-01T10:06:30Z")), 390.0);
+            let listed = approvals.list("team", "web");
+            assert_eq!(
+                listed[0].since,
+                Some(prost_types::Timestamp {
+                    seconds: at("2026-12-01T10:00:00Z").as_second(),
+                    nanos: 0
+                })
+            );
+            approvals.forget("team", "web");
+            assert_eq!(oldest.seconds(at("2026-12-01T10:06:30Z")), 90.0);
+            approvals.forget("team", "api");
+            assert_eq!(oldest.seconds(at("2026-12-01T10:06:30Z")), 0.0);
+        }
     }
 
     #[test]

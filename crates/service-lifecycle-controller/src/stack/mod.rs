@@ -340,6 +340,7 @@ fn row(key: &ResourceKey, wave: Option<i32>, status: SyncStatus) -> ResourceStat
         pending_approvals: None,
         approved_by: Vec::new(),
         approvals_required: None,
+        waiting_since: None,
     }
 }
 
@@ -698,7 +699,7 @@ impl Acting {
                     approved_by: waiting.approved_by[..=i].to_vec(),
                     ..waiting.clone()
                 };
-                let pending = so_far.pending(stack, Timestamp::now());
+                let pending = so_far.pending(stack);
                 notifier.notify(&Notice::approved(&key.namespace, stack, &pending));
             }
         }
@@ -819,12 +820,14 @@ impl Acting {
         } else {
             Vec::new()
         };
+        let since = plan::waiting_since(previous_row, operation, Timestamp::now());
         let waiting = Waiting {
             key: key.clone(),
             uid: object.uid().unwrap_or_default(),
             operation,
             approved_by: approved_by.clone(),
             required,
+            since,
         };
         let verb = if pruning { "prune" } else { "delete" };
         let mut decision = plan::removal(gate, approval);
@@ -862,6 +865,7 @@ impl Acting {
                     .await;
                 row.approved_by = approved_by;
                 row.approvals_required = Some(required);
+                row.waiting_since = Some(Time(since));
                 pass.waiting.push(waiting);
             }
             Removal::Delete => {
@@ -876,7 +880,7 @@ impl Acting {
                                 .await;
                             self.approvals.approved_removal(namespace, stack, &waiting);
                             if let Some(notifier) = &self.notifier {
-                                let removed = waiting.pending(stack, Timestamp::now());
+                                let removed = waiting.pending(stack);
                                 notifier.notify(&Notice::removed(namespace, stack, &removed));
                             }
                             self.publish(
@@ -998,6 +1002,7 @@ impl Acting {
                 kept.requires_deletion_approval = false;
                 kept.approved_by.clear();
                 kept.approvals_required = None;
+                kept.waiting_since = None;
                 kept.message = Some(format!("waits for wave {wave} to be deleted"));
                 pass.rows.push(kept);
                 continue;

@@ -360,24 +360,30 @@ impl Notifier {
         };
         let notifier = self.clone();
         tokio::spawn(async move {
-            let mut delay = FIRST_RETRY;
-            for attempt in 1..=ATTEMPTS {
+            let mut attempt = 1;
+            loop {
                 let sent = notifier.http.post(&notifier.url).json(&body).send().await;
-                match sent.and_then(reqwest::Response::error_for_status) {
-                    Ok(_) => return notifier.count(trigger, "sent"),
-                    Err(e) if attempt == ATTEMPTS => {
-                        notifier.count(trigger, "failed");
-                        tracing::warn!(url = %notifier.url, trigger, error = %navique_runtime::one_line(&e), "cannot post the approval notification");
-                    }
-                    Err(_) => {
-                        notifier.count(trigger, "retried");
-                        tokio::time::sleep(delay).await;
-                        delay *= 2;
-                    }
-                }
+                let Err(e) = sent.and_then(reqwest::Response::error_for_status) else {
+                    return notifier.count(trigger, "sent");
+                };
+                let Some(delay) = retry_delay(attempt) else {
+                    notifier.count(trigger, "failed");
+                    tracing::warn!(url = %notifier.url, trigger, attempts = attempt, error = %navique_runtime::one_line(&e), "cannot post the approval notification");
+                    return;
+                };
+                notifier.count(trigger, "retried");
+                tracing::info!(url = %notifier.url, trigger, attempt, error = %navique_runtime::one_line(&e), ?delay, "cannot post the approval notification yet; trying again");
+                tokio::time::sleep(delay).await;
+                attempt += 1;
             }
         });
     }
+}
+
+/// How long to wait after failed attempt `attempt` (from 1) before the
+/// next; none after the last.
+fn retry_delay(attempt: u32) -> Option<Duration> {
+    (attempt < ATTEMPTS).then(|| FIRST_RETRY * 2u32.pow(attempt - 1))
 }
 
 #[cfg(test)]
@@ -436,53 +442,134 @@ mod tests {
         )
     }
 
+    fn approved() -> Notice {
+        Notice::approved(
+            "team",
+            "web",
+            &pending("a", Operation::Prune, &["alice", "bob"], 2),
+        )
+    }
+
+    fn removed() -> Notice {
+        Notice::removed(
+            "team",
+            "web",
+            &pending("a", Operation::Delete, &["alice", "bob"], 2),
+        )
+    }
+
+    const REQUIRED_TITLE: &str = "Deletion approval required: Stack team/web";
+    const REQUIRED_LINES: [&str; 6] = [
+        "Stack team/web waits for deletion approval of 2 resource(s):",
+        "• delete ConfigMap/a",
+        "• delete ConfigMap/b",
+        "Each needs 2 distinct approvers.",
+        "Approve with: kubectl navique approve --all --stack web -n team",
+        "Or review and approve them one by one in: kubectl navique ui",
+    ];
     const REQUIRED_TEXT: &str = "Stack team/web waits for deletion approval of 2 resource(s):\n• delete ConfigMap/a\n• delete ConfigMap/b\nEach needs 2 distinct approvers.\nApprove with: kubectl navique approve --all --stack web -n team\nOr review and approve them one by one in: kubectl navique ui";
+    const APPROVED_TITLE: &str = "Deletion approved by bob: Stack team/web";
+    const APPROVED_TEXT: &str = "bob approved the prune of ConfigMap/a in Stack team/web at 2026-12-01T15:01:00Z (2 of 2 distinct approvers)";
+    const REMOVED_TITLE: &str = "Removed after approval: Stack team/web";
+    const REMOVED_TEXT: &str = "Stack team/web deleted ConfigMap/a, approved by alice at 2026-12-01T15:00:00Z, bob at 2026-12-01T15:01:00Z";
+
+    fn config_map(name: &str, operation: &str) -> Value {
+        json!({"apiVersion": "v1", "kind": "ConfigMap", "namespace": "team", "name": name, "operation": operation})
+    }
+
+    fn alice_and_bob() -> Value {
+        json!([
+            {"user": "alice", "time": "2026-12-01T15:00:00Z"},
+            {"user": "bob", "time": "2026-12-01T15:01:00Z"}
+        ])
+    }
 
     #[test]
-    fn the_json_template_lists_the_resources_that_wait_with_the_command_and_the_page() {
-        assert_eq!(
-            render("json", &required()),
+    fn the_notices_text_lists_the_resources_the_command_and_the_page_or_says_who_approved() {
+        let notice = required();
+        assert_eq!(notice.title, REQUIRED_TITLE);
+        assert_eq!(notice.lines, REQUIRED_LINES);
+        assert_eq!(notice.text, REQUIRED_TEXT);
+        assert_eq!(approved().title, APPROVED_TITLE);
+        assert_eq!(approved().lines, [APPROVED_TEXT]);
+        assert_eq!(removed().title, REMOVED_TITLE);
+        assert_eq!(removed().lines, [REMOVED_TEXT]);
+    }
+
+    #[test]
+    fn the_json_template_renders_each_trigger_exactly() {
+        let body = |trigger: &str, text: &str, resources: Value, by: Value| {
             json!({
-                "trigger": "approval-required",
-                "text": REQUIRED_TEXT,
+                "trigger": trigger,
+                "text": text,
                 "stack": {"namespace": "team", "name": "web"},
-                "resources": [
-                    {"apiVersion": "v1", "kind": "ConfigMap", "namespace": "team", "name": "a", "operation": "delete"},
-                    {"apiVersion": "v1", "kind": "ConfigMap", "namespace": "team", "name": "b", "operation": "delete"}
-                ],
-                "approvedBy": [],
+                "resources": resources,
+                "approvedBy": by,
                 "approvalsRequired": 2,
                 "approveCommand": "kubectl navique approve --all --stack web -n team"
             })
             .to_string()
+        };
+        assert_eq!(
+            render("json", &required()),
+            body(
+                "approval-required",
+                REQUIRED_TEXT,
+                json!([config_map("a", "delete"), config_map("b", "delete")]),
+                json!([])
+            )
+        );
+        assert_eq!(
+            render("json", &approved()),
+            body(
+                "approved",
+                APPROVED_TEXT,
+                json!([config_map("a", "prune")]),
+                alice_and_bob()
+            )
+        );
+        assert_eq!(
+            render("json", &removed()),
+            body(
+                "removed",
+                REMOVED_TEXT,
+                json!([config_map("a", "delete")]),
+                alice_and_bob()
+            )
         );
     }
 
     #[test]
-    fn the_slack_template_is_a_message_with_a_header_and_the_text() {
-        assert_eq!(
-            render("slack", &required()),
+    fn the_slack_template_renders_each_trigger_as_a_header_and_the_text() {
+        let message = |title: &str, text: &str| {
             json!({
-                "text": REQUIRED_TEXT,
+                "text": text,
                 "blocks": [
-                    {"type": "header", "text": {"type": "plain_text", "text": "Deletion approval required: Stack team/web"}},
-                    {"type": "section", "text": {"type": "mrkdwn", "text": REQUIRED_TEXT}}
+                    {"type": "header", "text": {"type": "plain_text", "text": title}},
+                    {"type": "section", "text": {"type": "mrkdwn", "text": text}}
                 ]
             })
             .to_string()
+        };
+        assert_eq!(
+            render("slack", &required()),
+            message(REQUIRED_TITLE, REQUIRED_TEXT)
+        );
+        assert_eq!(
+            render("slack", &approved()),
+            message(APPROVED_TITLE, APPROVED_TEXT)
+        );
+        assert_eq!(
+            render("slack", &removed()),
+            message(REMOVED_TITLE, REMOVED_TEXT)
         );
     }
 
     #[test]
-    fn the_teams_template_is_an_adaptive_card_with_a_block_per_line() {
-        let notice = Notice::approved(
-            "team",
-            "web",
-            &pending("a", Operation::Prune, &["alice", "bob"], 2),
-        );
-        let card = |lines: &[&str]| {
+    fn the_teams_template_renders_each_trigger_as_an_adaptive_card_with_a_block_per_line() {
+        let card = |title: &str, lines: &[&str]| {
             let mut body = vec![
-                json!({"type": "TextBlock", "text": "Deletion approved by bob: Stack team/web", "weight": "Bolder", "size": "Medium", "wrap": true}),
+                json!({"type": "TextBlock", "text": title, "weight": "Bolder", "size": "Medium", "wrap": true}),
             ];
             body.extend(
                 lines
@@ -495,45 +582,101 @@ mod tests {
             .to_string()
         };
         assert_eq!(
-            render("teams", &notice),
-            card(&[
-                "bob approved the prune of ConfigMap/a in Stack team/web at 2026-12-01T15:01:00Z (2 of 2 distinct approvers)"
-            ])
+            render("teams", &required()),
+            card(REQUIRED_TITLE, &REQUIRED_LINES)
+        );
+        assert_eq!(
+            render("teams", &approved()),
+            card(APPROVED_TITLE, &[APPROVED_TEXT])
+        );
+        assert_eq!(
+            render("teams", &removed()),
+            card(REMOVED_TITLE, &[REMOVED_TEXT])
+        );
+    }
+
+    /// A template of one's own, as docs/stacks.md shows it: loops over the
+    /// resources and approvers, string concatenation, a number.
+    const USER_TEMPLATE: &str = r#"{"event": {{ trigger }}, "summary": {{ title }}, "stack": {{ stack.namespace ~ "/" ~ stack.name }}, "resources": [{% for r in resources %}{{ r.operation ~ " " ~ r.kind ~ "/" ~ r.name }}{% if not loop.last %}, {% endif %}{% endfor %}], "approvedBy": [{% for a in approvedBy %}{{ a.user }}{% if not loop.last %}, {% endif %}{% endfor %}], "needs": {{ approvalsRequired }}, "approve": {{ approveCommand }}, "review": {{ uiCommand }}, "details": {{ lines }}}"#;
+
+    #[test]
+    fn a_users_template_renders_each_trigger_exactly() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("mine.json.j2");
+        std::fs::write(&path, USER_TEMPLATE).unwrap();
+        let path = path.to_str().unwrap();
+        let body =
+            |event: &str, summary: &str, resources: &[&str], by: &[&str], details: &[&str]| {
+                json!({
+                    "event": event,
+                    "summary": summary,
+                    "stack": "team/web",
+                    "resources": resources,
+                    "approvedBy": by,
+                    "needs": 2,
+                    "approve": "kubectl navique approve --all --stack web -n team",
+                    "review": "kubectl navique ui",
+                    "details": details
+                })
+                .to_string()
+            };
+        assert_eq!(
+            render(path, &required()),
+            body(
+                "approval-required",
+                REQUIRED_TITLE,
+                &["delete ConfigMap/a", "delete ConfigMap/b"],
+                &[],
+                &REQUIRED_LINES
+            )
+        );
+        assert_eq!(
+            render(path, &approved()),
+            body(
+                "approved",
+                APPROVED_TITLE,
+                &["prune ConfigMap/a"],
+                &["alice", "bob"],
+                &[APPROVED_TEXT]
+            )
+        );
+        assert_eq!(
+            render(path, &removed()),
+            body(
+                "removed",
+                REMOVED_TITLE,
+                &["delete ConfigMap/a"],
+                &["alice", "bob"],
+                &[REMOVED_TEXT]
+            )
+        );
+    }
+
+    /// No hot loop: four attempts in all, 0.5 s, 1 s, then 2 s apart.
+    #[test]
+    fn a_failed_notification_is_retried_three_times_each_wait_doubling() {
+        let delays: Vec<Option<Duration>> = (1..=ATTEMPTS + 1).map(retry_delay).collect();
+        assert_eq!(
+            delays,
+            [
+                Some(Duration::from_millis(500)),
+                Some(Duration::from_secs(1)),
+                Some(Duration::from_secs(2)),
+                None,
+                None
+            ]
         );
     }
 
     #[test]
-    fn the_removed_notice_says_by_whose_approval() {
-        let notice = Notice::removed(
-            "team",
-            "web",
-            &pending("a", Operation::Delete, &["alice", "bob"], 2),
-        );
-        assert_eq!(
-            notice.text,
-            "Stack team/web deleted ConfigMap/a, approved by alice at 2026-12-01T15:00:00Z, bob at 2026-12-01T15:01:00Z"
-        );
+    fn a_removal_approved_in_the_manifest_says_so() {
         let declared = Notice::removed("team", "web", &pending("a", Operation::Delete, &[], 1));
         assert_eq!(
             declared.text,
             "Stack team/web deleted ConfigMap/a, approved by the Stack's manifest (cd.hanzo.ai/deletion-approved declared)"
         );
-        assert_eq!(
-            render("json", &notice),
-            json!({
-                "trigger": "removed",
-                "text": notice.text,
-                "stack": {"namespace": "team", "name": "web"},
-                "resources": [{"apiVersion": "v1", "kind": "ConfigMap", "namespace": "team", "name": "a", "operation": "delete"}],
-                "approvedBy": [
-                    {"user": "alice", "time": "2026-12-01T15:00:00Z"},
-                    {"user": "bob", "time": "2026-12-01T15:01:00Z"}
-                ],
-                "approvalsRequired": 2,
-                "approveCommand": "kubectl navique approve --all --stack web -n team"
-            })
-            .to_string()
-        );
+        assert_eq!(declared.approvals_required, 1);
+        assert!(declared.approved_by.is_empty());
     }
 
     /// A user's own template: every field, JSON-escaped, so a name with

@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::jiff::Timestamp;
 use navique_api::constants::annotations;
 use navique_api::core::{NotOwn, ResourceStatus, ownership};
 use navique_api::grpc::approvals::v1::Operation;
@@ -131,6 +132,17 @@ pub fn approved(metadata_annotations: Option<&BTreeMap<String, String>>) -> bool
 /// approval counts.
 pub fn waits_for_approval(row: &ResourceStatus, operation: Operation) -> bool {
     row.requires_deletion_approval && row.requires_pruning == (operation == Operation::Prune)
+}
+
+/// When the removal `operation` of `row`'s resource, waiting for approval
+/// now, started to wait: the stored row's time while it waited already
+/// (kept across passes and restarts), else `now`. A row written before
+/// rows carried the time (an older controller) starts its wait at `now`.
+pub fn waiting_since(row: &ResourceStatus, operation: Operation, now: Timestamp) -> Timestamp {
+    row.waiting_since
+        .as_ref()
+        .filter(|_| waits_for_approval(row, operation))
+        .map_or(now, |t| t.0)
 }
 
 /// What happens to a resource the Stack removes (prune or teardown).
@@ -366,6 +378,42 @@ mod tests {
         assert_eq!(removal(Some(Gate::Confirm), approval), Removal::Withdraw);
     }
 
+    /// Idempotent: a wait keeps the time its first pass recorded, however
+    /// often the Stack is reconciled and whichever replica does it; a new
+    /// wait (another operation, or none recorded) starts now.
+    #[test]
+    fn a_wait_keeps_the_time_it_started_and_a_new_one_starts_now() {
+        let started: Timestamp = "2026-12-01T10:00:00Z".parse().unwrap();
+        let now: Timestamp = "2026-12-01T12:00:00Z".parse().unwrap();
+        let mut row: ResourceStatus = serde_json::from_value(serde_json::json!({
+            "version": "v1", "kind": "ConfigMap", "name": "a", "status": "OutOfSync",
+            "requiresPruning": true, "requiresDeletionApproval": true,
+            "waitingSince": "2026-12-01T10:00:00Z"
+        }))
+        .unwrap();
+        assert_eq!(waiting_since(&row, Operation::Prune, now), started);
+        assert_eq!(
+            waiting_since(&row, Operation::Delete, now),
+            now,
+            "a prune's wait is not a delete's"
+        );
+        row.waiting_since = None;
+        assert_eq!(
+            waiting_since(&row, Operation::Prune, now),
+            now,
+            "a row of an older controller"
+        );
+        row.waiting_since = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+            started,
+        ));
+        row.requires_deletion_approval = false;
+        assert_eq!(
+            waiting_since(&row, Operation::Prune, now),
+            now,
+            "a row that waits no more"
+        );
+    }
+
     #[test]
     fn a_wait_is_recorded_by_its_row_for_its_own_operation() {
         let mut row = ResourceStatus {
@@ -385,6 +433,7 @@ mod tests {
             pending_approvals: None,
             approved_by: Vec::new(),
             approvals_required: None,
+            waiting_since: None,
         };
         assert!(waits_for_approval(&row, Operation::Prune));
         assert!(
@@ -517,6 +566,7 @@ mod tests {
             pending_approvals: None,
             approved_by: Vec::new(),
             approvals_required: None,
+            waiting_since: None,
         }
     }
 

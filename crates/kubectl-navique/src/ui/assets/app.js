@@ -98,7 +98,7 @@ function renderApprovals() {
         el("td", {}, r.name),
         el("td", { class: `op ${row.operation}` }, row.operation),
         el("td", {}, row.wave === undefined ? "—" : row.wave),
-        el("td", {}, since(row.since)),
+        el("td", { class: "since", title: row.since || "" }, since(row.since)),
         message,
         el("td", {}, button, resultNode(key))));
     }
