@@ -638,7 +638,10 @@ mod tests {
             tokio::time::sleep(std::time::Duration::from_millis(300)).await;
             assert!(!dump.object("3456.dat").exists(), "a half-written file");
             stdin.write_all(b"go\n").await.unwrap();
-            eventually("the finished file stored", || dump.object("3456.dat").exists()).await;
+            eventually("the finished file stored", || {
+                dump.object("3456.dat").exists()
+            })
+            .await;
             // pg_dump still runs (it waits for the test), the file is stored whole.
             assert_eq!(decompressed(&dump.object("3456.dat")), b"first second");
             assert!(!table.exists(), "removed once stored");

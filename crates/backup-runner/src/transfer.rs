@@ -468,6 +468,47 @@ mod tests {
         assert_eq!(left, ["a.dump"], "an aborted upload leaves nothing");
     }
 
+    #[test]
+    fn buffers_are_reused_up_to_their_number() {
+        let buffers = Buffers::new(2);
+        let first = buffers.take(1024);
+        let pointer = first.as_ptr();
+        buffers.give_back(first);
+        let again = buffers.take(1024);
+        assert_eq!(again.as_ptr(), pointer, "the same buffer, filled again");
+        // Another size is a new buffer; idle ones beyond `keep` are freed.
+        let other = buffers.take(10);
+        assert_eq!(other.len(), 10);
+        for buffer in [again, other, vec![0; 1024]] {
+            buffers.give_back(buffer);
+        }
+        assert_eq!(buffers.idle(), 2);
+    }
+
+    #[tokio::test]
+    async fn parts_go_back_to_their_buffers_once_sent() {
+        let (dir, store) = local_store();
+        // Three parts: two of 8 MiB and a short one.
+        let data: Vec<u8> = (0..(17 << 20) as u32).map(|i| (i % 249) as u8).collect();
+        let parts = Parts::stream();
+        let digested = upload(
+            &store,
+            "ns/c.dump",
+            &mut &data[..],
+            &parts,
+            &|_| {},
+            &Metrics::default(),
+            &CancellationToken::new(),
+            || async { Ok(()) },
+        )
+        .await
+        .unwrap();
+        assert_eq!(digested.size, data.len() as u64);
+        assert!(std::fs::read(dir.path().join("ns/c.dump")).unwrap() == data);
+        // Never more than one filling and two in flight, all given back.
+        assert!((1..=PARTS_IN_FLIGHT + 1).contains(&parts.buffers.idle()));
+    }
+
     #[tokio::test]
     async fn reading_back_hashes_everything_and_holds_the_last_chunk() {
         let (_dir, store) = local_store();
