@@ -141,6 +141,8 @@ pub const FILE_STREAMS: usize = 2;
 /// How often the folder is looked at for new files, and a file being
 /// written for more bytes.
 const LOOK_EVERY: std::time::Duration = std::time::Duration::from_millis(50);
+/// How often the bytes pg_dump wrote are measured (a look at every file's size).
+const PROGRESS_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
 /// Bytes read from a file at a time.
 const READ_SIZE: usize = 256 * 1024;
 /// Compressed bytes buffered between a file's thread and its upload.
@@ -231,20 +233,28 @@ pub async fn upload_while_dumping(
     let mut parts = Vec::new();
     let mut looks = tokio::time::interval(LOOK_EVERY);
     looks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    // Files to start, from the last look at the folder (a look lists it,
+    // which with thousands of tables is not for every file stored).
+    let mut pending = std::collections::VecDeque::new();
+    let mut look = true;
+    let mut measured: Option<std::time::Instant> = None;
     let outcome = loop {
         let done = exited.load(Ordering::Relaxed);
-        let present = match present_files(dir) {
-            Ok(present) => present,
-            Err(e) => break Err(e),
-        };
-        let names = match to_start(&present, &started, &uploading, done) {
-            Ok(names) => names,
-            Err(e) => break Err(e),
-        };
-        if done && names.is_empty() && running.is_empty() {
-            break Ok(Ok(()));
+        if look {
+            look = false;
+            let listed = present_files(dir)
+                .and_then(|present| to_start(&present, &started, &uploading, done));
+            match listed {
+                Ok(names) => pending = names.into(),
+                Err(e) => break Err(e),
+            }
+            if done && pending.is_empty() && running.is_empty() {
+                break Ok(Ok(()));
+            }
         }
-        for name in names.into_iter().take(FILE_STREAMS - running.len()) {
+        while running.len() < FILE_STREAMS
+            && let Some(name) = pending.pop_front()
+        {
             started.insert(name.clone());
             uploading.insert(name.clone());
             let closed = {
@@ -255,15 +265,26 @@ pub async fn upload_while_dumping(
             };
             running.push(file.upload(name, closed));
         }
-        counters.dumped.store(
-            removed.load(Ordering::Relaxed) + size_of(dir),
-            Ordering::Relaxed,
-        );
+        if done && pending.is_empty() && running.is_empty() {
+            // All stored: a last look says whether anything is left.
+            look = true;
+            continue;
+        }
+        if measured.is_none_or(|at| at.elapsed() >= PROGRESS_EVERY) {
+            measured = Some(std::time::Instant::now());
+            counters.dumped.store(
+                removed.load(Ordering::Relaxed) + size_of(dir),
+                Ordering::Relaxed,
+            );
+        }
         tokio::select! {
             biased;
             () = cancel.cancelled() => break Err(Error::ShuttingDown),
             status = child.wait(), if !done => match status {
-                Ok(status) if status.success() => exited.store(true, Ordering::Relaxed),
+                Ok(status) if status.success() => {
+                    exited.store(true, Ordering::Relaxed);
+                    look = true;
+                }
                 Ok(status) => break Ok(Err(status)),
                 Err(e) => break Err(Error::io("cannot wait for pg_dump")(e)),
             },
@@ -275,7 +296,7 @@ pub async fn upload_while_dumping(
                 }
                 Err(e) => break Err(e),
             },
-            _ = looks.tick() => {}
+            _ = looks.tick() => look = true,
         }
     };
     if !matches!(outcome, Ok(Ok(()))) {
@@ -290,6 +311,7 @@ pub async fn upload_while_dumping(
         })
     })
 }
+
 /// What uploading one file of pg_dump's folder needs.
 struct File<'a> {
     store: &'a Store,
