@@ -1740,10 +1740,7 @@ async fn a_parallel_dump_that_fails_after_storing_parts_leaves_no_backup() {
         .into_iter()
         .filter(|b| b[1] == "Final")
         .collect();
-    assert!(
-        finals.iter().all(|b| b[2] != "Completed"),
-        "{finals:?}"
-    );
+    assert!(finals.iter().all(|b| b[2] != "Completed"), "{finals:?}");
     assert!(env.postgres.database_exists(&database), "nothing dropped");
 
     std::fs::remove_file(&marker).unwrap();
