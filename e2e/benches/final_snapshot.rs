@@ -248,7 +248,13 @@ async fn main() -> anyhow::Result<()> {
         .tempdir_in("/tmp")?;
     let port = free_port();
     let runner = env
-        .start_backup_runner(port, &format!("file://{}", store.path().display()))
+        .start_backup_runner_with(
+            port,
+            &format!("file://{}", store.path().display()),
+            &[],
+            // As the chart runs it.
+            &[("MALLOC_ARENA_MAX".to_owned(), "2".to_owned())],
+        )
         .await;
     let pid = runner.pid();
     println!(
