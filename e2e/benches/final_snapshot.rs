@@ -25,7 +25,8 @@
 //!
 //! - backup-runner with `jobs` in the request (as a plan's `backup.jobs`
 //!   sends it): `pg_dump -Fd -j N -Z0` into its work folder, each file
-//!   compressed into its own object, every part read back;
+//!   compressed into its own object while pg_dump writes it, every part
+//!   read back;
 //! - `pg_dump -Fd -j N -Z0 && zstd files`, its floor: the same pg_dump
 //!   command, then the zstd command over the files;
 //! - `pg_dump -Fd -j N` (pg_dump's own gzip, in its jobs) and
@@ -247,7 +248,13 @@ async fn main() -> anyhow::Result<()> {
         .tempdir_in("/tmp")?;
     let port = free_port();
     let runner = env
-        .start_backup_runner(port, &format!("file://{}", store.path().display()))
+        .start_backup_runner_with(
+            port,
+            &format!("file://{}", store.path().display()),
+            &[],
+            // As the chart runs it.
+            &[("MALLOC_ARENA_MAX".to_owned(), "2".to_owned())],
+        )
         .await;
     let pid = runner.pid();
     println!(

@@ -1659,3 +1659,94 @@ async fn a_single_object_archive_still_restores_every_row_on_a_parallel_plan() {
         "1000|500500"
     );
 }
+
+/// A parallel pg_dump that writes every file and then fails (a wrapper
+/// around the real one exits 1 while a marker file exists): the table's
+/// part, stored while pg_dump ran, is deleted again, no manifest is
+/// written, and the deletion stays blocked with pg_dump's error; once the
+/// marker goes, the next attempt stores every part and the drop goes on.
+// fail closed: a dump that fails after its parts were stored claims nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_parallel_dump_that_fails_after_storing_parts_leaves_no_backup() {
+    let tools = backup_runner::pg::PgTools::locate(None).expect("PostgreSQL's client tools");
+    let bin = tempfile::tempdir().unwrap();
+    let marker = bin.path().join("fail");
+    std::fs::write(&marker, "").unwrap();
+    let wrapper = bin.path().join("pg_dump");
+    std::fs::write(
+        &wrapper,
+        format!(
+            "#!/bin/sh\n\"{real}/pg_dump\" \"$@\" || exit $?\nif [ -e {marker} ]; then sleep 1; echo 'pg_dump: error: failed by the test after the dump' >&2; exit 1; fi\n",
+            real = tools.bin_dir().display(),
+            marker = marker.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(
+        &wrapper,
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    std::os::unix::fs::symlink(
+        tools.bin_dir().join("pg_restore"),
+        bin.path().join("pg_restore"),
+    )
+    .unwrap();
+
+    let port = free_port();
+    let env = ServiceEnv::start(&["--backup-runner-url", &format!("https://127.0.0.1:{port}")]);
+    let store = tempfile::tempdir().unwrap();
+    let _runner = env
+        .start_backup_runner_with(
+            port,
+            &format!("file://{}", store.path().display()),
+            &["--jobs", "2", "--pg-bin-dir", bin.path().to_str().unwrap()],
+            &[],
+        )
+        .await;
+    env.controller_ready().await;
+    let ns = env.cluster.namespace("failed-parts");
+    let db = "failed_parts";
+    service_with_rows(&env, &ns, db, "").await;
+    let database = on_server(&ns, db);
+    let uid = env.field(&ns, "orders-db", "{.metadata.uid}");
+    let record = format!("orders-db-final-{}", &uid[..8]);
+    let (archive, manifest_path) = backup_paths(store.path(), &ns, &uid, &record);
+    let folder = archive.with_extension("d");
+
+    env.start_deleting(&ns, "orders-db");
+    let failed = "Deleting DeletionBlocked: the final backup failed: pg_dump of ";
+    let state = eventually(Duration::from_secs(30), "pg_dump's failure", || async {
+        let state = env.state(&ns, "orders-db");
+        state.starts_with(failed).then_some(state)
+    })
+    .await;
+    assert!(
+        state.contains("failed by the test after the dump"),
+        "{state}"
+    );
+    // The table's part was stored while pg_dump ran, before it failed...
+    let uploaded = env
+        .backup_runner_metric("navique_backup_runner_uploaded_bytes_total ")
+        .await;
+    assert!(uploaded > 0.0, "nothing was stored during the dump");
+    // ...and is gone: nothing of the attempt is left, nothing claims it.
+    let left: Vec<_> = std::fs::read_dir(&folder)
+        .map(|d| d.flatten().map(|e| e.file_name()).collect())
+        .unwrap_or_default();
+    assert!(left.is_empty(), "left behind: {left:?}");
+    assert!(!manifest_path.exists(), "a manifest for a failed dump");
+    let finals: Vec<Vec<String>> = backups(&env, &ns)
+        .into_iter()
+        .filter(|b| b[1] == "Final")
+        .collect();
+    assert!(finals.iter().all(|b| b[2] != "Completed"), "{finals:?}");
+    assert!(env.postgres.database_exists(&database), "nothing dropped");
+
+    std::fs::remove_file(&marker).unwrap();
+    env.until_gone(&ns, "orders-db").await;
+    assert!(!env.postgres.database_exists(&database));
+    let manifest = manifest_of(&archive);
+    assert_eq!(manifest["version"], 3, "{manifest}");
+    assert_eq!(manifest["parts"], serde_json::json!(stored_parts(&folder)));
+}

@@ -47,6 +47,17 @@ pub fn compress<R: AsyncBufRead>(reader: R, workers: u32) -> ZstdEncoder<R> {
     ZstdEncoder::with_quality_and_params(reader, Level::Precise(LEVEL), &params)
 }
 
+/// A zstd encoder into `writer` with the same level and frame checksum as
+/// [`compress`], compressing in the calling thread: for the files of a
+/// parallel dump, each compressed on a blocking thread of its own.
+pub fn encoder<W: std::io::Write>(
+    writer: W,
+) -> std::io::Result<zstd::stream::write::Encoder<'static, W>> {
+    let mut encoder = zstd::stream::write::Encoder::new(writer, LEVEL)?;
+    encoder.include_checksum(true)?;
+    Ok(encoder)
+}
+
 /// `sink` fed the stored bytes of an archive: decompressed on the way
 /// when the archive is compressed, so that it receives pg_restore's input.
 pub fn decompressing<W>(sink: W, compression: Compression) -> Pin<Box<dyn AsyncWrite + Send>>
@@ -101,6 +112,27 @@ mod tests {
     async fn zstd_round_trips_in_the_task_and_on_workers() {
         round_trip(0).await;
         round_trip(2).await;
+    }
+
+    #[tokio::test]
+    async fn the_blocking_encoder_writes_frames_the_decoder_reads() {
+        use std::io::Write;
+        let data: Vec<u8> = (0..1_000_000u32).map(|i| (i % 253) as u8).collect();
+        let mut encoder = encoder(Vec::new()).unwrap();
+        encoder.write_all(&data).unwrap();
+        let compressed = encoder.finish().unwrap();
+        assert!(compressed.len() < data.len() / 4);
+        let (writer, mut reader) = tokio::io::duplex(64 * 1024);
+        let reading = tokio::spawn(async move {
+            let mut out = Vec::new();
+            reader.read_to_end(&mut out).await.unwrap();
+            out
+        });
+        let mut sink = decompressing(writer, Compression::Zstd);
+        sink.write_all(&compressed).await.unwrap();
+        sink.shutdown().await.unwrap();
+        drop(sink);
+        assert!(reading.await.unwrap() == data, "what restores read");
     }
 
     #[tokio::test]

@@ -11,16 +11,22 @@
 //! without indexes) for the time of a parallel backup or restore; memory
 //! stays that of one streamed object.
 
+use std::collections::HashSet;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
-use tokio::io::BufReader;
+use futures::StreamExt;
+use futures::stream::FuturesUnordered;
+use tokio::io::{AsyncWrite, AsyncWriteExt};
 use tokio_util::sync::CancellationToken;
 
 use crate::compression::{self, Compression};
 use crate::layout::BackupKey;
 use crate::manifest::{Layout, Part};
+use crate::progress::Counters;
 use crate::store::Store;
-use crate::transfer::{self, Digested};
+use crate::transfer::{self, Buffers, Digested, Parts};
 use crate::{Error, Metrics};
 
 /// The most jobs a dump or restore runs: each is a PostgreSQL session.
@@ -128,49 +134,318 @@ pub fn files(dir: &Path) -> Result<Vec<String>, Error> {
     Ok(names)
 }
 
-/// Compresses and uploads every file of `dir` as a part of `backup`, one
-/// after another, each removed from local disk once stored. `progress`
-/// gets the bytes stored so far.
-pub async fn upload_parts(
+/// Files compressed and uploaded at once, each on a blocking thread of its
+/// own with one part filling and one uploading: with the part size, what
+/// bounds a parallel dump's memory, whatever its jobs.
+pub const FILE_STREAMS: usize = 2;
+/// How often the folder is looked at for new files, and a file being
+/// written for more bytes.
+const LOOK_EVERY: std::time::Duration = std::time::Duration::from_millis(50);
+/// How often the bytes pg_dump wrote are measured (a look at every file's size).
+const PROGRESS_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
+/// Bytes read from a file at a time.
+const READ_SIZE: usize = 256 * 1024;
+/// Compressed bytes buffered between a file's thread and its upload.
+const PIPE_SIZE: usize = 256 * 1024;
+
+/// Whether pg_dump has closed `name` for good: once it said it finished
+/// the item whose data the file holds (`<dumpId>.dat`), or once it exited
+/// 0 (every other file: `toc.dat`, large objects'). Files are never
+/// reopened, which [`upload_while_dumping`] checks.
+fn is_closed(name: &str, counters: &Counters, exited: bool) -> bool {
+    exited || data_item(name).is_some_and(|id| counters.finished(id))
+}
+
+/// The dump id of a table data file, `<dumpId>.dat`.
+fn data_item(name: &str) -> Option<u32> {
+    let id = name.strip_suffix(".dat")?;
+    if id.is_empty() || !id.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    id.parse().ok()
+}
+
+/// What of pg_dump's folder to start on now: files not started yet, in
+/// name order; while pg_dump runs only table data files (which it writes
+/// once, from start to end), after it exited 0 all. A file started before
+/// and there again was written twice, which fails the backup.
+pub fn to_start(
+    present: &[String],
+    started: &HashSet<String>,
+    uploading: &HashSet<String>,
+    exited: bool,
+) -> Result<Vec<String>, Error> {
+    let mut names = Vec::new();
+    for name in present {
+        if !started.contains(name) {
+            if exited || data_item(name).is_some() {
+                names.push(name.clone());
+            }
+        } else if exited && !uploading.contains(name) {
+            return Err(Error::PgTools(format!(
+                "pg_dump wrote {name} again after it was stored"
+            )));
+        }
+    }
+    Ok(names)
+}
+
+/// Runs beside a parallel pg_dump (`child`, writing `dir`): compresses and
+/// uploads each of its files as a part of `backup` while pg_dump writes
+/// it, [`FILE_STREAMS`] at a time, and completes a part's upload only once
+/// pg_dump has closed the file and all of it was read; each file is
+/// removed from local disk once stored. `Ok(Err(status))` is pg_dump's
+/// failure; then, as on any error, the uploads running are aborted (the
+/// caller removes the parts stored). `progress` gets the bytes stored.
+#[allow(clippy::too_many_arguments)]
+pub async fn upload_while_dumping(
     store: &Store,
     backup: &BackupKey,
     dir: &Path,
-    zstd_workers: u32,
+    child: &mut tokio::process::Child,
+    counters: &Arc<Counters>,
     metrics: &Metrics,
     progress: &(dyn Fn(u64) + Send + Sync),
     cancel: &CancellationToken,
-) -> Result<Vec<Part>, Error> {
+) -> Result<Result<Vec<Part>, std::process::ExitStatus>, Error> {
+    let streams = cancel.child_token();
+    let exited = Arc::new(AtomicBool::new(false));
+    let stored = AtomicU64::new(0);
+    let removed = AtomicU64::new(0);
+    let parts_held = Parts {
+        buffers: Buffers::new(FILE_STREAMS * 2),
+        in_flight: 1,
+    };
+    let file = File {
+        store,
+        backup,
+        dir,
+        parts: &parts_held,
+        metrics,
+        stored: &stored,
+        removed: &removed,
+        progress,
+        cancel: &streams,
+    };
+    let mut started = HashSet::new();
+    let mut uploading = HashSet::new();
+    let mut running = FuturesUnordered::new();
     let mut parts = Vec::new();
-    let mut stored = 0u64;
-    for name in files(dir)? {
-        let path = dir.join(&name);
-        let file = tokio::fs::File::open(&path)
-            .await
-            .map_err(Error::io(format!("cannot open {}", path.display())))?;
-        let mut compressed = compression::compress(BufReader::new(file), zstd_workers);
-        let before = stored;
+    let mut looks = tokio::time::interval(LOOK_EVERY);
+    looks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    // Files to start, from the last look at the folder (a look lists it,
+    // which with thousands of tables is not for every file stored).
+    let mut pending = std::collections::VecDeque::new();
+    let mut look = true;
+    let mut measured: Option<std::time::Instant> = None;
+    let outcome = loop {
+        let done = exited.load(Ordering::Relaxed);
+        if look {
+            look = false;
+            let listed = present_files(dir)
+                .and_then(|present| to_start(&present, &started, &uploading, done));
+            match listed {
+                Ok(names) => pending = names.into(),
+                Err(e) => break Err(e),
+            }
+            if done && pending.is_empty() && running.is_empty() {
+                break Ok(Ok(()));
+            }
+        }
+        while running.len() < FILE_STREAMS
+            && let Some(name) = pending.pop_front()
+        {
+            started.insert(name.clone());
+            uploading.insert(name.clone());
+            let closed = {
+                let exited = exited.clone();
+                let name = name.clone();
+                let counters = counters.clone();
+                move || is_closed(&name, &counters, exited.load(Ordering::Relaxed))
+            };
+            running.push(file.upload(name, closed));
+        }
+        if done && pending.is_empty() && running.is_empty() {
+            // All stored: a last look says whether anything is left.
+            look = true;
+            continue;
+        }
+        if measured.is_none_or(|at| at.elapsed() >= PROGRESS_EVERY) {
+            measured = Some(std::time::Instant::now());
+            counters.dumped.store(
+                removed.load(Ordering::Relaxed) + size_of(dir),
+                Ordering::Relaxed,
+            );
+        }
+        tokio::select! {
+            biased;
+            () = cancel.cancelled() => break Err(Error::ShuttingDown),
+            status = child.wait(), if !done => match status {
+                Ok(status) if status.success() => {
+                    exited.store(true, Ordering::Relaxed);
+                    look = true;
+                }
+                Ok(status) => break Ok(Err(status)),
+                Err(e) => break Err(Error::io("cannot wait for pg_dump")(e)),
+            },
+            Some(uploaded) = running.next(), if !running.is_empty() => match uploaded {
+                Ok(part) => {
+                    let part: Part = part;
+                    uploading.remove(&part.name);
+                    parts.push(part);
+                }
+                Err(e) => break Err(e),
+            },
+            _ = looks.tick() => look = true,
+        }
+    };
+    if !matches!(outcome, Ok(Ok(()))) {
+        // Every upload running aborts (nothing half-written completes).
+        streams.cancel();
+        while running.next().await.is_some() {}
+    }
+    outcome.map(|finished| {
+        finished.map(|()| {
+            parts.sort_by(|a, b| a.name.cmp(&b.name));
+            parts
+        })
+    })
+}
+
+/// What uploading one file of pg_dump's folder needs.
+struct File<'a> {
+    store: &'a Store,
+    backup: &'a BackupKey,
+    dir: &'a Path,
+    parts: &'a Parts,
+    metrics: &'a Metrics,
+    /// Bytes stored, of every file.
+    stored: &'a AtomicU64,
+    /// Bytes of the files stored and removed.
+    removed: &'a AtomicU64,
+    progress: &'a (dyn Fn(u64) + Send + Sync),
+    cancel: &'a CancellationToken,
+}
+
+impl File<'_> {
+    /// Compresses `name` on a blocking thread while pg_dump writes it, into
+    /// the part's multipart upload, which completes only once the thread
+    /// read the file whole after `closed` said so, and finished the frame.
+    async fn upload(
+        &self,
+        name: String,
+        closed: impl Fn() -> bool + Send + 'static,
+    ) -> Result<Part, Error> {
+        let path = self.dir.join(&name);
+        let (into, mut from) = tokio::io::duplex(PIPE_SIZE);
+        // The thread stops waiting for more of the file once this ends.
+        let stop = self.cancel.child_token();
+        let _stop = stop.clone().drop_guard();
+        let compressing = tokio::task::spawn_blocking({
+            let path = path.clone();
+            let handle = tokio::runtime::Handle::current();
+            move || compress_file(&path, closed, Blocking(handle, into), &stop)
+        });
+        let read = AtomicU64::new(0);
+        let reported = AtomicU64::new(0);
+        let progress = |written: u64| {
+            let more = written.saturating_sub(reported.swap(written, Ordering::Relaxed));
+            (self.progress)(self.stored.fetch_add(more, Ordering::Relaxed) + more);
+        };
         let digested = transfer::upload(
-            store,
-            &backup.part(&name),
-            &mut compressed,
-            &|written| progress(before + written),
-            metrics,
-            cancel,
-            || async { Ok(()) },
+            self.store,
+            &self.backup.part(&name),
+            &mut from,
+            self.parts,
+            &progress,
+            self.metrics,
+            self.cancel,
+            || async {
+                let compressed = compressing.await.map_err(|e| Error::Io {
+                    what: format!("compressing {}", path.display()),
+                    source: std::io::Error::other(e),
+                })??;
+                read.store(compressed, Ordering::Relaxed);
+                Ok(())
+            },
         )
         .await?;
-        stored += digested.size;
-        progress(stored);
         tokio::fs::remove_file(&path)
             .await
             .map_err(Error::io(format!("cannot remove {}", path.display())))?;
-        parts.push(Part {
+        self.removed
+            .fetch_add(read.load(Ordering::Relaxed), Ordering::Relaxed);
+        Ok(Part {
             name,
             size_bytes: digested.size,
             sha256: digested.sha256,
-        });
+        })
     }
-    Ok(parts)
+}
+
+/// Compresses the file at `path` into `into` as it is written: reads what
+/// is there, and at its end waits for more until `closed` (asked before
+/// the read that found the end) says the writer closed it. The bytes read
+/// must then be the file's length. Returns them.
+fn compress_file<W: std::io::Write>(
+    path: &Path,
+    closed: impl Fn() -> bool,
+    into: W,
+    stop: &CancellationToken,
+) -> Result<u64, Error> {
+    use std::io::{Read, Write};
+    let failed = |e| Error::Io {
+        what: format!("cannot compress {}", path.display()),
+        source: e,
+    };
+    let mut file = std::fs::File::open(path).map_err(failed)?;
+    let mut encoder = compression::encoder(into).map_err(failed)?;
+    let mut buffer = vec![0u8; READ_SIZE];
+    let mut read = 0u64;
+    loop {
+        let was_closed = closed();
+        let n = file.read(&mut buffer).map_err(failed)?;
+        if n > 0 {
+            read += n as u64;
+            encoder.write_all(&buffer[..n]).map_err(failed)?;
+        } else if was_closed {
+            break;
+        } else if stop.is_cancelled() {
+            return Err(Error::ShuttingDown);
+        } else {
+            std::thread::sleep(LOOK_EVERY);
+        }
+    }
+    let length = file.metadata().map_err(failed)?.len();
+    if length != read {
+        return Err(Error::PgTools(format!(
+            "{} changed while it was read: {read} bytes read, {length} bytes on disk",
+            path.display()
+        )));
+    }
+    encoder.finish().map_err(failed)?.flush().map_err(failed)?;
+    Ok(read)
+}
+
+/// An async writer written from a blocking thread; dropped, it closes.
+struct Blocking<W>(tokio::runtime::Handle, W);
+
+impl<W: AsyncWrite + Unpin> std::io::Write for Blocking<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.block_on(self.1.write(buf))
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.0.block_on(self.1.flush())
+    }
+}
+
+/// The files in pg_dump's folder, none before pg_dump creates it.
+fn present_files(dir: &Path) -> Result<Vec<String>, Error> {
+    match dir.try_exists() {
+        Ok(false) => Ok(Vec::new()),
+        _ => files(dir),
+    }
 }
 
 /// Deletes every object under the backup's folder: what an interrupted
@@ -231,6 +506,7 @@ pub async fn fetch(
 mod tests {
     use super::*;
     use object_store::{ObjectStoreExt, PutPayload};
+    use tokio::io::AsyncWriteExt;
 
     #[test]
     fn jobs_come_from_the_request_or_the_flag_and_bad_ones_are_refused() {
@@ -281,6 +557,194 @@ mod tests {
         );
     }
 
+    /// `sh -c script` as pg_dump, its stderr read as pg_dump's, its stdin
+    /// the test's to tell it to go on (`read`).
+    fn fake_pg_dump(script: &str) -> (tokio::process::Child, Arc<Counters>) {
+        let mut child = tokio::process::Command::new("sh")
+            .args(["-c", script])
+            .stdin(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap();
+        let counters = Arc::new(Counters::default());
+        tokio::spawn(crate::progress::read_verbose_stderr(
+            child.stderr.take(),
+            counters.clone(),
+        ));
+        (child, counters)
+    }
+
+    struct Dump {
+        root: tempfile::TempDir,
+        store: Store,
+        backup: BackupKey,
+    }
+
+    impl Dump {
+        fn new() -> Self {
+            let root = tempfile::tempdir().unwrap();
+            let store =
+                Store::from_url_opts(&format!("file://{}", root.path().join("s").display()), [])
+                    .unwrap();
+            Self {
+                root,
+                store,
+                backup: BackupKey::new("ns", "db", "u1", "b").unwrap(),
+            }
+        }
+
+        fn dir(&self) -> PathBuf {
+            self.root.path().join("dump")
+        }
+
+        fn object(&self, name: &str) -> PathBuf {
+            self.root.path().join(format!("s/ns/db-u1/b.d/{name}.zst"))
+        }
+
+        async fn upload(
+            &self,
+            child: &mut tokio::process::Child,
+            counters: &Arc<Counters>,
+        ) -> Result<Result<Vec<Part>, std::process::ExitStatus>, Error> {
+            upload_while_dumping(
+                &self.store,
+                &self.backup,
+                &self.dir(),
+                child,
+                counters,
+                &Metrics::default(),
+                &|_| {},
+                &CancellationToken::new(),
+            )
+            .await
+        }
+    }
+
+    async fn eventually(what: &str, check: impl Fn() -> bool) {
+        for _ in 0..200 {
+            if check() {
+                return;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+        }
+        panic!("{what}: not within 5 s");
+    }
+
+    fn decompressed(path: &Path) -> Vec<u8> {
+        zstd::stream::decode_all(std::fs::File::open(path).unwrap()).unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_table_file_is_stored_while_pg_dump_runs_once_it_is_finished() {
+        let dump = Dump::new();
+        // Writes half a table file and waits; then the rest, closes it, says
+        // the item is finished and waits; then writes toc.dat and exits 0.
+        let script = format!(
+            "mkdir {dir} && exec 3> {dir}/3456.dat && printf first >&3 && read go && \
+             printf ' second' >&3 && exec 3>&- && \
+             echo 'pg_dump: finished item 3456 TABLE DATA public orders' >&2 && read go && \
+             printf toc > {dir}/toc.dat",
+            dir = dump.dir().display()
+        );
+        let (mut child, counters) = fake_pg_dump(&script);
+        let mut stdin = child.stdin.take().unwrap();
+        let uploading = dump.upload(&mut child, &counters);
+        let driving = async {
+            let table = dump.dir().join("3456.dat");
+            eventually("the first half written", || {
+                std::fs::read(&table).is_ok_and(|b| b == b"first")
+            })
+            .await;
+            // Read by now, but not stored: pg_dump has not closed it.
+            tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+            assert!(!dump.object("3456.dat").exists(), "a half-written file");
+            stdin.write_all(b"go\n").await.unwrap();
+            eventually("the finished file stored", || {
+                dump.object("3456.dat").exists()
+            })
+            .await;
+            // pg_dump still runs (it waits for the test), the file is stored whole.
+            assert_eq!(decompressed(&dump.object("3456.dat")), b"first second");
+            assert!(!table.exists(), "removed once stored");
+            assert!(!dump.object("toc.dat").exists());
+            stdin.write_all(b"go\n").await.unwrap();
+        };
+        let (parts, ()) = tokio::join!(uploading, driving);
+        let parts = parts.unwrap().unwrap();
+        assert_eq!(
+            parts.iter().map(|p| p.name.as_str()).collect::<Vec<_>>(),
+            ["3456.dat", "toc.dat"]
+        );
+        assert_eq!(decompressed(&dump.object("toc.dat")), b"toc");
+        let stored = std::fs::read(dump.object("3456.dat")).unwrap();
+        assert_eq!(parts[0].size_bytes, stored.len() as u64);
+        assert_eq!(
+            parts[0].sha256,
+            transfer::hex(&<sha2::Sha256 as sha2::Digest>::digest(&stored))
+        );
+    }
+
+    #[tokio::test]
+    async fn a_pg_dump_that_fails_midway_leaves_its_open_file_unstored() {
+        let dump = Dump::new();
+        let script = format!(
+            "mkdir {dir} && exec 3> {dir}/3456.dat && printf first >&3 && read go && \
+             echo 'pg_dump: error: connection lost' >&2 && exit 1",
+            dir = dump.dir().display()
+        );
+        let (mut child, counters) = fake_pg_dump(&script);
+        let mut stdin = child.stdin.take().unwrap();
+        let uploading = dump.upload(&mut child, &counters);
+        let driving = async {
+            let table = dump.dir().join("3456.dat");
+            eventually("the first half written", || {
+                std::fs::read(&table).is_ok_and(|b| b == b"first")
+            })
+            .await;
+            tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+            stdin.write_all(b"go\n").await.unwrap();
+        };
+        let (outcome, ()) = tokio::join!(uploading, driving);
+        let status = outcome.unwrap().unwrap_err();
+        assert_eq!(status.code(), Some(1));
+        assert!(!dump.object("3456.dat").exists(), "never stored");
+        let left: Vec<_> = std::fs::read_dir(dump.root.path().join("s/ns/db-u1/b.d"))
+            .map(|d| d.flatten().map(|e| e.file_name()).collect())
+            .unwrap_or_default();
+        assert!(left.is_empty(), "the aborted upload left {left:?}");
+    }
+
+    #[test]
+    fn table_files_start_while_pg_dump_runs_and_the_rest_after() {
+        let present: Vec<String> = ["16390.dat", "16391.dat", "blobs.toc", "toc.dat"]
+            .map(String::from)
+            .to_vec();
+        let none = HashSet::new();
+        let started: HashSet<String> = ["16390.dat".to_owned()].into();
+        assert_eq!(
+            to_start(&present, &started, &started, false).unwrap(),
+            ["16391.dat"]
+        );
+        assert_eq!(
+            to_start(&present, &started, &started, true).unwrap(),
+            ["16391.dat", "blobs.toc", "toc.dat"]
+        );
+        // Stored and removed, then there again: written twice.
+        let error = to_start(&present, &started, &none, true).unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "pg_dump wrote 16390.dat again after it was stored"
+        );
+        assert_eq!(data_item("16390.dat"), Some(16390));
+        for name in ["toc.dat", ".dat", "1.dat.gz", "+1.dat", "blob_3.dat"] {
+            assert_eq!(data_item(name), None, "{name}");
+        }
+        let counters = Counters::default();
+        assert!(!is_closed("16390.dat", &counters, false));
+        assert!(is_closed("toc.dat", &counters, true));
+    }
+
     #[test]
     fn stale_work_folders_go_and_others_stay() {
         let base = tempfile::tempdir().unwrap();
@@ -305,16 +769,20 @@ mod tests {
         std::fs::write(dump.join("3456.dat"), &data).unwrap();
         std::fs::write(dump.join("toc.dat"), b"PGDMP toc").unwrap();
         let cancel = CancellationToken::new();
-        let parts = upload_parts(
+        // A pg_dump that has written its files and exits 0.
+        let (mut child, counters) = fake_pg_dump("true");
+        let parts = upload_while_dumping(
             &store,
             &backup,
             &dump,
-            1,
+            &mut child,
+            &counters,
             &Metrics::default(),
             &|_| {},
             &cancel,
         )
         .await
+        .unwrap()
         .unwrap();
         assert_eq!(
             parts.iter().map(|p| p.name.as_str()).collect::<Vec<_>>(),

@@ -797,10 +797,10 @@ impl Engine {
     }
 
     /// `pg_dump --jobs` of the directory format into a work folder, inside
-    /// `snapshot` when given; then each file compressed into its own object
-    /// (what an earlier attempt left under the folder is removed first).
-    /// Progress is the folder's size while pg_dump writes, then the bytes
-    /// stored. On failure, the parts stored so far are removed.
+    /// `snapshot` when given, each file compressed into its own object
+    /// while pg_dump writes it (what an earlier attempt left under the
+    /// folder is removed first). Progress is the bytes pg_dump wrote and
+    /// those stored. On failure, the parts stored so far are removed.
     async fn dump_directory(
         &self,
         connection: &Connection,
@@ -827,61 +827,47 @@ impl Engine {
             child.stderr.take(),
             counters.clone(),
         ));
-        let mut ticks = tokio::time::interval(std::time::Duration::from_secs(1));
-        // On any early return `child` is dropped, which kills pg_dump.
-        let status = loop {
-            tokio::select! {
-                biased;
-                () = cancel.cancelled() => return Err(Error::ShuttingDown),
-                status = child.wait() => break status.map_err(Error::io("cannot wait for pg_dump"))?,
-                _ = ticks.tick() => {
-                    counters.dumped.store(directory::size_of(&dir), std::sync::atomic::Ordering::Relaxed);
-                    report.progress(counters.progress(0, database_bytes, tables, false));
-                }
-            }
-        };
-        let stderr = stderr.await.unwrap_or_default();
-        if !status.success() {
-            return Err(Error::ToolFailed {
-                tool: "pg_dump",
-                context: format!("of {}", connection.describe()),
-                status: status.to_string(),
-                stderr: pg::summarize(&stderr),
-            });
-        }
-        counters.dumped.store(
-            directory::size_of(&dir),
-            std::sync::atomic::Ordering::Relaxed,
-        );
         let progress = |stored| {
             report.bytes(stored);
             report.progress(counters.progress(stored, database_bytes, tables, false));
         };
-        let uploaded = directory::upload_parts(
+        // On any early return `child` is dropped, which kills pg_dump.
+        let uploaded = directory::upload_while_dumping(
             &self.store,
             backup,
             &dir,
-            self.zstd_workers,
+            &mut child,
+            &counters,
             &self.metrics,
             &progress,
             cancel,
         )
         .await;
-        let parts = match uploaded {
-            Ok(parts) => parts,
-            Err(e) => {
-                if let Err(delete) = directory::remove_parts(&self.store, backup).await {
-                    tracing::warn!(error = %delete, "cannot delete the parts of a failed upload");
-                }
-                return Err(e);
+        let failed = match uploaded {
+            Ok(Ok(parts)) => {
+                let stored = parts.iter().map(|p| p.size_bytes).sum();
+                report.progress(counters.progress(stored, database_bytes, tables, true));
+                return Ok(Archive::Directory {
+                    backup: backup.clone(),
+                    parts,
+                });
             }
+            Ok(Err(status)) => {
+                let stderr = stderr.await.unwrap_or_default();
+                Error::ToolFailed {
+                    tool: "pg_dump",
+                    context: format!("of {}", connection.describe()),
+                    status: status.to_string(),
+                    stderr: pg::summarize(&stderr),
+                }
+            }
+            Err(e) => e,
         };
-        let stored = parts.iter().map(|p| p.size_bytes).sum();
-        report.progress(counters.progress(stored, database_bytes, tables, true));
-        Ok(Archive::Directory {
-            backup: backup.clone(),
-            parts,
-        })
+        drop(child);
+        if let Err(delete) = directory::remove_parts(&self.store, backup).await {
+            tracing::warn!(error = %delete, "cannot delete the parts of a failed upload");
+        }
+        Err(failed)
     }
 
     async fn dump_into_store(
@@ -917,6 +903,7 @@ impl Engine {
             &self.store,
             key,
             &mut compressed,
+            &transfer::Parts::stream(),
             &progress,
             &self.metrics,
             cancel,

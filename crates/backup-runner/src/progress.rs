@@ -3,9 +3,10 @@
 //! of the database's size (`pg_database_size`, an estimate: indexes and
 //! free space are on disk but not in a dump, so a dump ends below it).
 
+use std::collections::HashSet;
 use std::pin::Pin;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 
 use navique_api::grpc::snapshot::v1::DumpProgress;
@@ -13,6 +14,10 @@ use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader, ReadBuf};
 
 /// What `pg_dump --verbose` prints as it starts on a table's rows.
 const TABLE_STARTED: &str = "pg_dump: dumping contents of table ";
+/// What `pg_dump --verbose --jobs` prints once a worker reports an item
+/// done (`finished item 3456 TABLE DATA public orders`): the worker has
+/// closed the item's file by then.
+const ITEM_FINISHED: &str = "pg_dump: finished item ";
 /// The verbose lines' prefix; pg_dump's warnings and errors say which they are.
 const VERBOSE: &str = "pg_dump: ";
 const KEPT: [&str; 4] = ["error:", "warning:", "detail:", "hint:"];
@@ -22,9 +27,19 @@ const KEPT: [&str; 4] = ["error:", "warning:", "detail:", "hint:"];
 pub struct Counters {
     pub dumped: AtomicU64,
     pub tables_started: AtomicU64,
+    /// The dump ids of the items a parallel pg_dump finished.
+    finished: Mutex<HashSet<u32>>,
 }
 
 impl Counters {
+    /// Whether pg_dump said it finished the item `dump_id`.
+    pub fn finished(&self, dump_id: u32) -> bool {
+        self.finished
+            .lock()
+            .expect("not poisoned")
+            .contains(&dump_id)
+    }
+
     /// The progress now, of a database of `database_bytes` holding `tables`
     /// tables (0 when unknown). A table counts as done once pg_dump has
     /// moved on to the next; at the end (`finished`) all are.
@@ -89,12 +104,24 @@ pub async fn read_verbose_stderr(
     while let Ok(Some(line)) = lines.next_line().await {
         if line.starts_with(TABLE_STARTED) {
             counters.tables_started.fetch_add(1, Ordering::Relaxed);
+        } else if let Some(dump_id) = finished_item(&line) {
+            counters
+                .finished
+                .lock()
+                .expect("not poisoned")
+                .insert(dump_id);
         } else if is_kept(&line) && kept.len() < crate::pg::STDERR_LIMIT {
             kept.push_str(&line);
             kept.push('\n');
         }
     }
     kept
+}
+
+/// The dump id of a `finished item` line.
+fn finished_item(line: &str) -> Option<u32> {
+    let rest = line.strip_prefix(ITEM_FINISHED)?;
+    rest.split(' ').next()?.parse().ok()
 }
 
 /// A line to keep: not pg_dump's verbose information.
@@ -182,12 +209,16 @@ mod tests {
         let stderr = b"pg_dump: last built-in OID is 16383\n\
 pg_dump: dumping contents of table \"public.items\"\n\
 pg_dump: dumping contents of table \"shop.notes\"\n\
+pg_dump: finished item 3456 TABLE DATA public items\n\
+pg_dump: finished item x TABLE DATA public odd\n\
 pg_dump: error: query failed: ERROR:  permission denied for table secret\n\
 pg_dump: detail: Query was: LOCK TABLE public.secret\n\
 FATAL:  terminating connection\n";
         let counters = Arc::new(Counters::default());
         let kept = read_verbose_stderr(Some(&stderr[..]), counters.clone()).await;
         assert_eq!(counters.tables_started.load(Ordering::Relaxed), 2);
+        assert!(counters.finished(3456));
+        assert!(!counters.finished(3457));
         assert_eq!(
             kept,
             "pg_dump: error: query failed: ERROR:  permission denied for table secret\n\
