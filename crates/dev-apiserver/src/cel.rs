@@ -81,6 +81,16 @@ impl Program {
         })
     }
 
+    /// Whether the expression names the variable `name` (`variables`,
+    /// `object`, ...) anywhere.
+    pub fn mentions(&self, name: &str) -> bool {
+        let mut found = false;
+        visit(&self.expr, &mut |e| {
+            found |= matches!(&e.expr, Expr::Ident(v) if v == name);
+        });
+        found
+    }
+
     /// Evaluates against `activation`; the error is worded as cel-go's
     /// (`no such key: x`, `division by zero`, ...).
     pub fn evaluate(&self, activation: &Activation) -> Result<Value, String> {

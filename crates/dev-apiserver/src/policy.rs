@@ -449,7 +449,16 @@ impl CompiledPolicy {
         if let Some(authorize) = authorizer {
             activation.set_authorizer(authorize.clone());
         }
-        activation.set_variables(&self.variables);
+        // Conditions that read no variable are judged before the variables
+        // are evaluated, which a request they skip then never pays for (a
+        // policy matching every write, say); they see the same values.
+        let conditions_first = !self
+            .match_conditions
+            .iter()
+            .any(|c| c.program.as_ref().is_ok_and(|p| p.mentions("variables")));
+        if !conditions_first {
+            activation.set_variables(&self.variables);
+        }
 
         // matchConditions: any false skips the policy; otherwise errors go
         // by the failure policy.
@@ -460,6 +469,9 @@ impl CompiledPolicy {
                 Ok(_) => {}
                 Err(e) => errors.push(e),
             }
+        }
+        if conditions_first {
+            activation.set_variables(&self.variables);
         }
         if !errors.is_empty() {
             if ignore {

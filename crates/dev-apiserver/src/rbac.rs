@@ -86,11 +86,6 @@ pub enum Decision {
 }
 
 impl Rbac<'_> {
-    /// Whether `request` is allowed.
-    pub fn authorize(&self, request: &Request) -> Decision {
-        self.decide(request).0
-    }
-
     /// The decision and, for a denial, kube's reason: empty, or `RBAC: ...`
     /// naming the roles that applying bindings reference but that do not
     /// exist (`RBAC: role.rbac.authorization.k8s.io "x" not found`). Pass it

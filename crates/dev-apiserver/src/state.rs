@@ -15,6 +15,8 @@ use crate::resources::{self, ResourceType};
 use crate::status::ApiError;
 use crate::store::Store;
 
+const RBAC_GROUP: &str = "rbac.authorization.k8s.io";
+
 /// How requests are authorized.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum Authorization {
@@ -44,7 +46,33 @@ pub struct State {
     /// Bumped by `/debug/compact`: open watches end, so that clients resume
     /// from a compacted resourceVersion and must relist.
     pub compactions: tokio::sync::watch::Sender<u64>,
+    /// RBAC's decisions, kept until an RBAC object changes: every request
+    /// and every policy's `authorizer` asks, and walking every binding was
+    /// much of what a write cost.
+    decisions: Mutex<Decisions>,
 }
+
+/// Decisions by request, made at one version of the RBAC objects.
+#[derive(Default)]
+struct Decisions {
+    version: u64,
+    by_request: HashMap<DecisionKey, (rbac::Decision, String)>,
+}
+
+/// What [`rbac::Rbac::decide`] reads of a request.
+type DecisionKey = (String, Vec<String>, [String; 7], bool);
+
+/// Requests whose decisions are kept; past it they are forgotten, so that
+/// requests for ever new names cannot grow the memory without bound.
+const DECISIONS_KEPT: usize = 16_384;
+
+/// The RBAC storages, whose changes void every decision.
+const RBAC_STORAGES: [&str; 4] = [
+    "roles",
+    "rolebindings",
+    "clusterroles",
+    "clusterrolebindings",
+];
 
 impl State {
     pub fn new(
@@ -66,6 +94,7 @@ impl State {
             gc: Notify::new(),
             faults: Faults::default(),
             compactions: tokio::sync::watch::Sender::new(0),
+            decisions: Mutex::default(),
         })
     }
 
@@ -86,7 +115,7 @@ impl State {
         if self.authorization == Authorization::AlwaysAllow {
             return Ok(());
         }
-        match self.with_rbac(|rbac| rbac.authorize(request)) {
+        match self.decide(request).0 {
             rbac::Decision::Allow { .. } => Ok(()),
             rbac::Decision::Deny => Err(ApiError::rbac_forbidden(request)),
         }
@@ -101,7 +130,7 @@ impl State {
                 reason: String::new(),
             };
         }
-        match self.with_rbac(|rbac| rbac.decide(request)) {
+        match self.decide(request) {
             (rbac::Decision::Allow { reason }, _) => crate::authorizer::Verdict {
                 allowed: true,
                 reason,
@@ -111,6 +140,53 @@ impl State {
                 reason,
             },
         }
+    }
+
+    /// RBAC's decision on `request`, and its reason (see
+    /// [`rbac::Rbac::decide`]), remembered while the RBAC objects stay as
+    /// they are.
+    fn decide(&self, request: &rbac::Request<'_>) -> (rbac::Decision, String) {
+        let version = {
+            let txn = self.store.lock();
+            RBAC_STORAGES
+                .iter()
+                .map(|plural| txn.changed_at(&(RBAC_GROUP.to_owned(), (*plural).to_owned())))
+                .max()
+                .unwrap_or(0)
+        };
+        let key: DecisionKey = (
+            request.user.username.clone(),
+            request.user.groups.clone(),
+            [
+                request.verb,
+                request.api_group,
+                request.resource,
+                request.subresource,
+                request.namespace,
+                request.name,
+                request.path,
+            ]
+            .map(str::to_owned),
+            request.resource_request,
+        );
+        {
+            let decisions = self.decisions.lock().unwrap_or_else(|p| p.into_inner());
+            if decisions.version == version
+                && let Some(decision) = decisions.by_request.get(&key)
+            {
+                return decision.clone();
+            }
+        }
+        // Decided from objects at least as new as `version`: a change in
+        // between only bumps the version again, and the next ask decides anew.
+        let decision = self.with_rbac(|rbac| rbac.decide(request));
+        let mut decisions = self.decisions.lock().unwrap_or_else(|p| p.into_inner());
+        if decisions.version != version || decisions.by_request.len() >= DECISIONS_KEPT {
+            decisions.by_request.clear();
+            decisions.version = version;
+        }
+        decisions.by_request.insert(key, decision.clone());
+        decision
     }
 
     /// Runs `f` on the stored RBAC objects.
@@ -152,5 +228,78 @@ impl State {
         let mut types = self.types.write().unwrap_or_else(|p| p.into_inner());
         types.retain(|t| t.crd.as_deref() != Some(crd));
         types.extend(new.into_iter().map(Arc::new));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::attributes::UserInfo;
+
+    fn state() -> Arc<State> {
+        State::new(
+            Users::load("admin", None).expect("users"),
+            Authorization::Rbac,
+            HashMap::new(),
+            Duration::from_secs(60),
+            mpsc::unbounded_channel().0,
+        )
+    }
+
+    fn put(state: &State, plural: &str, namespace: &str, object: serde_json::Value) {
+        let name = object["metadata"]["name"].as_str().unwrap().to_owned();
+        state.store.lock().put(
+            (RBAC_GROUP.to_owned(), plural.to_owned()),
+            (namespace.to_owned(), name),
+            object,
+        );
+    }
+
+    #[test]
+    fn a_remembered_decision_is_dropped_when_rbac_changes() {
+        let state = state();
+        let alice = UserInfo {
+            username: "alice".into(),
+            ..Default::default()
+        };
+        let request = rbac::Request {
+            user: &alice,
+            verb: "get",
+            resource_request: true,
+            api_group: "",
+            resource: "configmaps",
+            subresource: "",
+            namespace: "team",
+            name: "settings",
+            path: "",
+        };
+        let allowed = |state: &State| state.authorize(&request).is_ok();
+        assert!(!allowed(&state));
+        put(
+            &state,
+            "roles",
+            "team",
+            json!({"metadata": {"name": "read", "namespace": "team"},
+                   "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get"]}]}),
+        );
+        assert!(!allowed(&state), "a role alone grants nothing");
+        put(
+            &state,
+            "rolebindings",
+            "team",
+            json!({"metadata": {"name": "alice-reads", "namespace": "team"},
+                   "roleRef": {"apiGroup": RBAC_GROUP, "kind": "Role", "name": "read"},
+                   "subjects": [{"kind": "User", "name": "alice"}]}),
+        );
+        assert!(allowed(&state));
+        assert!(allowed(&state), "and again, from what was remembered");
+        state.store.lock().remove(
+            (RBAC_GROUP.to_owned(), "rolebindings".to_owned()),
+            ("team".to_owned(), "alice-reads".to_owned()),
+            json!({}),
+        );
+        assert!(!allowed(&state), "the binding is gone");
     }
 }

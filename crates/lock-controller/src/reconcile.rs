@@ -51,9 +51,12 @@ const MANAGER: &str = crate::NAME;
 const RESYNC: Duration = Duration::from_secs(3600);
 /// How long reconciles in flight may take to finish on shutdown.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
-/// Reconciles at once. Unbounded, a burst of Locks opens a connection per
-/// reconcile and the API server spends itself on handshakes.
-const CONCURRENCY: u16 = 256;
+/// Reconciles at once. Each holds an HTTP/1.1 connection while it writes:
+/// unbounded, a burst of Locks opens thousands and the API server spends
+/// itself on handshakes; at 256, 10,000 Locks kept 450 connections and 25
+/// MiB more of the controller's memory than at 64, and activated no sooner
+/// (the API server is what they wait for).
+const CONCURRENCY: u16 = 64;
 /// Events waiting to be published; a full queue slows the reconciles.
 const EVENT_QUEUE: usize = 4096;
 /// Wake-ups waiting for the controller; a full queue slows the watches.

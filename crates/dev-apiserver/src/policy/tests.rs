@@ -603,3 +603,45 @@ fn the_authorizer_answers_custom_verbs_for_the_requests_user() {
     // Without an authorizer the expression fails, and Fail denies.
     assert!(run_with(None).denial.is_some());
 }
+
+#[test]
+fn variables_are_not_evaluated_for_a_request_the_match_conditions_skip() {
+    let asked = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counted = asked.clone();
+    let authorizer: crate::authorizer::Authorize = std::sync::Arc::new(move |_| {
+        counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        crate::authorizer::Verdict {
+            allowed: false,
+            reason: String::new(),
+        }
+    });
+    let spec = |condition: &str| {
+        json!({
+            "matchConditions": [{"name": "only", "expression": condition}],
+            "variables": [{"name": "may", "expression": "authorizer.group('').resource('configmaps').check('get').allowed()"}],
+            "validations": [{"expression": "variables.may"}],
+        })
+    };
+    let run_with = |condition: &str| {
+        let p = policy("p", spec(condition));
+        let b = binding("b", "p", json!({}));
+        evaluate(
+            &PolicyContext {
+                policies: std::slice::from_ref(&p),
+                bindings: std::slice::from_ref(&b),
+                namespace_object: None,
+                params: &no_params,
+                authorizer: Some(authorizer.clone()),
+            },
+            &locked(),
+        )
+    };
+    let count = || asked.load(std::sync::atomic::Ordering::SeqCst);
+    assert_eq!(run_with("false"), Verdict::default());
+    assert_eq!(count(), 0, "a skipped request asks nothing");
+    assert!(run_with("true").denial.is_some());
+    assert_eq!(count(), 1);
+    // A condition reading a variable sees it, as before.
+    assert!(run_with("variables.may == false").denial.is_some());
+    assert_eq!(count(), 2);
+}

@@ -112,11 +112,11 @@ impl Store {
     }
 
     fn allows(&self, request: &Request) -> bool {
-        matches!(self.rbac().authorize(request), Decision::Allow { .. })
+        matches!(self.rbac().decide(request).0, Decision::Allow { .. })
     }
 
     fn reason(&self, request: &Request) -> String {
-        match self.rbac().authorize(request) {
+        match self.rbac().decide(request).0 {
             Decision::Allow { reason } => reason,
             Decision::Deny => panic!("denied: {}", forbidden_message(request)),
         }
@@ -129,7 +129,7 @@ fn members_of_system_masters_are_always_allowed_without_a_reason() {
     let admin = user("dev-admin", &[PRIVILEGED_GROUP]);
     let delete = request(&admin, "delete", "namespaces");
     assert_eq!(
-        store.rbac().authorize(&delete),
+        store.rbac().decide(&delete).0,
         Decision::Allow {
             reason: String::new()
         }
