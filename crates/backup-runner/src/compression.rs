@@ -35,6 +35,10 @@ const LEVEL: i32 = 3;
 /// 3 is 8 MiB, held in and out per worker; 2 MiB keeps memory flat with
 /// little loss of ratio.
 const JOB_SIZE: u32 = 2 * 1024 * 1024;
+/// The buffer between a stream and its (de)compressor: tokio's default of
+/// 8 KiB made every 8 KiB of a restore a round trip to a blocking thread
+/// for the file write, and every pipe read of a dump a wake-up.
+pub const STREAM_BUFFER: usize = 1024 * 1024;
 
 /// Compresses `reader` with zstd, on `workers` background threads (0: in
 /// the calling task).
@@ -95,6 +99,11 @@ mod tests {
         assert!(compressed.len() < data.len() / 4, "{}", compressed.len());
         assert_eq!(&compressed[..4], [0x28, 0xb5, 0x2f, 0xfd], "zstd's magic");
 
+        assert!(restored(&compressed).await == data, "the same bytes back");
+    }
+
+    /// What a restore reads of `compressed`, through [`decompressing`].
+    async fn restored(compressed: &[u8]) -> Vec<u8> {
         let (writer, mut reader) = tokio::io::duplex(64 * 1024);
         let reading = tokio::spawn(async move {
             let mut out = Vec::new();
@@ -102,10 +111,10 @@ mod tests {
             out
         });
         let mut sink = decompressing(writer, Compression::Zstd);
-        sink.write_all(&compressed).await.unwrap();
+        sink.write_all(compressed).await.unwrap();
         sink.shutdown().await.unwrap();
         drop(sink);
-        assert!(reading.await.unwrap() == data, "the same bytes back");
+        reading.await.unwrap()
     }
 
     #[tokio::test]
@@ -122,17 +131,7 @@ mod tests {
         encoder.write_all(&data).unwrap();
         let compressed = encoder.finish().unwrap();
         assert!(compressed.len() < data.len() / 4);
-        let (writer, mut reader) = tokio::io::duplex(64 * 1024);
-        let reading = tokio::spawn(async move {
-            let mut out = Vec::new();
-            reader.read_to_end(&mut out).await.unwrap();
-            out
-        });
-        let mut sink = decompressing(writer, Compression::Zstd);
-        sink.write_all(&compressed).await.unwrap();
-        sink.shutdown().await.unwrap();
-        drop(sink);
-        assert!(reading.await.unwrap() == data, "what restores read");
+        assert!(restored(&compressed).await == data, "what restores read");
     }
 
     #[tokio::test]

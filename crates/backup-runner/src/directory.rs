@@ -477,8 +477,10 @@ pub async fn fetch(
             let file = tokio::fs::File::create(&path)
                 .await
                 .map_err(Error::io(format!("cannot create {}", path.display())))?;
-            let mut sink =
-                compression::decompressing(tokio::io::BufWriter::new(file), Compression::Zstd);
+            let mut sink = compression::decompressing(
+                tokio::io::BufWriter::with_capacity(compression::STREAM_BUFFER, file),
+                Compression::Zstd,
+            );
             transfer::copy_object(store, &key, &mut sink, cancel).await?
         } else {
             let mut sink = compression::decompressing(tokio::io::sink(), Compression::Zstd);
