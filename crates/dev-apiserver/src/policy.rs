@@ -117,8 +117,9 @@ pub fn evaluate(ctx: &PolicyContext, attributes: &Attributes) -> Verdict {
         return verdict;
     }
     let mut denied: Vec<Denied> = Vec::new();
+    let request = RequestScope::default();
     for policy in ctx.policies {
-        evaluate_policy(ctx, attributes, policy, &mut verdict, &mut denied);
+        evaluate_policy(ctx, attributes, &request, policy, &mut verdict, &mut denied);
     }
     if let Some(first) = denied.into_iter().next() {
         let message = match &first.binding {
@@ -153,9 +154,35 @@ struct Denied {
     reason: String,
 }
 
+/// The request's values as CEL sees them, converted on the first policy
+/// that reads them and shared by the rest: converting the objects again for
+/// each policy was most of what judging a write cost.
+#[derive(Default)]
+struct RequestScope(std::cell::OnceCell<Activation<'static>>);
+
+impl RequestScope {
+    fn get(&self, ctx: &PolicyContext, attributes: &Attributes) -> &Activation<'static> {
+        self.0.get_or_init(|| {
+            let mut activation = Activation::new()
+                .with("object", attributes.object.as_ref())
+                .with("oldObject", attributes.old_object.as_ref())
+                .with("request", Some(&admission_request(attributes, None)))
+                .with(
+                    "namespaceObject",
+                    cel_namespace(attributes, ctx.namespace_object).as_ref(),
+                );
+            if let Some(authorize) = ctx.authorizer.as_ref() {
+                activation.set_authorizer(authorize.clone());
+            }
+            activation
+        })
+    }
+}
+
 fn evaluate_policy(
     ctx: &PolicyContext,
     attributes: &Attributes,
+    request: &RequestScope,
     policy: &Value,
     verdict: &mut Verdict,
     denied: &mut Vec<Denied>,
@@ -224,10 +251,8 @@ fn evaluate_policy(
         for param in &params {
             let result = compiled.validate(
                 failure_policy,
-                ctx.authorizer.as_ref(),
-                attributes,
+                request.get(ctx, attributes),
                 param.as_ref(),
-                cel_namespace(attributes, ctx.namespace_object).as_ref(),
             );
             for (index, decision) in result.decisions.iter().enumerate() {
                 let Decision::Deny { message, reason } = decision else {
@@ -424,10 +449,8 @@ impl CompiledPolicy {
     fn validate(
         &self,
         failure_policy: &str,
-        authorizer: Option<&crate::authorizer::Authorize>,
-        attributes: &Attributes,
+        request: &Activation<'_>,
         param: Option<&Value>,
-        namespace: Option<&Value>,
     ) -> ValidateResult {
         let ignore = failure_policy == "Ignore";
         let error_decision = |message: String| {
@@ -440,15 +463,7 @@ impl CompiledPolicy {
                 }
             }
         };
-        let mut activation = Activation::new()
-            .with("object", attributes.object.as_ref())
-            .with("oldObject", attributes.old_object.as_ref())
-            .with("request", Some(&admission_request(attributes, None)))
-            .with("params", param)
-            .with("namespaceObject", namespace);
-        if let Some(authorize) = authorizer {
-            activation.set_authorizer(authorize.clone());
-        }
+        let mut activation = request.scope().with("params", param);
         // Conditions that read no variable are judged before the variables
         // are evaluated, which a request they skip then never pays for (a
         // policy matching every write, say); they see the same values.

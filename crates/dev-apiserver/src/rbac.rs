@@ -91,12 +91,22 @@ impl Rbac<'_> {
     /// exist (`RBAC: role.rbac.authorization.k8s.io "x" not found`). Pass it
     /// to [`forbidden_message_with_reason`].
     pub fn decide(&self, request: &Request) -> (Decision, String) {
+        let (decision, reason, _) = self.decide_by_name(request);
+        (decision, reason)
+    }
+
+    /// [`Rbac::decide`], and whether the answer is the same for every
+    /// object name: no rule it visited names objects (`resourceNames`)
+    /// while granting the rest of the request. Most are, so they can be
+    /// remembered once for all names.
+    pub fn decide_by_name(&self, request: &Request) -> (Decision, String, bool) {
         if request.user.groups.iter().any(|g| g == PRIVILEGED_GROUP) {
             return (
                 Decision::Allow {
                     reason: String::new(),
                 },
                 String::new(),
+                true,
             );
         }
         let namespace = if request.resource_request {
@@ -105,27 +115,32 @@ impl Rbac<'_> {
             ""
         };
         let mut allowed = None;
+        let mut every_name = true;
         let mut errors = Vec::new();
         self.visit_rules(request.user, namespace, &mut |item| match item {
-            Visited::Rule(source, rule) => {
-                if rule_allows(request, rule) {
+            Visited::Rule(source, rule) => match rule_grants(request, rule) {
+                Grant::Yes { by_name } => {
+                    every_name &= !by_name;
                     allowed = Some(format!("RBAC: allowed by {}", source.describe()));
                     false
-                } else {
+                }
+                Grant::No { by_name } => {
+                    every_name &= !by_name;
                     true
                 }
-            }
+            },
             Visited::Error(error) => {
                 errors.push(error);
                 true
             }
         });
         match allowed {
-            Some(reason) => (Decision::Allow { reason }, String::new()),
-            None if errors.is_empty() => (Decision::Deny, String::new()),
+            Some(reason) => (Decision::Allow { reason }, String::new(), every_name),
+            None if errors.is_empty() => (Decision::Deny, String::new(), every_name),
             None => (
                 Decision::Deny,
                 format!("RBAC: {}", aggregate_errors(&errors)),
+                every_name,
             ),
         }
     }
@@ -550,18 +565,36 @@ fn applies_to(user: &UserInfo, subject: &Value, namespace: &str) -> bool {
     }
 }
 
-/// Whether `rule` grants `request` (kube's `RuleAllows`).
-fn rule_allows(request: &Request, rule: &Value) -> bool {
+/// What `rule` answers to `request` (kube's `RuleAllows`); `by_name` when
+/// the answer turned on the object's name (the rest of the rule grants the
+/// request, and it lists `resourceNames`).
+enum Grant {
+    Yes { by_name: bool },
+    No { by_name: bool },
+}
+
+impl Grant {
+    fn of(granted: bool, by_name: bool) -> Self {
+        if granted {
+            Self::Yes { by_name }
+        } else {
+            Self::No { by_name }
+        }
+    }
+}
+
+fn rule_grants(request: &Request, rule: &Value) -> Grant {
     let strings = |field: &str| list(rule, field).iter().filter_map(Value::as_str);
     if !strings("verbs").any(|v| v == "*" || v == request.verb) {
-        return false;
+        return Grant::No { by_name: false };
     }
     if !request.resource_request {
-        return strings("nonResourceURLs").any(|url| {
+        let granted = strings("nonResourceURLs").any(|url| {
             url == "*"
                 || url == request.path
                 || (url.ends_with('*') && request.path.starts_with(url.trim_end_matches('*')))
         });
+        return Grant::of(granted, false);
     }
     let combined = if request.subresource.is_empty() {
         request.resource.to_owned()
@@ -575,9 +608,13 @@ fn rule_allows(request: &Request, rule: &Value) -> bool {
             || (!request.subresource.is_empty()
                 && r.strip_prefix("*/") == Some(request.subresource))
     });
-    let names = list(rule, "resourceNames");
-    let name = names.is_empty() || strings("resourceNames").any(|n| n == request.name);
-    group && resource && name
+    if !(group && resource) {
+        return Grant::of(false, false);
+    }
+    if list(rule, "resourceNames").is_empty() {
+        return Grant::of(true, false);
+    }
+    Grant::of(strings("resourceNames").any(|n| n == request.name), true)
 }
 
 /// The rules of every aggregated ClusterRole (one with

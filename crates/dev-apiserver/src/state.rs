@@ -62,6 +62,10 @@ struct Decisions {
 /// What [`rbac::Rbac::decide`] reads of a request.
 type DecisionKey = (String, Vec<String>, [String; 7], bool);
 
+/// The name under which a decision that holds for every object name is
+/// kept; no object is named so.
+const EVERY_NAME: &str = "\0";
+
 /// Requests whose decisions are kept; past it they are forgotten, so that
 /// requests for ever new names cannot grow the memory without bound.
 const DECISIONS_KEPT: usize = 16_384;
@@ -154,38 +158,55 @@ impl State {
                 .max()
                 .unwrap_or(0)
         };
-        let key: DecisionKey = (
-            request.user.username.clone(),
-            request.user.groups.clone(),
-            [
-                request.verb,
-                request.api_group,
-                request.resource,
-                request.subresource,
-                request.namespace,
-                request.name,
-                request.path,
-            ]
-            .map(str::to_owned),
-            request.resource_request,
-        );
+        // A resource request's path only repeats its other attributes.
+        let path = if request.resource_request {
+            ""
+        } else {
+            request.path
+        };
+        let key = |name: &str| -> DecisionKey {
+            (
+                request.user.username.clone(),
+                request.user.groups.clone(),
+                [
+                    request.verb,
+                    request.api_group,
+                    request.resource,
+                    request.subresource,
+                    request.namespace,
+                    name,
+                    path,
+                ]
+                .map(str::to_owned),
+                request.resource_request,
+            )
+        };
         {
             let decisions = self.decisions.lock().unwrap_or_else(|p| p.into_inner());
             if decisions.version == version
-                && let Some(decision) = decisions.by_request.get(&key)
+                && let Some(decision) = decisions
+                    .by_request
+                    .get(&key(EVERY_NAME))
+                    .or_else(|| decisions.by_request.get(&key(request.name)))
             {
                 return decision.clone();
             }
         }
         // Decided from objects at least as new as `version`: a change in
         // between only bumps the version again, and the next ask decides anew.
-        let decision = self.with_rbac(|rbac| rbac.decide(request));
+        let (decision, reason, every_name) = self.with_rbac(|rbac| rbac.decide_by_name(request));
+        let decision = (decision, reason);
         let mut decisions = self.decisions.lock().unwrap_or_else(|p| p.into_inner());
         if decisions.version != version || decisions.by_request.len() >= DECISIONS_KEPT {
             decisions.by_request.clear();
             decisions.version = version;
         }
-        decisions.by_request.insert(key, decision.clone());
+        let name = if every_name {
+            EVERY_NAME
+        } else {
+            request.name
+        };
+        decisions.by_request.insert(key(name), decision.clone());
         decision
     }
 
@@ -301,5 +322,58 @@ mod tests {
             json!({}),
         );
         assert!(!allowed(&state), "the binding is gone");
+    }
+
+    #[test]
+    fn a_decision_is_kept_for_every_name_only_when_no_rule_names_objects() {
+        let state = state();
+        let alice = UserInfo {
+            username: "alice".into(),
+            ..Default::default()
+        };
+        let get = |verb: &'static str, name: &'static str| rbac::Request {
+            user: &alice,
+            verb,
+            resource_request: true,
+            api_group: "",
+            resource: "configmaps",
+            subresource: "",
+            namespace: "team",
+            name,
+            path: "",
+        };
+        put(
+            &state,
+            "roles",
+            "team",
+            json!({"metadata": {"name": "read", "namespace": "team"},
+                   "rules": [
+                       {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get"],
+                        "resourceNames": ["settings"]},
+                       {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["list"]},
+                   ]}),
+        );
+        put(
+            &state,
+            "rolebindings",
+            "team",
+            json!({"metadata": {"name": "alice-reads", "namespace": "team"},
+                   "roleRef": {"apiGroup": RBAC_GROUP, "kind": "Role", "name": "read"},
+                   "subjects": [{"kind": "User", "name": "alice"}]}),
+        );
+        let allowed = |request: rbac::Request<'_>| state.authorize(&request).is_ok();
+        assert!(allowed(get("get", "settings")));
+        assert!(
+            !allowed(get("get", "secrets-copy")),
+            "the grant named one ConfigMap"
+        );
+        assert!(allowed(get("get", "settings")), "and again, remembered");
+        assert!(allowed(get("list", "a")));
+        assert!(allowed(get("list", "b")));
+        let kept = state.decisions.lock().unwrap().by_request.len();
+        assert_eq!(
+            kept, 3,
+            "two decisions by name for get, one for every name for list"
+        );
     }
 }
