@@ -42,7 +42,7 @@ use crate::index::LockIndex;
 use crate::namespace_wide;
 use crate::superseded::{self, Superseded};
 use crate::suspension::{self, Limit};
-use crate::watches::{self, TargetMeta, Triggers, Views};
+use crate::watches::{self, Triggers, Views};
 
 /// The field manager of every write, so that server-side apply removes
 /// exactly the markers this controller set and no longer wants.
@@ -629,12 +629,13 @@ impl Context {
     /// when the watch has not seen it (not listed yet, or the target is
     /// newer than the watch's last event), so that a target created with
     /// its Lock is never reported missing.
-    async fn target_meta(
+    /// The target's markers, `None` when it does not exist.
+    async fn target_markers(
         &self,
         api: &Api<DynamicObject>,
         kind: &ServedKind,
         name: &str,
-    ) -> Result<Option<Arc<TargetMeta>>, Error> {
+    ) -> Result<Option<Markers>, Error> {
         let namespace = api.namespace().unwrap_or_default();
         if let Some(cached) = self.views.targets.get(&kind.group_kind(), namespace, name) {
             return Ok(Some(cached));
@@ -647,7 +648,7 @@ impl Context {
                 name: name.to_owned(),
                 source,
             })?;
-        Ok(current.map(Arc::new))
+        Ok(current.map(|current| Markers::of(&current.metadata)))
     }
 
     async fn stamp_target(
@@ -660,7 +661,7 @@ impl Context {
         let name = &lock.spec.target_ref.name;
         let api: Api<DynamicObject> =
             Api::namespaced_with(self.client.clone(), namespace, &kind.api_resource());
-        let Some(current) = self.target_meta(&api, kind, name).await? else {
+        let Some(markers) = self.target_markers(&api, kind, name).await? else {
             return Ok((Outcome::MissingReference, Vec::new()));
         };
         let mut locks = self.index.pointing_at(namespace, name);
@@ -673,7 +674,6 @@ impl Context {
             name,
         };
         let stamp = decision::target_stamp(target, &locks, catalog);
-        let markers = Markers::of(&current.metadata);
         let mut events = Vec::new();
         if markers != Markers::wanted(stamp.as_ref()) {
             let patch = decision::target_patch(kind, namespace, name, stamp.as_ref());

@@ -10,10 +10,10 @@ use std::pin::pin;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
-use futures::{FutureExt, Stream, StreamExt};
+use futures::{Stream, StreamExt};
 use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{Api, ApiResource, DynamicObject};
+use kube::api::{Api, DynamicObject};
 use kube::core::PartialObjectMeta;
 use kube::discovery::{Discovery, Scope};
 use kube::runtime::WatchStreamExt;
@@ -27,7 +27,7 @@ use tokio::task::{AbortHandle, JoinSet};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::decision::{self, Catalog, Enforceable, GroupKind, ServedKind, Target};
+use crate::decision::{self, Catalog, Enforceable, GroupKind, Markers, ServedKind, Target};
 use crate::index::LockIndex;
 use crate::namespace_wide;
 
@@ -106,28 +106,79 @@ impl Views {
     }
 }
 
-/// The targets' metadata, per kind, as their watches last saw it: a
-/// reconcile reads its target here rather than from the API server.
+/// The targets' markers, per kind, as their watches last saw them: a
+/// reconcile reads its target here rather than from the API server. Only
+/// the markers are kept (no reconcile reads more of a target), so that a
+/// cluster's thousands of objects of a kind cost a few dozen bytes each,
+/// not a whole ObjectMeta and a store key naming their kind.
 #[derive(Clone, Default)]
-pub struct TargetCache(Arc<RwLock<HashMap<GroupKind, KindCache>>>);
+pub struct TargetCache(Arc<RwLock<HashMap<GroupKind, Arc<RwLock<KindTargets>>>>>);
 
-/// One kind's store, and the dynamic type its keys carry.
-type KindCache = (ApiResource, Store<TargetMeta>);
+/// One kind's objects by namespace and name, and the list being read.
+#[derive(Default)]
+struct KindTargets {
+    /// Whether the watch has listed once: until then nothing is known.
+    listed: bool,
+    markers: HashMap<(String, String), Markers>,
+    /// What a (re)list returned so far; it replaces `markers` when done,
+    /// so that reads meanwhile see the previous list, as a reflector's do.
+    relisting: Option<HashMap<(String, String), Markers>>,
+}
+
+fn target_key(object: &TargetMeta) -> (String, String) {
+    (object.namespace().unwrap_or_default(), object.name_any())
+}
+
+impl KindTargets {
+    /// Applies a watch event, as a reflector applies it to its store.
+    fn apply(&mut self, event: &Event<TargetMeta>) {
+        match event {
+            Event::Init => self.relisting = Some(HashMap::new()),
+            Event::InitApply(object) => {
+                if let Some(relisting) = &mut self.relisting {
+                    relisting.insert(target_key(object), Markers::of(&object.metadata));
+                }
+            }
+            Event::InitDone => {
+                if let Some(listed) = self.relisting.take() {
+                    self.markers = listed;
+                }
+                self.listed = true;
+            }
+            Event::Apply(object) => {
+                self.markers
+                    .insert(target_key(object), Markers::of(&object.metadata));
+            }
+            Event::Delete(object) => {
+                self.markers.remove(&target_key(object));
+            }
+        }
+    }
+}
 
 impl TargetCache {
-    /// The target's metadata, if its kind's watch has listed and seen it.
-    pub fn get(&self, kind: &GroupKind, namespace: &str, name: &str) -> Option<Arc<TargetMeta>> {
-        let (resource, store) = {
+    /// The target's markers, if its kind's watch has listed and seen it.
+    pub fn get(&self, kind: &GroupKind, namespace: &str, name: &str) -> Option<Markers> {
+        let targets = {
             let kinds = self.0.read().unwrap_or_else(|e| e.into_inner());
             kinds.get(kind)?.clone()
         };
-        store.wait_until_ready().now_or_never()?.ok()?;
-        store.get(&ObjectRef::new_with(name, resource).within(namespace))
+        let targets = targets.read().unwrap_or_else(|e| e.into_inner());
+        if !targets.listed {
+            return None;
+        }
+        targets
+            .markers
+            .get(&(namespace.to_owned(), name.to_owned()))
+            .cloned()
     }
 
-    fn insert(&self, kind: GroupKind, resource: ApiResource, store: Store<TargetMeta>) {
+    /// A new, empty cache of `kind`'s objects.
+    fn insert(&self, kind: GroupKind) -> Arc<RwLock<KindTargets>> {
+        let targets = Arc::default();
         let mut kinds = self.0.write().unwrap_or_else(|e| e.into_inner());
-        kinds.insert(kind, (resource, store));
+        kinds.insert(kind, Arc::clone(&targets));
+        targets
     }
 
     fn remove(&self, kind: &GroupKind) {
@@ -424,14 +475,17 @@ async fn watch_targets(client: Client, kind: ServedKind, known: Known, wake: Wak
     let resource = kind.api_resource();
     let api = Api::<TargetMeta>::all_with(client, &resource);
     let group_kind = kind.group_kind();
-    let writer = Writer::new(resource.clone());
-    known
-        .cache
-        .insert(group_kind.clone(), resource, writer.as_reader());
+    let targets = known.cache.insert(group_kind.clone());
     let events = watcher(api, watcher::Config::default())
         .default_backoff()
-        .modify(trim)
-        .reflect(writer);
+        .inspect(move |event| {
+            if let Ok(event) = event {
+                targets
+                    .write()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .apply(event);
+            }
+        });
     let mut events = pin!(events);
     while let Some(event) = events.next().await {
         let woken: Vec<ObjectRef<Lock>> = {
@@ -471,5 +525,73 @@ async fn watch_targets(client: Client, kind: ServedKind, known: Known, wake: Wak
                 return;
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use kube::api::ObjectMeta;
+    use navique_api::constants::annotations;
+
+    use super::*;
+
+    fn object(name: &str, locked: Option<&str>) -> TargetMeta {
+        let mut object = TargetMeta {
+            types: None,
+            metadata: ObjectMeta {
+                name: Some(name.into()),
+                namespace: Some("forge".into()),
+                uid: Some(format!("uid-{name}")),
+                ..Default::default()
+            },
+            _phantom: Default::default(),
+        };
+        if let Some(locked) = locked {
+            object.metadata.annotations = Some(BTreeMap::from([(
+                annotations::LOCKED.into(),
+                locked.into(),
+            )]));
+        }
+        object
+    }
+
+    #[test]
+    fn the_cache_keeps_markers_and_reads_a_relist_only_once_it_is_done() {
+        let cache = TargetCache::default();
+        let kind = GroupKind {
+            group: "core.navique.com".into(),
+            kind: "Stack".into(),
+        };
+        let targets = cache.insert(kind.clone());
+        let apply = |event: Event<TargetMeta>| targets.write().unwrap().apply(&event);
+        let locked = |name: &str| cache.get(&kind, "forge", name).and_then(|m| m.locked);
+
+        apply(Event::Init);
+        apply(Event::InitApply(object("a", Some("keep"))));
+        assert_eq!(cache.get(&kind, "forge", "a"), None, "not listed yet");
+        apply(Event::InitDone);
+        assert_eq!(locked("a").as_deref(), Some("keep"));
+
+        apply(Event::Apply(object("b", None)));
+        assert_eq!(cache.get(&kind, "forge", "b"), Some(Markers::default()));
+        apply(Event::Apply(object("a", Some("keep,other"))));
+        assert_eq!(locked("a").as_deref(), Some("keep,other"));
+
+        // A relist: the previous list answers until it is done, then only
+        // what it listed is known.
+        apply(Event::Init);
+        apply(Event::InitApply(object("c", Some("c-lock"))));
+        assert_eq!(locked("a").as_deref(), Some("keep,other"));
+        assert_eq!(cache.get(&kind, "forge", "c"), None);
+        apply(Event::InitDone);
+        assert_eq!(cache.get(&kind, "forge", "a"), None);
+        assert_eq!(cache.get(&kind, "forge", "b"), None);
+        assert_eq!(locked("c").as_deref(), Some("c-lock"));
+
+        apply(Event::Delete(object("c", None)));
+        assert_eq!(cache.get(&kind, "forge", "c"), None);
+        assert_eq!(cache.get(&kind, "other", "c"), None);
     }
 }
