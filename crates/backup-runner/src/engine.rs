@@ -889,10 +889,7 @@ impl Engine {
             child.stdout.take().expect("stdout is piped"),
             counters.clone(),
         );
-        let mut compressed = compression::compress(
-            BufReader::with_capacity(compression::STREAM_BUFFER, stdout),
-            self.zstd_workers,
-        );
+        let mut compressed = compression::compress(stdout, self.zstd_workers);
         let stderr = tokio::spawn(progress::read_verbose_stderr(
             child.stderr.take(),
             counters.clone(),
