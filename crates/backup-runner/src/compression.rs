@@ -50,8 +50,14 @@ const CHUNKS_AHEAD: usize = 2;
 /// beside it. async-compression's encoder, polled on the async runtime,
 /// spent a third of its CPU time in zstd's worker handshake (locking and
 /// polling for a free job) when one worker was busy, time pg_dump and
-/// PostgreSQL needed on two cores. A read or compression error ends the
-/// stream with that error; dropping the stream stops the thread.
+/// PostgreSQL needed on two cores.
+///
+/// The same thread decompresses what it wrote, whole, as it goes: the
+/// stream ends with an error unless the frame decompresses to its end and
+/// passes its checksum. So the bytes uploaded are known to decompress
+/// without a second pass; verification proves that the stored bytes are
+/// those (their sha256). A read or compression error ends the stream with
+/// that error; dropping the stream stops the thread.
 pub fn compress<R>(reader: R, workers: u32) -> impl AsyncRead + Send + Unpin
 where
     R: AsyncRead + Send + Unpin + 'static,
@@ -59,11 +65,8 @@ where
     let (sender, receiver) = tokio::sync::mpsc::channel(CHUNKS_AHEAD);
     let runtime = tokio::runtime::Handle::current();
     tokio::task::spawn_blocking(move || {
-        let chunks = Chunks {
-            sender: sender.clone(),
-            filling: Vec::with_capacity(COMPRESSED_CHUNK),
-        };
-        if let Err(e) = compress_into(&runtime, reader, workers, chunks) {
+        let compressed = compress_into(&runtime, reader, workers, sender.clone());
+        if let Err(e) = compressed {
             // Nobody to tell when the stream was dropped.
             let _ = sender.blocking_send(Err(e));
         }
@@ -72,13 +75,18 @@ where
 }
 
 /// Reads `reader` to its end (waiting on the runtime for each read) and
-/// compresses it into `chunks`.
+/// compresses it into chunks for `sender`, checked as they go.
 fn compress_into<R: AsyncRead + Unpin>(
     runtime: &tokio::runtime::Handle,
     mut reader: R,
     workers: u32,
-    chunks: Chunks,
+    sender: tokio::sync::mpsc::Sender<std::io::Result<Bytes>>,
 ) -> std::io::Result<()> {
+    let chunks = Chunks {
+        sender,
+        filling: Vec::with_capacity(COMPRESSED_CHUNK),
+        check: zstd::stream::write::Decoder::new(std::io::sink())?,
+    };
     let mut encoder = encoder(chunks)?;
     if workers > 1 {
         encoder.multithread(workers)?;
@@ -92,14 +100,44 @@ fn compress_into<R: AsyncRead + Unpin>(
         }
         encoder.write_all(&buffer[..read])?;
     }
-    encoder.finish()?.flush()
+    encoder.finish()?.finish()
 }
 
-/// Where the compressor writes: chunks of [`COMPRESSED_CHUNK`] bytes, sent
-/// to the stream's reader (waiting while it holds [`CHUNKS_AHEAD`]).
+/// Where the compressor writes: chunks of [`COMPRESSED_CHUNK`] bytes, each
+/// decompressed (`check`), then sent to the stream's reader (waiting while
+/// it holds [`CHUNKS_AHEAD`]).
 struct Chunks {
     sender: tokio::sync::mpsc::Sender<std::io::Result<Bytes>>,
     filling: Vec<u8>,
+    check: zstd::stream::write::Decoder<'static, std::io::Sink>,
+}
+
+impl Chunks {
+    fn send(&mut self) -> std::io::Result<()> {
+        let full = std::mem::replace(&mut self.filling, Vec::with_capacity(COMPRESSED_CHUNK));
+        self.check.write_all(&full).map_err(does_not_decompress)?;
+        self.sender
+            .blocking_send(Ok(Bytes::from(full)))
+            .map_err(|_| std::io::Error::new(std::io::ErrorKind::BrokenPipe, "the upload ended"))
+    }
+
+    /// Sends the last chunk once the frame decompressed to its end.
+    fn finish(mut self) -> std::io::Result<()> {
+        let last = std::mem::take(&mut self.filling);
+        self.check.write_all(&last).map_err(does_not_decompress)?;
+        // An incomplete frame or a wrong checksum fails here.
+        self.check.finish().map_err(does_not_decompress)?;
+        self.sender
+            .blocking_send(Ok(Bytes::from(last)))
+            .map_err(|_| std::io::Error::new(std::io::ErrorKind::BrokenPipe, "the upload ended"))
+    }
+}
+
+fn does_not_decompress(e: std::io::Error) -> std::io::Error {
+    std::io::Error::new(
+        e.kind(),
+        format!("the archive zstd wrote does not decompress: {e}"),
+    )
 }
 
 impl Write for Chunks {
@@ -108,19 +146,14 @@ impl Write for Chunks {
         let taken = buf.len().min(room);
         self.filling.extend_from_slice(&buf[..taken]);
         if self.filling.len() == COMPRESSED_CHUNK {
-            self.flush()?;
+            self.send()?;
         }
         Ok(taken)
     }
 
+    /// Chunks go when full, and the last one at [`Chunks::finish`].
     fn flush(&mut self) -> std::io::Result<()> {
-        if self.filling.is_empty() {
-            return Ok(());
-        }
-        let full = std::mem::replace(&mut self.filling, Vec::with_capacity(COMPRESSED_CHUNK));
-        self.sender
-            .blocking_send(Ok(Bytes::from(full)))
-            .map_err(|_| std::io::Error::new(std::io::ErrorKind::BrokenPipe, "the upload ended"))
+        Ok(())
     }
 }
 
