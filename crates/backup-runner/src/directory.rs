@@ -457,6 +457,7 @@ pub async fn remove_parts(store: &Store, backup: &BackupKey) -> Result<(), Error
     store.delete_under(&backup.directory()).await
 }
 
+/// [`transfer::fetch_decompressed`] of `part`, named with its outcome.
 async fn fetch_part<'a>(
     store: &Store,
     key: String,
