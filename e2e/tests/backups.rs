@@ -1043,8 +1043,9 @@ async fn an_archive_from_before_zstd_still_restores_every_row() {
     );
 }
 
-/// A final backup whose archive was altered, then truncated, after it was
-/// stored (found in the store by the deletion, as after a restart) fails
+/// A final backup whose archive was altered, then truncated (its manifest
+/// too, then), after it was stored (found in the store by the deletion, as
+/// after a restart) fails
 /// verification: the deletion is blocked with the cause on the service, in
 /// a Warning event and on the record, and nothing is dropped. Once the
 /// damaged backup is removed, the next attempt takes a new one.
@@ -1117,6 +1118,18 @@ async fn an_altered_or_truncated_final_backup_fails_verification_and_blocks_the_
         sha256(&archive)
     );
     env.until_state(&ns, "orders-db", &truncated).await;
+    assert!(env.postgres.database_exists(&database), "nothing dropped");
+
+    // Cut, and the manifest altered to match the cut bytes: only the
+    // decompression of the whole frame catches it.
+    let fields = manifest.as_object_mut().unwrap();
+    fields.insert("sizeBytes".into(), (size / 2).into());
+    fields.insert("sha256".into(), sha256(&archive).into());
+    std::fs::write(&manifest_path, serde_json::to_vec(&manifest).unwrap()).unwrap();
+    let cut = format!(
+        "Deleting DeletionBlocked: the final backup failed: verification of {location} failed: the archive does not decompress: incomplete frame"
+    );
+    env.until_state(&ns, "orders-db", &cut).await;
     assert!(env.postgres.database_exists(&database), "nothing dropped");
     assert!(
         archive.exists() && manifest_path.exists(),

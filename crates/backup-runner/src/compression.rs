@@ -2,18 +2,17 @@
 //! uncompressed (`--compress=0`) and backup-runner compresses the stream
 //! with zstd on its way to the store: pg_dump's own zlib runs in one thread
 //! and was the limit of a final backup, zstd is several times faster for an
-//! archive of the same size, and its worker threads use the other cores.
+//! archive of the same size, and it runs beside pg_dump on another core.
 //! Archives written before (`none`: pg_dump compressed inside the format)
 //! are fed to pg_restore as they are.
 
+use std::io::Write;
 use std::pin::Pin;
 
-use async_compression::Level;
-use async_compression::tokio::bufread::ZstdEncoder;
 use async_compression::tokio::write::ZstdDecoder;
-use async_compression::zstd::CParameter;
+use bytes::Bytes;
 use serde::{Deserialize, Serialize};
-use tokio::io::{AsyncBufRead, AsyncWrite};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite};
 
 /// The compression of a stored archive, as its manifest records it. A
 /// value this build does not know fails to parse, so such an archive is
@@ -31,29 +30,136 @@ pub enum Compression {
 
 /// zstd's level: its default, as the `zstd` command's.
 const LEVEL: i32 = 3;
-/// Bytes each zstd worker compresses at a time. zstd's own choice at level
-/// 3 is 8 MiB, held in and out per worker; 2 MiB keeps memory flat with
-/// little loss of ratio.
+/// Bytes each zstd worker compresses at a time, with more than one worker.
+/// zstd's own choice at level 3 is 8 MiB, held in and out per worker;
+/// 2 MiB keeps memory flat with little loss of ratio.
 const JOB_SIZE: u32 = 2 * 1024 * 1024;
 /// The buffer between a stream and its (de)compressor: tokio's default of
 /// 8 KiB made every 8 KiB of a restore a round trip to a blocking thread
 /// for the file write, and every pipe read of a dump a wake-up.
 pub const STREAM_BUFFER: usize = 1024 * 1024;
+/// Compressed bytes handed to the upload at a time: each is one wake-up of
+/// the uploading task.
+const COMPRESSED_CHUNK: usize = 256 * 1024;
+/// Compressed chunks waiting for the upload to take them.
+const CHUNKS_AHEAD: usize = 2;
 
-/// Compresses `reader` with zstd, on `workers` background threads (0: in
-/// the calling task).
-pub fn compress<R: AsyncBufRead>(reader: R, workers: u32) -> ZstdEncoder<R> {
-    let mut params = vec![CParameter::checksum_flag(true)];
-    if workers > 0 {
-        params.push(CParameter::nb_workers(workers));
-        params.push(CParameter::job_size(JOB_SIZE));
-    }
-    ZstdEncoder::with_quality_and_params(reader, Level::Precise(LEVEL), &params)
+/// `reader` compressed with zstd (level 3, frame checksum), on a blocking
+/// thread of its own that reads it and compresses: with one worker in that
+/// thread, as the `zstd` command does, with more on zstd's worker threads
+/// beside it. async-compression's encoder, polled on the async runtime,
+/// spent a third of its CPU time in zstd's worker handshake (locking and
+/// polling for a free job) when one worker was busy, time pg_dump and
+/// PostgreSQL needed on two cores.
+///
+/// The same thread decompresses what it wrote, whole, as it goes: the
+/// stream ends with an error unless the frame decompresses to its end and
+/// passes its checksum. So the bytes uploaded are known to decompress
+/// without a second pass; verification proves that the stored bytes are
+/// those (their sha256). A read or compression error ends the stream with
+/// that error; dropping the stream stops the thread.
+pub fn compress<R>(reader: R, workers: u32) -> impl AsyncRead + Send + Unpin
+where
+    R: AsyncRead + Send + Unpin + 'static,
+{
+    let (sender, receiver) = tokio::sync::mpsc::channel(CHUNKS_AHEAD);
+    let runtime = tokio::runtime::Handle::current();
+    tokio::task::spawn_blocking(move || {
+        let compressed = compress_into(&runtime, reader, workers, sender.clone());
+        if let Err(e) = compressed {
+            // Nobody to tell when the stream was dropped.
+            let _ = sender.blocking_send(Err(e));
+        }
+    });
+    tokio_util::io::StreamReader::new(tokio_stream::wrappers::ReceiverStream::new(receiver))
 }
 
-/// A zstd encoder into `writer` with the same level and frame checksum as
-/// [`compress`], compressing in the calling thread: for the files of a
-/// parallel dump, each compressed on a blocking thread of its own.
+/// Reads `reader` to its end (waiting on the runtime for each read) and
+/// compresses it into chunks for `sender`, checked as they go.
+fn compress_into<R: AsyncRead + Unpin>(
+    runtime: &tokio::runtime::Handle,
+    mut reader: R,
+    workers: u32,
+    sender: tokio::sync::mpsc::Sender<std::io::Result<Bytes>>,
+) -> std::io::Result<()> {
+    let chunks = Chunks {
+        sender,
+        filling: Vec::with_capacity(COMPRESSED_CHUNK),
+        check: zstd::stream::write::Decoder::new(std::io::sink())?,
+    };
+    let mut encoder = encoder(chunks)?;
+    if workers > 1 {
+        encoder.multithread(workers)?;
+        encoder.set_parameter(zstd::stream::raw::CParameter::JobSize(JOB_SIZE))?;
+    }
+    let mut buffer = vec![0u8; STREAM_BUFFER];
+    loop {
+        let read = runtime.block_on(reader.read(&mut buffer))?;
+        if read == 0 {
+            break;
+        }
+        encoder.write_all(&buffer[..read])?;
+    }
+    encoder.finish()?.finish()
+}
+
+/// Where the compressor writes: chunks of [`COMPRESSED_CHUNK`] bytes, each
+/// decompressed (`check`), then sent to the stream's reader (waiting while
+/// it holds [`CHUNKS_AHEAD`]).
+struct Chunks {
+    sender: tokio::sync::mpsc::Sender<std::io::Result<Bytes>>,
+    filling: Vec<u8>,
+    check: zstd::stream::write::Decoder<'static, std::io::Sink>,
+}
+
+impl Chunks {
+    fn send(&mut self) -> std::io::Result<()> {
+        let full = std::mem::replace(&mut self.filling, Vec::with_capacity(COMPRESSED_CHUNK));
+        self.check.write_all(&full).map_err(does_not_decompress)?;
+        self.sender
+            .blocking_send(Ok(Bytes::from(full)))
+            .map_err(|_| std::io::Error::new(std::io::ErrorKind::BrokenPipe, "the upload ended"))
+    }
+
+    /// Sends the last chunk once the frame decompressed to its end.
+    fn finish(mut self) -> std::io::Result<()> {
+        let last = std::mem::take(&mut self.filling);
+        self.check.write_all(&last).map_err(does_not_decompress)?;
+        // An incomplete frame or a wrong checksum fails here.
+        self.check.finish().map_err(does_not_decompress)?;
+        self.sender
+            .blocking_send(Ok(Bytes::from(last)))
+            .map_err(|_| std::io::Error::new(std::io::ErrorKind::BrokenPipe, "the upload ended"))
+    }
+}
+
+fn does_not_decompress(e: std::io::Error) -> std::io::Error {
+    std::io::Error::new(
+        e.kind(),
+        format!("the archive zstd wrote does not decompress: {e}"),
+    )
+}
+
+impl Write for Chunks {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let room = COMPRESSED_CHUNK - self.filling.len();
+        let taken = buf.len().min(room);
+        self.filling.extend_from_slice(&buf[..taken]);
+        if self.filling.len() == COMPRESSED_CHUNK {
+            self.send()?;
+        }
+        Ok(taken)
+    }
+
+    /// Chunks go when full, and the last one at [`Chunks::finish`].
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// A zstd encoder into `writer` at zstd's level 3 with its frame checksum,
+/// compressing in the calling thread: [`compress`]'s, and for the files of
+/// a parallel dump, each compressed on a blocking thread of its own.
 pub fn encoder<W: std::io::Write>(
     writer: W,
 ) -> std::io::Result<zstd::stream::write::Encoder<'static, W>> {
@@ -75,8 +181,8 @@ where
 }
 
 /// The default number of zstd workers: one per core beyond the first,
-/// which pg_dump (or pg_restore) keeps busy; at least one, so that
-/// compression never runs on the async runtime's threads.
+/// which pg_dump (or pg_restore) keeps busy; at least one (the stream's
+/// own thread).
 pub fn default_workers() -> u32 {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     u32::try_from(cores.saturating_sub(1).clamp(1, 8)).expect("at most 8")
@@ -92,7 +198,7 @@ mod tests {
             .flat_map(|i| (i % 1000).to_le_bytes())
             .collect();
         let mut compressed = Vec::new();
-        compress(&data[..], workers)
+        compress(std::io::Cursor::new(data.clone()), workers)
             .read_to_end(&mut compressed)
             .await
             .unwrap();
@@ -118,8 +224,8 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn zstd_round_trips_in_the_task_and_on_workers() {
-        round_trip(0).await;
+    async fn zstd_round_trips_on_its_thread_and_on_workers() {
+        round_trip(1).await;
         round_trip(2).await;
     }
 
@@ -138,7 +244,7 @@ mod tests {
     async fn an_altered_frame_fails_to_decompress() {
         let data = vec![7u8; 1_000_000];
         let mut compressed = Vec::new();
-        compress(&data[..], 1)
+        compress(std::io::Cursor::new(data), 1)
             .read_to_end(&mut compressed)
             .await
             .unwrap();

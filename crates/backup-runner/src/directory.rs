@@ -21,7 +21,7 @@ use futures::stream::FuturesUnordered;
 use tokio::io::{AsyncWrite, AsyncWriteExt};
 use tokio_util::sync::CancellationToken;
 
-use crate::compression::{self, Compression};
+use crate::compression;
 use crate::layout::BackupKey;
 use crate::manifest::{Layout, Part};
 use crate::progress::Counters;
@@ -34,6 +34,9 @@ pub const MAX_JOBS: u32 = 16;
 /// Work folders start with this, so that those a killed process left are
 /// recognised and removed at start-up.
 const WORK_PREFIX: &str = "navique-work-";
+/// Parts fetched (read back, checked, decompressed) at once by restores
+/// and verifications, each on a thread of its own.
+const FETCHED_AT_ONCE: usize = 2;
 /// pg_dump's folder inside a work folder (pg_dump creates it).
 const DUMP: &str = "dump";
 
@@ -454,6 +457,18 @@ pub async fn remove_parts(store: &Store, backup: &BackupKey) -> Result<(), Error
     store.delete_under(&backup.directory()).await
 }
 
+/// [`transfer::fetch_decompressed`] of `part`, named with its outcome.
+async fn fetch_part<'a>(
+    store: &Store,
+    key: String,
+    part: &'a Part,
+    into: Option<PathBuf>,
+    cancel: &CancellationToken,
+) -> (&'a Part, Result<(Digested, Option<std::io::Error>), Error>) {
+    let fetched = transfer::fetch_decompressed(store, &key, into, cancel).await;
+    (part, fetched)
+}
+
 /// Fetches the parts of `backup` into `dir`, decompressed; those `keep`
 /// refuses are read, checked and dropped (verification keeps only the
 /// table of contents). Each must have the size and sha256 its manifest
@@ -470,22 +485,29 @@ pub async fn fetch(
     tokio::fs::create_dir_all(dir)
         .await
         .map_err(Error::io(format!("cannot create {}", dir.display())))?;
-    for part in parts {
-        let key = backup.part(&part.name);
-        let (read, failed) = if keep(&part.name) {
-            let path = dir.join(&part.name);
-            let file = tokio::fs::File::create(&path)
-                .await
-                .map_err(Error::io(format!("cannot create {}", path.display())))?;
-            let mut sink = compression::decompressing(
-                tokio::io::BufWriter::with_capacity(compression::STREAM_BUFFER, file),
-                Compression::Zstd,
-            );
-            transfer::copy_object(store, &key, &mut sink, cancel).await?
-        } else {
-            let mut sink = compression::decompressing(tokio::io::sink(), Compression::Zstd);
-            transfer::copy_object(store, &key, &mut sink, cancel).await?
+    // Largest first: the big tables' parts take most of the time, and the
+    // small ones are fetched beside them.
+    let mut largest_first: Vec<&Part> = parts.iter().collect();
+    largest_first.sort_by_key(|part| std::cmp::Reverse(part.size_bytes));
+    let mut waiting = largest_first.into_iter();
+    let mut fetching = FuturesUnordered::new();
+    loop {
+        while fetching.len() < FETCHED_AT_ONCE
+            && let Some(part) = waiting.next()
+        {
+            let into = keep(&part.name).then(|| dir.join(&part.name));
+            fetching.push(fetch_part(
+                store,
+                backup.part(&part.name),
+                part,
+                into,
+                cancel,
+            ));
+        }
+        let Some((part, fetched)) = fetching.next().await else {
+            break;
         };
+        let (read, failed) = fetched?;
         let expected = Digested {
             size: part.size_bytes,
             sha256: part.sha256.clone(),

@@ -423,7 +423,7 @@ impl Engine {
                 ),
             );
             let archive = Archive::of(&found, backup);
-            self.verify(&archive, cancel).await?;
+            self.verify(&archive, false, cancel).await?;
             if test_restore {
                 let counts = found.row_counts.as_ref().ok_or_else(|| Error::TestRestore {
                     location: found.location.clone(),
@@ -512,7 +512,8 @@ impl Engine {
             format!("reading back {location} ({} bytes)", digested.size),
         );
         let verified = async {
-            let entries = self.verify(&archive, cancel).await?;
+            // The compressor decompressed the one-job archive as it wrote it.
+            let entries = self.verify(&archive, true, cancel).await?;
             let restored = match &row_counts {
                 Some(counts) => Some(
                     self.test_restore(
@@ -889,10 +890,7 @@ impl Engine {
             child.stdout.take().expect("stdout is piped"),
             counters.clone(),
         );
-        let mut compressed = compression::compress(
-            BufReader::with_capacity(compression::STREAM_BUFFER, stdout),
-            self.zstd_workers,
-        );
+        let mut compressed = compression::compress(stdout, self.zstd_workers);
         let stderr = tokio::spawn(progress::read_verbose_stderr(
             child.stderr.take(),
             counters.clone(),
@@ -936,8 +934,18 @@ impl Engine {
     /// Reads the archive back: the stored bytes have the size and sha256
     /// expected (every part's, for a directory archive), and `pg_restore
     /// --list` reads the whole (decompressed) table of contents and lists
-    /// entries. Returns their count.
-    async fn verify(&self, archive: &Archive, cancel: &CancellationToken) -> Result<u64, Error> {
+    /// entries. Returns their count. Every zstd frame must decompress whole
+    /// too: a directory archive's parts are decompressed here; a one-job
+    /// archive is, unless `decompressed_on_upload` (the stored bytes are
+    /// then those that [`compression::compress`] decompressed as it wrote
+    /// them, which their sha256 proves); `pg_restore --list` reads only the
+    /// archive's head.
+    async fn verify(
+        &self,
+        archive: &Archive,
+        decompressed_on_upload: bool,
+        cancel: &CancellationToken,
+    ) -> Result<u64, Error> {
         let location = archive.location(&self.store);
         let failed = |reason: String| Error::Verification {
             location: location.clone(),
@@ -990,6 +998,22 @@ impl Engine {
                 return Ok(entries);
             }
         };
+        let mismatch = |read: &Digested| {
+            failed(format!(
+                "read back {} bytes with sha256 {}, but {} bytes with sha256 {} were stored",
+                read.size, read.sha256, uploaded.size, uploaded.sha256
+            ))
+        };
+        if compression == Compression::Zstd && !decompressed_on_upload {
+            let (read, undecompressed) =
+                transfer::fetch_decompressed(&self.store, key, None, cancel).await?;
+            if read != *uploaded {
+                return Err(mismatch(&read));
+            }
+            if let Some(e) = undecompressed {
+                return Err(failed(format!("the archive does not decompress: {e}")));
+            }
+        }
         let mut child = self.tools.list().spawn().map_err(|source| Error::Spawn {
             program: self.tools.bin_dir().join("pg_restore"),
             source,
@@ -999,10 +1023,7 @@ impl Engine {
         let stderr = tokio::spawn(pg::read_stderr(child.stderr.take()));
         let (read, last) = transfer::read_back(&self.store, key, &mut stdin, cancel).await?;
         if read != *uploaded {
-            return Err(failed(format!(
-                "read back {} bytes with sha256 {}, but {} bytes with sha256 {} were stored",
-                read.size, read.sha256, uploaded.size, uploaded.sha256
-            )));
+            return Err(mismatch(&read));
         }
         transfer::finish_sink(stdin, last).await;
         let status = child
