@@ -249,11 +249,8 @@ fn evaluate_policy(
             .map(|a| a.iter().filter_map(Value::as_str).collect())
             .unwrap_or_default();
         for param in &params {
-            let result = compiled.validate(
-                failure_policy,
-                request.get(ctx, attributes),
-                param.as_ref(),
-            );
+            let result =
+                compiled.validate(failure_policy, request.get(ctx, attributes), param.as_ref());
             for (index, decision) in result.decisions.iter().enumerate() {
                 let Decision::Deny { message, reason } = decision else {
                     continue;

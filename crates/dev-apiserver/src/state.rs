@@ -201,11 +201,7 @@ impl State {
             decisions.by_request.clear();
             decisions.version = version;
         }
-        let name = if every_name {
-            EVERY_NAME
-        } else {
-            request.name
-        };
+        let name = if every_name { EVERY_NAME } else { request.name };
         decisions.by_request.insert(key(name), decision.clone());
         decision
     }
@@ -347,11 +343,11 @@ mod tests {
             "roles",
             "team",
             json!({"metadata": {"name": "read", "namespace": "team"},
-                   "rules": [
-                       {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get"],
-                        "resourceNames": ["settings"]},
-                       {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["list"]},
-                   ]}),
+            "rules": [
+                {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get"],
+                 "resourceNames": ["settings"]},
+                {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["list"]},
+            ]}),
         );
         put(
             &state,
