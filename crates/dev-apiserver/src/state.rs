@@ -274,6 +274,18 @@ mod tests {
         );
     }
 
+    /// Binds the user alice to the Role `read` of namespace `team`.
+    fn bind_alice_to_read(state: &State) {
+        put(
+            state,
+            "rolebindings",
+            "team",
+            json!({"metadata": {"name": "alice-reads", "namespace": "team"},
+                   "roleRef": {"apiGroup": RBAC_GROUP, "kind": "Role", "name": "read"},
+                   "subjects": [{"kind": "User", "name": "alice"}]}),
+        );
+    }
+
     #[test]
     fn a_remembered_decision_is_dropped_when_rbac_changes() {
         let state = state();
@@ -302,14 +314,7 @@ mod tests {
                    "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get"]}]}),
         );
         assert!(!allowed(&state), "a role alone grants nothing");
-        put(
-            &state,
-            "rolebindings",
-            "team",
-            json!({"metadata": {"name": "alice-reads", "namespace": "team"},
-                   "roleRef": {"apiGroup": RBAC_GROUP, "kind": "Role", "name": "read"},
-                   "subjects": [{"kind": "User", "name": "alice"}]}),
-        );
+        bind_alice_to_read(&state);
         assert!(allowed(&state));
         assert!(allowed(&state), "and again, from what was remembered");
         state.store.lock().remove(
@@ -349,14 +354,7 @@ mod tests {
                 {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["list"]},
             ]}),
         );
-        put(
-            &state,
-            "rolebindings",
-            "team",
-            json!({"metadata": {"name": "alice-reads", "namespace": "team"},
-                   "roleRef": {"apiGroup": RBAC_GROUP, "kind": "Role", "name": "read"},
-                   "subjects": [{"kind": "User", "name": "alice"}]}),
-        );
+        bind_alice_to_read(&state);
         let allowed = |request: rbac::Request<'_>| state.authorize(&request).is_ok();
         assert!(allowed(get("get", "settings")));
         assert!(
