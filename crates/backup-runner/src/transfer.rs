@@ -361,6 +361,20 @@ async fn object_chunks(
     .boxed())
 }
 
+/// The next chunk of an object read from `location`, or `ShuttingDown`
+/// once `cancel` fires.
+async fn next_chunk(
+    chunks: &mut BoxStream<'static, object_store::Result<Bytes>>,
+    location: &str,
+    cancel: &CancellationToken,
+) -> Result<Option<Bytes>, Error> {
+    tokio::select! {
+        biased;
+        () = cancel.cancelled() => Err(Error::ShuttingDown),
+        next = chunks.next() => next.transpose().map_err(Error::store("read", location)),
+    }
+}
+
 fn local_error(source: std::io::Error, path: &std::path::Path) -> object_store::Error {
     object_store::Error::Generic {
         store: "LocalFileSystem",
@@ -385,14 +399,7 @@ pub async fn read_back<W: AsyncWrite + Unpin>(
     let mut size = 0u64;
     let mut held = Bytes::new();
     let mut sink_open = true;
-    loop {
-        let next = tokio::select! {
-            biased;
-            () = cancel.cancelled() => return Err(Error::ShuttingDown),
-            next = stream.next() => next,
-        };
-        let Some(chunk) = next else { break };
-        let chunk = chunk.map_err(Error::store("read", &location))?;
+    while let Some(chunk) = next_chunk(&mut stream, &location, cancel).await? {
         hasher.update(&chunk);
         size += chunk.len() as u64;
         let previous = std::mem::replace(&mut held, chunk);
@@ -462,14 +469,7 @@ pub async fn fetch_decompressed(
         };
         (digested, failed)
     });
-    loop {
-        let next = tokio::select! {
-            biased;
-            () = cancel.cancelled() => return Err(Error::ShuttingDown),
-            next = chunks.next() => next,
-        };
-        let Some(chunk) = next else { break };
-        let chunk = chunk.map_err(Error::store("read", &location))?;
+    while let Some(chunk) = next_chunk(&mut chunks, &location, cancel).await? {
         if sender.send(chunk).await.is_err() {
             break; // The thread ended: its join says why.
         }
