@@ -36,6 +36,8 @@ use serde_json::{Value, json};
 const CLIENTS: usize = 16;
 const WARM_UP: usize = 2_000;
 const REQUESTS: usize = 40_000;
+/// The name of the floor server's threads.
+const FLOOR_THREAD: &str = "floor";
 
 type HttpsClient = Client<hyper_rustls::HttpsConnector<HttpConnector>, Full<Bytes>>;
 
@@ -121,9 +123,8 @@ async fn main() -> anyhow::Result<()> {
         };
         run(&webhook.url, &webhook.namespace, &clients, WARM_UP, true).await?;
         let cpu = cpu_time(webhook.pid)?;
-        let started = Instant::now();
-        let mut latencies = run(&webhook.url, &webhook.namespace, &clients, REQUESTS, true).await?;
-        let elapsed = started.elapsed();
+        let (mut latencies, elapsed) =
+            run(&webhook.url, &webhook.namespace, &clients, REQUESTS, true).await?;
         let cpu = cpu_time(webhook.pid)? - cpu;
         reviews += WARM_UP + REQUESTS;
         latencies.sort();
@@ -149,16 +150,18 @@ async fn main() -> anyhow::Result<()> {
                 .collect(),
         };
         run(&floor_url, &webhook.namespace, &clients, WARM_UP, false).await?;
-        let started = Instant::now();
-        let mut floor = run(&floor_url, &webhook.namespace, &clients, REQUESTS, false).await?;
-        let elapsed = started.elapsed();
+        let cpu = floor_cpu_time()?;
+        let (mut floor, elapsed) =
+            run(&floor_url, &webhook.namespace, &clients, REQUESTS, false).await?;
+        let cpu = floor_cpu_time()? - cpu;
         floor.sort();
         println!(
             "  floor (bare TLS server, fixed answer), {name}: {:.0} reviews/s; latency p50 {:.2?}, \
-             p99 {:.2?}; webhook p99 / floor p99 = {:.2}x",
+             p99 {:.2?}; server CPU {:.0} µs/review; webhook p99 / floor p99 = {:.2}x",
             REQUESTS as f64 / elapsed.as_secs_f64(),
             percentile(&floor, 0.50),
             percentile(&floor, 0.99),
+            cpu.as_secs_f64() * 1e6 / REQUESTS as f64,
             percentile(&latencies, 0.99).as_secs_f64() / percentile(&floor, 0.99).as_secs_f64(),
         );
     }
@@ -191,20 +194,25 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
 
 /// Posts `total` reviews to `url`, spread over the clients, each client
 /// sending its next one when the last is answered; with `verify`, every
-/// answer is checked. Returns the latencies.
+/// answer is checked once all are in, so that the check's CPU (the clients
+/// share the cores with the server) is not timed for the webhook alone.
+/// Returns the latencies and the time from the first request to the last
+/// answer.
 async fn run(
     url: &str,
     namespace: &str,
     clients: &[HttpsClient],
     total: usize,
     verify: bool,
-) -> anyhow::Result<Vec<Duration>> {
+) -> anyhow::Result<(Vec<Duration>, Duration)> {
+    let started = Instant::now();
     let tasks = clients.iter().enumerate().map(|(worker, client)| {
         let client = client.clone();
         let url = url.to_owned();
         let namespace = namespace.to_owned();
         tokio::spawn(async move {
             let mut latencies = Vec::with_capacity(total / CLIENTS);
+            let mut answers = Vec::with_capacity(if verify { total / CLIENTS } else { 0 });
             for i in (worker..total).step_by(CLIENTS) {
                 let protected = i % 2 == 0;
                 let uid = format!("00000000-0000-4000-8000-{i:012}");
@@ -219,17 +227,24 @@ async fn run(
                 latencies.push(started.elapsed());
                 anyhow::ensure!(status == 200, "status {status}: {body:?}");
                 if verify {
-                    check(&serde_json::from_slice(&body)?, &uid, protected)?;
+                    answers.push((uid, protected, body));
                 }
             }
-            anyhow::Ok(latencies)
+            anyhow::Ok((latencies, answers))
         })
     });
     let mut all = Vec::with_capacity(total);
-    for latencies in futures::future::try_join_all(tasks).await? {
-        all.extend(latencies?);
+    let mut answers = Vec::with_capacity(if verify { total } else { 0 });
+    for done in futures::future::try_join_all(tasks).await? {
+        let (latencies, checks) = done?;
+        all.extend(latencies);
+        answers.extend(checks);
     }
-    Ok(all)
+    let elapsed = started.elapsed();
+    for (uid, protected, body) in answers {
+        check(&serde_json::from_slice(&body)?, &uid, protected)?;
+    }
+    Ok((all, elapsed))
 }
 
 /// A protected delete is denied with the seed's exact answer; any other is
@@ -360,8 +375,13 @@ fn bare_tls_server(config: rustls::ServerConfig) -> anyhow::Result<SocketAddr> {
         })
         .to_string(),
     );
-    let runtime = tokio::runtime::Runtime::new()?;
-    std::thread::spawn(move || -> anyhow::Result<()> {
+    // Its threads are named, so that their CPU time can be told apart
+    // from the clients'.
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .thread_name(FLOOR_THREAD)
+        .enable_all()
+        .build()?;
+    std::thread::Builder::new().name(FLOOR_THREAD.to_owned()).spawn(move || -> anyhow::Result<()> {
         runtime.block_on(async move {
             let listener = tokio::net::TcpListener::from_std(listener)?;
             loop {
@@ -392,7 +412,7 @@ fn bare_tls_server(config: rustls::ServerConfig) -> anyhow::Result<SocketAddr> {
                 });
             }
         })
-    });
+    })?;
     Ok(addr)
 }
 
@@ -432,7 +452,23 @@ fn webhook_pid(cert_file: &str) -> Option<u32> {
 
 /// User and system CPU time of the process so far, all threads.
 fn cpu_time(pid: u32) -> anyhow::Result<Duration> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
+    stat_cpu_time(&std::fs::read_to_string(format!("/proc/{pid}/stat"))?)
+}
+
+/// CPU time so far of this process's threads named [`FLOOR_THREAD`].
+fn floor_cpu_time() -> anyhow::Result<Duration> {
+    let mut total = Duration::ZERO;
+    for task in std::fs::read_dir("/proc/self/task")? {
+        let task = task?.path();
+        if std::fs::read_to_string(task.join("comm"))?.trim_end() == FLOOR_THREAD {
+            total += stat_cpu_time(&std::fs::read_to_string(task.join("stat"))?)?;
+        }
+    }
+    Ok(total)
+}
+
+/// The CPU time in a `/proc/.../stat` line.
+fn stat_cpu_time(stat: &str) -> anyhow::Result<Duration> {
     // Fields after the command name, which is in parentheses: utime and
     // stime are the 12th and 13th, in clock ticks.
     let fields: Vec<&str> = stat

@@ -8,13 +8,15 @@
 //! `decision` holds the rules as pure functions, `reconcile` the kube-rs
 //! controller, `watches` discovery and what wakes a Lock besides itself, `index` which
 //! Locks point at an object, `superseded` the Lock versions already written
-//! over, `namespace_wide` the Locks on their own Namespace (opt-in).
+//! over, `namespace_wide` the Locks on their own Namespace (opt-in),
+//! `resync` the hourly safety net.
 #![forbid(unsafe_code)]
 
 mod decision;
 mod index;
 mod namespace_wide;
 mod reconcile;
+mod resync;
 mod superseded;
 mod suspension;
 mod watches;

@@ -40,6 +40,7 @@ use crate::decision::{
 };
 use crate::index::LockIndex;
 use crate::namespace_wide;
+use crate::resync;
 use crate::superseded::{self, Superseded};
 use crate::suspension::{self, Limit};
 use crate::watches::{self, Triggers, Views};
@@ -47,8 +48,6 @@ use crate::watches::{self, Triggers, Views};
 /// The field manager of every write, so that server-side apply removes
 /// exactly the markers this controller set and no longer wants.
 const MANAGER: &str = crate::NAME;
-/// A safety net only: every change that matters arrives as a watch event.
-const RESYNC: Duration = Duration::from_secs(3600);
 /// How long reconciles in flight may take to finish on shutdown.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 /// Reconciles at once. Each holds an HTTP/1.1 connection while it writes:
@@ -270,6 +269,7 @@ pub async fn run(
         superseded: Superseded::default(),
         limit,
     });
+    let resync = resync::run(locks.clone(), wake.clone());
     let controller = controller
         .reconcile_on(ReceiverStream::new(woken))
         .with_config(kube::runtime::controller::Config::default().concurrency(CONCURRENCY))
@@ -292,6 +292,7 @@ pub async fn run(
     // client-go's are: they are a record, never what protects.
     tokio::select! {
         () = triggers.run(wake) => {}
+        () = resync => {}
         () = reconcile_when_ready => {}
         () = publish_events => {}
     }
@@ -437,14 +438,17 @@ impl Context {
     ///
     /// A break-glass suspension is judged first: while it is in effect the
     /// Lock leaves its target's marker, and the reconcile is requeued for
-    /// its deadline.
+    /// its deadline. Otherwise nothing is requeued: what matters arrives as
+    /// a watch event, and [`resync`] is the safety net.
     async fn apply(&self, lock: &Lock) -> Result<Action, Error> {
         let now = Timestamp::now();
         let suspension = suspension::judge(lock, now, &self.limit);
         let stamped = self.stamp_own_target(lock).await?;
         let suspended = suspension::overrides_outcome(suspension.as_ref(), &stamped.outcome);
-        let requeue =
-            suspension::time_left(suspension.as_ref(), now).map_or(RESYNC, |left| left.min(RESYNC));
+        let action = suspension::time_left(suspension.as_ref(), now)
+            .map_or_else(Action::await_change, |left| {
+                Action::requeue(left.min(resync::PERIOD))
+            });
         if self
             .write_status(lock, &stamped.outcome, suspension, now)
             .await?
@@ -459,7 +463,7 @@ impl Context {
         self.set_state(lock, Some(state));
         self.stamp_shared(lock, stamped.kind.as_ref()).await?;
         self.record_all(stamped.events).await;
-        Ok(Action::requeue(requeue))
+        Ok(action)
     }
 
     async fn record_all(&self, events: Vec<(Arc<Lock>, LockEvent)>) {
