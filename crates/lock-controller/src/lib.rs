@@ -92,6 +92,18 @@ pub struct Args {
         value_name = "DURATION"
     )]
     pub max_suspension: suspension::Limit,
+    /// Reconciles at once. Each holds an HTTP/1.1 connection to the API
+    /// server while it writes, with its buffers: more use more memory,
+    /// and activate a burst of Locks no sooner once the API server is
+    /// busy (docs/locks.md, Performance).
+    #[arg(
+        long,
+        env = "NAVIQUE_MAX_CONCURRENT_RECONCILES",
+        default_value_t = 64,
+        value_parser = clap::value_parser!(u16).range(1..),
+        value_name = "N"
+    )]
+    pub max_concurrent_reconciles: u16,
 }
 
 /// `<group>/<plural>`, the group as [`parse_group`] reads it.
@@ -173,6 +185,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
                         client,
                         enforceable,
                         args.max_suspension.clone(),
+                        args.max_concurrent_reconciles,
                         metrics,
                         leadership.token().clone(),
                     )

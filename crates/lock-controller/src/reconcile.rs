@@ -50,12 +50,6 @@ use crate::watches::{self, Triggers, Views};
 const MANAGER: &str = crate::NAME;
 /// How long reconciles in flight may take to finish on shutdown.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
-/// Reconciles at once. Each holds an HTTP/1.1 connection while it writes:
-/// unbounded, a burst of Locks opens thousands and the API server spends
-/// itself on handshakes; at 256, 10,000 Locks kept 450 connections and 25
-/// MiB more of the controller's memory than at 64, and activated no sooner
-/// (the API server is what they wait for).
-const CONCURRENCY: u16 = 64;
 /// Events waiting to be published; a full queue slows the reconciles.
 const EVENT_QUEUE: usize = 4096;
 /// Wake-ups waiting for the controller; a full queue slows the watches.
@@ -233,6 +227,7 @@ pub async fn run(
     client: Client,
     enforceable: Enforceable,
     limit: Limit,
+    concurrency: u16,
     metrics: Metrics,
     token: CancellationToken,
 ) -> Result<(), Infallible> {
@@ -272,7 +267,9 @@ pub async fn run(
     let resync = resync::run(locks.clone(), wake.clone());
     let controller = controller
         .reconcile_on(ReceiverStream::new(woken))
-        .with_config(kube::runtime::controller::Config::default().concurrency(CONCURRENCY))
+        // Unbounded, a burst of Locks would open thousands of connections
+        // and the API server spend itself on handshakes.
+        .with_config(kube::runtime::controller::Config::default().concurrency(concurrency))
         .graceful_shutdown_on(token.clone().cancelled_owned())
         .run(reconcile, error_policy, context)
         .for_each(log_outcome);
