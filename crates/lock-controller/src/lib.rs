@@ -279,6 +279,21 @@ mod tests {
     }
 
     #[test]
+    fn reconciles_at_once_default_to_64_and_never_to_none() {
+        let concurrency = |args: &[&str]| {
+            Args::try_parse_from([&["lock-controller"], args].concat())
+                .map(|args| args.max_concurrent_reconciles)
+        };
+        assert_eq!(concurrency(&[]).unwrap(), 64);
+        assert_eq!(
+            concurrency(&["--max-concurrent-reconciles=16"]).unwrap(),
+            16
+        );
+        // Zero would mean unbounded to kube's controller.
+        assert!(concurrency(&["--max-concurrent-reconciles=0"]).is_err());
+    }
+
+    #[test]
     fn an_empty_group_is_refused_not_read_as_core() {
         let error = groups("--enforceable-groups=apps,").unwrap_err();
         assert!(
