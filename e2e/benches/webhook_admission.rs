@@ -381,38 +381,40 @@ fn bare_tls_server(config: rustls::ServerConfig) -> anyhow::Result<SocketAddr> {
         .thread_name(FLOOR_THREAD)
         .enable_all()
         .build()?;
-    std::thread::Builder::new().name(FLOOR_THREAD.to_owned()).spawn(move || -> anyhow::Result<()> {
-        runtime.block_on(async move {
-            let listener = tokio::net::TcpListener::from_std(listener)?;
-            loop {
-                let (stream, _) = listener.accept().await?;
-                stream.set_nodelay(true)?;
-                let (acceptor, answer) = (acceptor.clone(), answer.clone());
-                tokio::spawn(async move {
-                    let Ok(stream) = acceptor.accept(stream).await else {
-                        return;
-                    };
-                    let service = hyper::service::service_fn(
-                        move |request: hyper::Request<hyper::body::Incoming>| {
-                            let answer = answer.clone();
-                            async move {
-                                request.into_body().collect().await?;
-                                let mut response = hyper::Response::new(Full::new(answer));
-                                response.headers_mut().insert(
-                                    "content-type",
-                                    http::HeaderValue::from_static("application/json"),
-                                );
-                                Ok::<_, hyper::Error>(response)
-                            }
-                        },
-                    );
-                    let _ = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new())
-                        .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
-                        .await;
-                });
-            }
-        })
-    })?;
+    std::thread::Builder::new()
+        .name(FLOOR_THREAD.to_owned())
+        .spawn(move || -> anyhow::Result<()> {
+            runtime.block_on(async move {
+                let listener = tokio::net::TcpListener::from_std(listener)?;
+                loop {
+                    let (stream, _) = listener.accept().await?;
+                    stream.set_nodelay(true)?;
+                    let (acceptor, answer) = (acceptor.clone(), answer.clone());
+                    tokio::spawn(async move {
+                        let Ok(stream) = acceptor.accept(stream).await else {
+                            return;
+                        };
+                        let service = hyper::service::service_fn(
+                            move |request: hyper::Request<hyper::body::Incoming>| {
+                                let answer = answer.clone();
+                                async move {
+                                    request.into_body().collect().await?;
+                                    let mut response = hyper::Response::new(Full::new(answer));
+                                    response.headers_mut().insert(
+                                        "content-type",
+                                        http::HeaderValue::from_static("application/json"),
+                                    );
+                                    Ok::<_, hyper::Error>(response)
+                                }
+                            },
+                        );
+                        let _ = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new())
+                            .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
+                            .await;
+                    });
+                }
+            })
+        })?;
     Ok(addr)
 }
 

@@ -75,7 +75,12 @@ mod tests {
     #[test]
     fn every_lock_is_woken_once_a_period_and_the_turns_share_them() {
         let locks: Vec<_> = (0..600)
-            .map(|i| lock(&format!("l{i}"), Some(&format!("00000000-0000-4000-8000-{i:012}"))))
+            .map(|i| {
+                lock(
+                    &format!("l{i}"),
+                    Some(&format!("00000000-0000-4000-8000-{i:012}")),
+                )
+            })
             .collect();
         let mut woken = std::collections::HashMap::new();
         let mut largest = 0;
