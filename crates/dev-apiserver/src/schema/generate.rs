@@ -122,15 +122,34 @@ struct OpenapiResource {
     list_kind: Option<String>,
 }
 
+/// The target triple of the machine, as rustc names it.
+fn host_triple() -> String {
+    let rustc = std::env::var("RUSTC").unwrap_or_else(|_| "rustc".to_owned());
+    let output = std::process::Command::new(rustc)
+        .arg("-vV")
+        .output()
+        .expect("run rustc -vV");
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .find_map(|line| line.strip_prefix("host: "))
+        .expect("rustc -vV names the host")
+        .to_owned()
+}
+
 fn source_dir(package: &str) -> PathBuf {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
     let manifest = Path::new(env!("CARGO_MANIFEST_DIR")).join("Cargo.toml");
+    // Filtered to the host: unfiltered, cargo resolves every platform's
+    // dependencies, and offline it fails on those no build here downloaded
+    // (android_system_properties, on a fresh Linux machine).
     let output = std::process::Command::new(cargo)
         .args([
             "metadata",
             "--format-version",
             "1",
             "--offline",
+            "--filter-platform",
+            &host_triple(),
             "--manifest-path",
         ])
         .arg(&manifest)
