@@ -454,33 +454,45 @@ fn webhook_pid(cert_file: &str) -> Option<u32> {
 
 /// User and system CPU time of the process so far, all threads.
 fn cpu_time(pid: u32) -> anyhow::Result<Duration> {
-    stat_cpu_time(&std::fs::read_to_string(format!("/proc/{pid}/stat"))?)
+    let ticks = stat_ticks(&std::fs::read_to_string(format!("/proc/{pid}/stat"))?)?;
+    Ok(ticks_to_time(ticks))
 }
 
-/// CPU time so far of this process's threads named [`FLOOR_THREAD`].
+/// CPU time so far of this process's threads named [`FLOOR_THREAD`]. The
+/// floor's runtime keeps its threads; another that ends while it is read
+/// is not one of them.
 fn floor_cpu_time() -> anyhow::Result<Duration> {
-    let mut total = Duration::ZERO;
+    let mut ticks = 0;
     for task in std::fs::read_dir("/proc/self/task")? {
         let task = task?.path();
-        if std::fs::read_to_string(task.join("comm"))?.trim_end() == FLOOR_THREAD {
-            total += stat_cpu_time(&std::fs::read_to_string(task.join("stat"))?)?;
+        let (Ok(comm), Ok(stat)) = (
+            std::fs::read_to_string(task.join("comm")),
+            std::fs::read_to_string(task.join("stat")),
+        ) else {
+            continue;
+        };
+        if comm.trim_end() == FLOOR_THREAD {
+            ticks += stat_ticks(&stat)?;
         }
     }
-    Ok(total)
+    Ok(ticks_to_time(ticks))
 }
 
-/// The CPU time in a `/proc/.../stat` line.
-fn stat_cpu_time(stat: &str) -> anyhow::Result<Duration> {
+/// The user and system CPU time in a `/proc/.../stat` line, in clock ticks.
+fn stat_ticks(stat: &str) -> anyhow::Result<u64> {
     // Fields after the command name, which is in parentheses: utime and
-    // stime are the 12th and 13th, in clock ticks.
+    // stime are the 12th and 13th.
     let fields: Vec<&str> = stat
         .rsplit_once(") ")
         .map(|(_, rest)| rest.split_whitespace().collect())
         .unwrap_or_default();
-    let ticks: u64 = fields.get(11).zip(fields.get(12)).map_or(Ok(0), |(u, s)| {
+    fields.get(11).zip(fields.get(12)).map_or(Ok(0), |(u, s)| {
         anyhow::Ok(u.parse::<u64>()? + s.parse::<u64>()?)
-    })?;
-    Ok(Duration::from_secs_f64(ticks as f64 / clock_ticks() as f64))
+    })
+}
+
+fn ticks_to_time(ticks: u64) -> Duration {
+    Duration::from_secs_f64(ticks as f64 / clock_ticks() as f64)
 }
 
 fn clock_ticks() -> u64 {

@@ -18,22 +18,22 @@ pub const PERIOD: Duration = Duration::from_secs(3600);
 /// Turns per period.
 const SLOTS: u64 = 60;
 
-/// The slot of `lock` among `slots`: stable for the Lock's life (its uid,
-/// or its namespace and name before it has one).
-fn slot(lock: &Lock, slots: u64) -> u64 {
+/// The slot of `lock`: stable for the Lock's life (its uid, or its
+/// namespace and name before it has one).
+fn slot(lock: &Lock) -> u64 {
     let mut hasher = DefaultHasher::new();
     match &lock.metadata.uid {
         Some(uid) => uid.hash(&mut hasher),
         None => (&lock.metadata.namespace, &lock.metadata.name).hash(&mut hasher),
     }
-    hasher.finish() % slots
+    hasher.finish() % SLOTS
 }
 
 /// The Locks of `locks` whose turn `turn` is.
-fn due(locks: &[std::sync::Arc<Lock>], turn: u64, slots: u64) -> Vec<ObjectRef<Lock>> {
+fn due(locks: &[std::sync::Arc<Lock>], turn: u64) -> Vec<ObjectRef<Lock>> {
     locks
         .iter()
-        .filter(|lock| slot(lock, slots) == turn % slots)
+        .filter(|lock| slot(lock) == turn % SLOTS)
         .map(|lock| ObjectRef::from_obj(&**lock))
         .collect()
 }
@@ -47,7 +47,7 @@ pub async fn run(locks: Store<Lock>, wake: mpsc::Sender<ObjectRef<Lock>>) {
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     for turn in 0.. {
         ticks.tick().await;
-        for lock in due(&locks.state(), turn, SLOTS) {
+        for lock in due(&locks.state(), turn) {
             if wake.send(lock).await.is_err() {
                 return;
             }
@@ -86,7 +86,7 @@ mod tests {
         let mut largest = 0;
         // Two periods: each Lock once in each, in the same turn.
         for turn in 0..2 * SLOTS {
-            let due = due(&locks, turn, SLOTS);
+            let due = due(&locks, turn);
             largest = largest.max(due.len());
             for lock in due {
                 woken.entry(lock).or_insert_with(Vec::new).push(turn);
@@ -108,9 +108,9 @@ mod tests {
         let with_uid = lock("a", Some("7c1e2d3f-0a4b-4c5d-8e6f-1a2b3c4d5e6f"));
         let mut changed = (*with_uid).clone();
         changed.metadata.resource_version = Some("42".to_owned());
-        assert_eq!(slot(&with_uid, SLOTS), slot(&changed, SLOTS));
+        assert_eq!(slot(&with_uid), slot(&changed));
         let without = lock("a", None);
-        let turn = slot(&without, SLOTS);
-        assert_eq!(due(&[without], turn, SLOTS).len(), 1);
+        let turn = slot(&without);
+        assert_eq!(due(&[without], turn).len(), 1);
     }
 }
