@@ -30,9 +30,9 @@ pub enum Compression {
 
 /// zstd's level: its default, as the `zstd` command's.
 const LEVEL: i32 = 3;
-/// Bytes each zstd worker compresses at a time, with more than one worker.
-/// zstd's own choice at level 3 is 8 MiB, held in and out per worker;
-/// 2 MiB keeps memory flat with little loss of ratio.
+/// Bytes each zstd worker compresses at a time. zstd's own choice at
+/// level 3 is 8 MiB, held in and out per worker; 2 MiB keeps memory flat
+/// for the same CPU and ratio (the `zstd` command with `-B2MiB`).
 const JOB_SIZE: u32 = 2 * 1024 * 1024;
 /// The buffer between a stream and its (de)compressor: tokio's default of
 /// 8 KiB made every 8 KiB of a restore a round trip to a blocking thread
@@ -44,15 +44,14 @@ const COMPRESSED_CHUNK: usize = 256 * 1024;
 /// Compressed chunks waiting for the upload to take them.
 const CHUNKS_AHEAD: usize = 2;
 
-/// `reader` compressed with zstd (level 3, frame checksum), on a blocking
-/// thread of its own that reads it and compresses: with one worker in that
-/// thread, as the `zstd` command does, with more on zstd's worker threads
-/// beside it. async-compression's encoder, polled on the async runtime,
-/// spent a third of its CPU time in zstd's worker handshake (locking and
-/// polling for a free job) when one worker was busy, time pg_dump and
-/// PostgreSQL needed on two cores.
+/// `reader` compressed with zstd (level 3, frame checksum) by `workers` of
+/// zstd's worker threads, fed by a blocking thread of its own that reads
+/// it. async-compression's encoder, polled on the async runtime, spent a
+/// third of its CPU time in zstd's worker handshake (locking and polling
+/// for a free job) when one worker was busy, time pg_dump and PostgreSQL
+/// needed on two cores; a blocking thread waits for its worker instead.
 ///
-/// The same thread decompresses what it wrote, whole, as it goes: the
+/// The same thread decompresses what was written, whole, as it goes: the
 /// stream ends with an error unless the frame decompresses to its end and
 /// passes its checksum. So the bytes uploaded are known to decompress
 /// without a second pass; verification proves that the stored bytes are
@@ -87,11 +86,7 @@ fn compress_into<R: AsyncRead + Unpin>(
         filling: Vec::with_capacity(COMPRESSED_CHUNK),
         check: zstd::stream::write::Decoder::new(std::io::sink())?,
     };
-    let mut encoder = encoder(chunks)?;
-    if workers > 1 {
-        encoder.multithread(workers)?;
-        encoder.set_parameter(zstd::stream::raw::CParameter::JobSize(JOB_SIZE))?;
-    }
+    let mut encoder = encoder(chunks, workers)?;
     let mut buffer = vec![0u8; STREAM_BUFFER];
     loop {
         let read = runtime.block_on(reader.read(&mut buffer))?;
@@ -158,13 +153,24 @@ impl Write for Chunks {
 }
 
 /// A zstd encoder into `writer` at zstd's level 3 with its frame checksum,
-/// compressing in the calling thread: [`compress`]'s, and for the files of
-/// a parallel dump, each compressed on a blocking thread of its own.
+/// compressing on `workers` (at least one) of zstd's worker threads, in
+/// jobs of [`JOB_SIZE`]: [`compress`]'s, and for the files of a parallel
+/// dump, one worker each. Without a worker zstd compresses in the calling
+/// thread through a window that wraps around its input buffer every
+/// 2 MiB, and matches across the wrap on its slower path
+/// (`ZSTD_compressBlock_doubleFast_extDict_generic`, half of
+/// backup-runner's samples in a one-job dump): 1.5 times the CPU of one
+/// worker, whose jobs see their window in one piece. The `zstd` command
+/// uses one worker too (`-T1`: 4.3 s of CPU for 440 MiB, against 6.5 s
+/// with `--single-thread`).
 pub fn encoder<W: std::io::Write>(
     writer: W,
+    workers: u32,
 ) -> std::io::Result<zstd::stream::write::Encoder<'static, W>> {
     let mut encoder = zstd::stream::write::Encoder::new(writer, LEVEL)?;
     encoder.include_checksum(true)?;
+    encoder.multithread(workers.max(1))?;
+    encoder.set_parameter(zstd::stream::raw::CParameter::JobSize(JOB_SIZE))?;
     Ok(encoder)
 }
 
@@ -181,8 +187,7 @@ where
 }
 
 /// The default number of zstd workers: one per core beyond the first,
-/// which pg_dump (or pg_restore) keeps busy; at least one (the stream's
-/// own thread).
+/// which pg_dump (or pg_restore) keeps busy; at least one.
 pub fn default_workers() -> u32 {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     u32::try_from(cores.saturating_sub(1).clamp(1, 8)).expect("at most 8")
@@ -233,7 +238,7 @@ mod tests {
     async fn the_blocking_encoder_writes_frames_the_decoder_reads() {
         use std::io::Write;
         let data: Vec<u8> = (0..1_000_000u32).map(|i| (i % 253) as u8).collect();
-        let mut encoder = encoder(Vec::new()).unwrap();
+        let mut encoder = encoder(Vec::new(), 1).unwrap();
         encoder.write_all(&data).unwrap();
         let compressed = encoder.finish().unwrap();
         assert!(compressed.len() < data.len() / 4);

@@ -402,7 +402,7 @@ fn compress_file<W: std::io::Write>(
         source: e,
     };
     let mut file = std::fs::File::open(path).map_err(failed)?;
-    let mut encoder = compression::encoder(into).map_err(failed)?;
+    let mut encoder = compression::encoder(into, 1).map_err(failed)?;
     let mut buffer = vec![0u8; READ_SIZE];
     let mut read = 0u64;
     loop {

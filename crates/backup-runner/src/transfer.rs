@@ -638,7 +638,7 @@ mod tests {
     async fn a_fetched_frame_is_decompressed_into_its_file_and_a_cut_one_fails() {
         let (dir, store) = local_store();
         let data: Vec<u8> = (0..3_000_000u32).map(|i| (i % 251) as u8).collect();
-        let mut encoder = compression::encoder(Vec::new()).unwrap();
+        let mut encoder = compression::encoder(Vec::new(), 1).unwrap();
         encoder.write_all(&data).unwrap();
         let frame = encoder.finish().unwrap();
         let cancel = CancellationToken::new();
