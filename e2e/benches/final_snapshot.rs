@@ -50,8 +50,10 @@
 //!   database, its floor.
 //!
 //! Throughput is `pg_database_size` over wall time. Peak memory is `VmHWM`
-//! of backup-runner's `/proc/<pid>/status` after every round (pg_dump and
-//! pg_restore run as their own processes and are not in it).
+//! of backup-runner's `/proc/<pid>/status`, reset before each of its
+//! snapshots and restores so that each reports its own, and the highest of
+//! the run at the end (pg_dump and pg_restore run as their own processes
+//! and are not in it).
 //!
 //! Run: `make bench-backup` (`cargo bench -p navique-e2e --bench
 //! final_snapshot`; needs the workspace binaries built in release: `cargo
@@ -253,14 +255,18 @@ async fn main() -> anyhow::Result<()> {
             &format!("file://{}", store.path().display()),
             &[],
             // As the chart runs it.
-            &[("MALLOC_ARENA_MAX".to_owned(), "2".to_owned())],
+            &[
+                ("MALLOC_ARENA_MAX".to_owned(), "2".to_owned()),
+                ("MALLOC_MMAP_THRESHOLD_".to_owned(), "131072".to_owned()),
+            ],
         )
         .await;
     let pid = runner.pid();
+    let mut peaks = Peaks::new(pid)?;
     println!(
         "backup-runner (pid {pid}) ready: resident {:.1} MiB, peak {:.1} MiB",
         status_mib(pid, "VmRSS")?,
-        status_mib(pid, "VmHWM")?
+        peaks.highest
     );
     // As the lifecycle controller calls it: its certificate of the gRPC CA.
     let (bundle, key) = grpc_ca(&env.cluster).await;
@@ -289,6 +295,7 @@ async fn main() -> anyhow::Result<()> {
             if measure == parallel_runner {
                 let name = format!("{SERVICE}-final-parallel-{round}");
                 record_final(&env, &ns, &service, &name);
+                peaks.reset()?;
                 let snapshot = take_snapshot(&mut client, &service, &name, jobs, true).await?;
                 println!(
                     "round {round}/{rounds}: {:<32} {} (dump and upload {:.1} s, \
@@ -301,7 +308,7 @@ async fn main() -> anyhow::Result<()> {
                         .elapsed
                         .saturating_sub(snapshot.dumped)
                         .as_secs_f64(),
-                    status_mib(pid, "VmHWM")?,
+                    peaks.measured()?,
                 );
                 parallel_snapshots.push(snapshot);
             } else if measure > parallel_runner {
@@ -321,6 +328,7 @@ async fn main() -> anyhow::Result<()> {
             } else if measure == 0 {
                 let name = format!("{SERVICE}-final-{round}");
                 record_final(&env, &ns, &service, &name);
+                peaks.reset()?;
                 let snapshot = take_snapshot(&mut client, &service, &name, 1, true).await?;
                 println!(
                     "round {round}/{rounds}: {:<32} {} (dump and upload {:.1} s, \
@@ -333,7 +341,7 @@ async fn main() -> anyhow::Result<()> {
                         .elapsed
                         .saturating_sub(snapshot.dumped)
                         .as_secs_f64(),
-                    status_mib(pid, "VmHWM")?,
+                    peaks.measured()?,
                 );
                 snapshots.push(snapshot);
             } else {
@@ -394,17 +402,30 @@ async fn main() -> anyhow::Result<()> {
     println!(
         "backup-runner peak resident memory (VmHWM) over {} snapshots: {:.1} MiB",
         2 * rounds,
-        status_mib(pid, "VmHWM")?
+        peaks.highest
     );
 
     // Restores: one kept archive, restored by backup-runner (RestoreSnapshot,
     // as the lifecycle controller asks, into a service that asks for it)
     // and by `zstd -d < file | pg_restore` into an empty database.
     record_final(&env, &ns, &service, RESTORE_SOURCE);
+    peaks.reset()?;
     let kept = take_snapshot(&mut client, &service, RESTORE_SOURCE, 1, false).await?;
     let archive = kept.location.clone();
+    println!(
+        "kept for the restores: backup-runner          {}; peak resident {:.1} MiB",
+        describe(kept.run, database_size),
+        peaks.measured()?
+    );
     record_final(&env, &ns, &service, PARALLEL_SOURCE);
+    peaks.reset()?;
     let kept_parallel = take_snapshot(&mut client, &service, PARALLEL_SOURCE, jobs, false).await?;
+    println!(
+        "kept for the restores: backup-runner, {jobs} jobs  {}; peak resident {:.1} MiB",
+        describe(kept_parallel.run, database_size),
+        peaks.measured()?
+    );
+    let mut restore_peak = 0.0_f64;
     for record in [RESTORE_SOURCE, PARALLEL_SOURCE] {
         navique_e2e::eventually(
             Duration::from_secs(60),
@@ -441,6 +462,7 @@ async fn main() -> anyhow::Result<()> {
     for round in 1..=rounds {
         for measure in (0..2).map(|i| (i + round - 1) % 2) {
             if measure == 0 {
+                peaks.reset()?;
                 let started = Instant::now();
                 client
                     .restore_snapshot(RestoreSnapshotRequest {
@@ -458,7 +480,7 @@ async fn main() -> anyhow::Result<()> {
                     "round {round}/{rounds}: {:<32} {}; peak resident {:.1} MiB",
                     "backup-runner restore",
                     describe(run, database_size),
-                    status_mib(pid, "VmHWM")?
+                    restore_peak_of(&mut peaks, &mut restore_peak)?
                 );
                 by_runner.push(run);
             } else {
@@ -495,10 +517,8 @@ async fn main() -> anyhow::Result<()> {
         describe(floor_restore, database_size),
         floor_restore.elapsed.as_secs_f64() / runner_restore.elapsed.as_secs_f64()
     );
-    println!(
-        "backup-runner peak resident memory (VmHWM) after the restores: {:.1} MiB",
-        status_mib(pid, "VmHWM")?
-    );
+    println!("backup-runner peak resident memory (VmHWM) over the restores: {restore_peak:.1} MiB");
+    let mut restore_peak = 0.0_f64;
 
     // Parallel restores: into the target emptied first (its tables are
     // those of the archive), and the floor into an empty database.
@@ -524,6 +544,7 @@ async fn main() -> anyhow::Result<()> {
                     &target_database,
                     "drop table if exists orders, customers cascade",
                 );
+                peaks.reset()?;
                 let started = Instant::now();
                 client
                     .restore_snapshot(RestoreSnapshotRequest {
@@ -541,7 +562,7 @@ async fn main() -> anyhow::Result<()> {
                     "round {round}/{rounds}: {:<32} {}; peak resident {:.1} MiB",
                     format!("backup-runner restore, {jobs} jobs"),
                     describe(run, database_size),
-                    status_mib(pid, "VmHWM")?
+                    restore_peak_of(&mut peaks, &mut restore_peak)?
                 );
                 by_runner.push(run);
             } else {
@@ -580,8 +601,11 @@ async fn main() -> anyhow::Result<()> {
         floor_restore.elapsed.as_secs_f64() / runner_restore.elapsed.as_secs_f64()
     );
     println!(
-        "backup-runner peak resident memory (VmHWM) after the parallel restores: {:.1} MiB",
-        status_mib(pid, "VmHWM")?
+        "backup-runner peak resident memory (VmHWM) over the parallel restores: {restore_peak:.1} MiB"
+    );
+    println!(
+        "backup-runner peak resident memory (VmHWM) over the whole run: {:.1} MiB",
+        peaks.highest
     );
     Ok(())
 }
@@ -878,6 +902,44 @@ fn median(mut runs: Vec<Run>) -> (Run, String) {
 fn median_duration(mut durations: Vec<Duration>) -> Duration {
     durations.sort();
     durations[durations.len() / 2]
+}
+
+/// backup-runner's peak resident memory, measure by measure: its `VmHWM`
+/// is reset before each (`/proc/<pid>/clear_refs`), so that each reports
+/// its own peak rather than the run's so far and a size's figures compare
+/// with another's phase by phase; `highest` is the run's.
+struct Peaks {
+    pid: u32,
+    highest: f64,
+}
+
+impl Peaks {
+    fn new(pid: u32) -> anyhow::Result<Self> {
+        Ok(Self {
+            pid,
+            highest: status_mib(pid, "VmHWM")?,
+        })
+    }
+
+    /// Starts a measure: the peak becomes what is resident now.
+    fn reset(&self) -> anyhow::Result<()> {
+        std::fs::write(format!("/proc/{}/clear_refs", self.pid), "5")
+            .map_err(|e| anyhow::anyhow!("cannot reset backup-runner's VmHWM: {e}"))
+    }
+
+    /// The peak since the last reset, counted in the run's.
+    fn measured(&mut self) -> anyhow::Result<f64> {
+        let peak = status_mib(self.pid, "VmHWM")?;
+        self.highest = self.highest.max(peak);
+        Ok(peak)
+    }
+}
+
+/// A restore's peak, counted in its kind's (`highest`) and the run's.
+fn restore_peak_of(peaks: &mut Peaks, highest: &mut f64) -> anyhow::Result<f64> {
+    let peak = peaks.measured()?;
+    *highest = highest.max(peak);
+    Ok(peak)
 }
 
 /// A `kB` line of `/proc/<pid>/status` (`VmRSS`, `VmHWM`), in MiB.

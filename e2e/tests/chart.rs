@@ -1031,8 +1031,10 @@ fn backup_storage_maps_to_the_store_url_and_its_variables() {
         "http://minio.storage:9000"
     );
     assert_eq!(value("AWS_ALLOW_HTTP").unwrap()["value"], "true");
-    // Memory stays bounded: two malloc arenas (docs/backups.md, memory).
+    // Memory stays bounded: two malloc arenas, big blocks mapped
+    // (docs/backups.md, memory).
     assert_eq!(value("MALLOC_ARENA_MAX").unwrap()["value"], "2");
+    assert_eq!(value("MALLOC_MMAP_THRESHOLD_").unwrap()["value"], "131072");
     let key = value("AWS_ACCESS_KEY_ID").unwrap();
     assert_eq!(key["valueFrom"]["secretKeyRef"]["name"], "store");
     assert_eq!(key["valueFrom"]["secretKeyRef"]["key"], "access-key");

@@ -302,12 +302,18 @@ async fn read_part<R: AsyncRead + Unpin>(
 
 /// Chunks read at a time from an object of a `file://` store.
 const FILE_CHUNK: usize = 1024 * 1024;
+/// Chunks of one object lent at once: [`CHUNKS_AHEAD`] queued for the
+/// decompressing thread, one there and one being read (a restore's stream
+/// holds fewer: one written, one held back, one being read).
+const CHUNKS_LENT: usize = CHUNKS_AHEAD + 2;
 
 /// The bytes of the object `key`, as a stream of chunks. object_store
 /// reads a local file in 8 KiB chunks, each a round trip to a blocking
 /// thread and a new allocation (14,000 for a 115 MiB archive, which was
 /// most of a verification's time); local files are read here in 1 MiB
-/// chunks instead. Other stores stream what their HTTP client receives.
+/// chunks instead, into buffers given back once a chunk is dropped
+/// ([`Buffers`]), as uploads' parts are. Other stores stream what their
+/// HTTP client receives.
 async fn object_chunks(
     store: &Store,
     key: &str,
@@ -333,32 +339,59 @@ async fn object_chunks(
     .and_then(|seeked| seeked);
     let file = seek.map_err(|e| Error::store("read", &location)(local_error(e, &path)))?;
     let remaining = range.end - range.start;
+    let buffers = Buffers::new(CHUNKS_LENT);
     Ok(futures::stream::try_unfold(
-        (file, path, remaining),
-        |(file, path, remaining)| async move {
+        (file, path, remaining, buffers),
+        |(file, path, remaining, buffers)| async move {
             if remaining == 0 {
                 return Ok(None);
             }
+            let mut chunk = Lent {
+                buffer: buffers.take(FILE_CHUNK),
+                filled: 0,
+                buffers: buffers.clone(),
+            };
             let read = tokio::task::spawn_blocking(move || {
-                let want = remaining.min(FILE_CHUNK as u64);
-                let mut chunk = Vec::with_capacity(FILE_CHUNK);
-                let read = (&file).take(want).read_to_end(&mut chunk);
-                (file, read.map(|_| chunk))
+                let want =
+                    usize::try_from(remaining.min(FILE_CHUNK as u64)).expect("at most FILE_CHUNK");
+                let read = fill(&file, &mut chunk.buffer[..want]).map(|filled| {
+                    chunk.filled = filled;
+                    chunk
+                });
+                (file, read)
             })
             .await
             .map_err(|e| local_error(std::io::Error::other(e), &path))?;
             let (file, chunk) = read;
             let chunk = chunk.map_err(|e| local_error(e, &path))?;
-            if chunk.is_empty() {
+            if chunk.filled == 0 {
                 // Shorter than its metadata said: the reader's checksum
                 // and size comparison report it.
                 return Ok(None);
             }
-            let left = remaining - chunk.len() as u64;
-            Ok(Some((Bytes::from(chunk), (file, path, left))))
+            let left = remaining - chunk.filled as u64;
+            Ok(Some((
+                Bytes::from_owner(chunk),
+                (file, path, left, buffers),
+            )))
         },
     )
     .boxed())
+}
+
+/// Reads `file` into `buffer` until it is full or the file ends: the bytes
+/// read.
+fn fill(mut file: &std::fs::File, buffer: &mut [u8]) -> std::io::Result<usize> {
+    let mut filled = 0;
+    while filled < buffer.len() {
+        match file.read(&mut buffer[filled..]) {
+            Ok(0) => break,
+            Ok(read) => filled += read,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(filled)
 }
 
 /// The next chunk of an object read from `location`, or `ShuttingDown`
@@ -632,6 +665,27 @@ mod tests {
         let sizes: Vec<usize> = chunks.iter().map(Bytes::len).collect();
         assert_eq!(sizes, [FILE_CHUNK, FILE_CHUNK, FILE_CHUNK / 2]);
         assert!(chunks.concat() == data);
+    }
+
+    #[tokio::test]
+    async fn a_dropped_chunk_lends_its_buffer_to_the_next() {
+        let (_dir, store) = local_store();
+        let data: Vec<u8> = (0..3 * FILE_CHUNK as u32).map(|i| (i % 7) as u8).collect();
+        store
+            .inner()
+            .put(&store.path("big"), PutPayload::from(data.clone()))
+            .await
+            .unwrap();
+        let mut chunks = object_chunks(&store, "big").await.unwrap();
+        let first = chunks.next().await.unwrap().unwrap();
+        let held = chunks.next().await.unwrap().unwrap();
+        assert_ne!(first.as_ptr(), held.as_ptr(), "both are lent");
+        let address = first.as_ptr();
+        drop(first);
+        let third = chunks.next().await.unwrap().unwrap();
+        assert_eq!(third.as_ptr(), address, "the first one's buffer, again");
+        assert!([&held[..], &third[..]].concat() == data[FILE_CHUNK..]);
+        assert!(chunks.next().await.is_none());
     }
 
     #[tokio::test]
