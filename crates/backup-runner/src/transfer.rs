@@ -65,17 +65,43 @@ impl Buffers {
         }
     }
 
+    /// A buffer of `size` bytes, lent empty: back here when dropped.
+    pub(crate) fn lend(&self, size: usize) -> Lent {
+        Lent {
+            buffer: self.take(size),
+            filled: 0,
+            buffers: self.clone(),
+        }
+    }
+
     /// Buffers waiting to be lent.
     pub fn idle(&self) -> usize {
         self.idle.lock().expect("not poisoned").len()
     }
 }
 
-/// A filled buffer, as a part's bytes; back to its [`Buffers`] when dropped.
-struct Lent {
+/// A buffer filled from its start (a part's bytes, a chunk's), as
+/// [`Bytes`] once full (`Bytes::from_owner`); back to its [`Buffers`] when
+/// dropped.
+pub(crate) struct Lent {
     buffer: Vec<u8>,
     filled: usize,
     buffers: Buffers,
+}
+
+impl Lent {
+    /// Bytes filled so far.
+    pub(crate) fn filled(&self) -> usize {
+        self.filled
+    }
+
+    /// Copies what fits of `bytes` after what is filled: the bytes copied.
+    pub(crate) fn fill_from(&mut self, bytes: &[u8]) -> usize {
+        let taken = bytes.len().min(self.buffer.len() - self.filled);
+        self.buffer[self.filled..self.filled + taken].copy_from_slice(&bytes[..taken]);
+        self.filled += taken;
+        taken
+    }
 }
 
 impl AsRef<[u8]> for Lent {
@@ -346,11 +372,7 @@ async fn object_chunks(
             if remaining == 0 {
                 return Ok(None);
             }
-            let mut chunk = Lent {
-                buffer: buffers.take(FILE_CHUNK),
-                filled: 0,
-                buffers: buffers.clone(),
-            };
+            let mut chunk = buffers.lend(FILE_CHUNK);
             let read = tokio::task::spawn_blocking(move || {
                 let want =
                     usize::try_from(remaining.min(FILE_CHUNK as u64)).expect("at most FILE_CHUNK");
