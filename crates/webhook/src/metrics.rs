@@ -10,16 +10,17 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::{Registry, Unit};
 
+// Static labels: looking a series up allocates nothing per request.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct RequestLabels {
-    path: String,
-    operation: String,
-    allowed: String,
+    path: &'static str,
+    operation: &'static str,
+    allowed: &'static str,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct PathLabels {
-    path: String,
+    path: &'static str,
 }
 
 type HistogramFamily = Family<PathLabels, Histogram, fn() -> Histogram>;
@@ -61,18 +62,22 @@ impl AdmissionMetrics {
     }
 
     /// Records one answered request.
-    pub fn observe(&self, path: &str, operation: &str, allowed: bool, elapsed: Duration) {
+    pub fn observe(
+        &self,
+        path: &'static str,
+        operation: &'static str,
+        allowed: bool,
+        elapsed: Duration,
+    ) {
         self.requests
             .get_or_create(&RequestLabels {
-                path: path.to_owned(),
-                operation: operation.to_owned(),
-                allowed: allowed.to_string(),
+                path,
+                operation,
+                allowed: if allowed { "true" } else { "false" },
             })
             .inc();
         self.duration
-            .get_or_create(&PathLabels {
-                path: path.to_owned(),
-            })
+            .get_or_create(&PathLabels { path })
             .observe(elapsed.as_secs_f64());
     }
 }
