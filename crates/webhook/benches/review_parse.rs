@@ -1,7 +1,7 @@
 //! The CPU time of the handler's two JSON steps, reading one
 //! AdmissionReview (kube's deserializer) and encoding a denial's answer,
-//! on the fixtures of a DELETE of a protected service (the review `make
-//! bench-webhook` posts) and of an UPDATE of a locked Stack: what of the
+//! on the fixtures of a DELETE of a protected service (like the review
+//! `make bench-webhook` posts) and of an UPDATE of a locked Stack: what of the
 //! webhook's CPU per review is its own work rather than TLS and HTTP.
 //! `cargo bench -p webhook --bench review_parse`; each figure is the
 //! median of 9 timed runs of 20,000.
