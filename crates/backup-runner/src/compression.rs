@@ -45,11 +45,9 @@ pub const STREAM_BUFFER: usize = 1024 * 1024;
 const COMPRESSED_CHUNK: usize = 256 * 1024;
 /// Compressed chunks waiting for the upload to take them.
 const CHUNKS_AHEAD: usize = 2;
-/// Compressed chunks waiting for the check to decompress them.
-const CHUNKS_CHECKED_AHEAD: usize = 4;
-/// Compressed chunks kept for reuse: those waiting for the upload or the
-/// check, one filling, one the upload reads and one the check reads.
-const CHUNKS_LENT: usize = CHUNKS_AHEAD + CHUNKS_CHECKED_AHEAD + 3;
+/// Compressed chunks lent at once: those waiting, one filling, and one
+/// the upload reads from.
+const CHUNKS_LENT: usize = CHUNKS_AHEAD + 2;
 
 /// `reader` compressed with zstd (level 3, frame checksum) by `workers` of
 /// zstd's worker threads, fed by a blocking thread of its own that reads
@@ -58,12 +56,12 @@ const CHUNKS_LENT: usize = CHUNKS_AHEAD + CHUNKS_CHECKED_AHEAD + 3;
 /// for a free job) when one worker was busy, time pg_dump and PostgreSQL
 /// needed on two cores; a blocking thread waits for its worker instead.
 ///
-/// A thread of [`Check`]'s decompresses what was written, whole, as it
-/// goes: the stream ends with an error unless the frame decompresses to its
-/// end and passes its checksum. So the bytes uploaded are known to
-/// decompress without a second pass; verification proves that the stored
-/// bytes are those (their sha256). A read or compression error ends the
-/// stream with that error; dropping the stream stops both threads.
+/// The same thread decompresses what was written, whole, as it goes: the
+/// stream ends with an error unless the frame decompresses to its end and
+/// passes its checksum. So the bytes uploaded are known to decompress
+/// without a second pass; verification proves that the stored bytes are
+/// those (their sha256). A read or compression error ends the stream with
+/// that error; dropping the stream stops the thread.
 pub fn compress<R>(reader: R, workers: u32) -> impl AsyncRead + Send + Unpin
 where
     R: AsyncRead + Send + Unpin + 'static,
@@ -93,7 +91,7 @@ fn compress_into<R: AsyncRead + Unpin>(
         sender,
         filling: buffers.lend(COMPRESSED_CHUNK),
         buffers,
-        check: Check::start()?,
+        check: zstd::stream::write::Decoder::new(std::io::sink())?,
     };
     let mut encoder = encoder(chunks, workers)?;
     let mut buffer = vec![0u8; STREAM_BUFFER];
@@ -108,23 +106,26 @@ fn compress_into<R: AsyncRead + Unpin>(
 }
 
 /// Where the compressor writes: chunks of [`COMPRESSED_CHUNK`] bytes, each
-/// handed to the check, then sent to the stream's reader (waiting while it
-/// holds [`CHUNKS_AHEAD`]). Chunks are reused once both are done with them:
-/// allocated one by one, each was a new mapping, 28,000 page faults for a
-/// 111 MiB archive (docs/backups.md, memory).
+/// decompressed (`check`), then sent to the stream's reader (waiting while
+/// it holds [`CHUNKS_AHEAD`]). Chunks are reused once read: allocated one
+/// by one, each was a new mapping, 28,000 page faults for a 111 MiB
+/// archive (docs/backups.md, memory).
 struct Chunks {
     sender: tokio::sync::mpsc::Sender<std::io::Result<Bytes>>,
     buffers: Buffers,
     filling: Lent,
-    check: Check,
+    check: zstd::stream::write::Decoder<'static, std::io::Sink>,
 }
 
 impl Chunks {
     fn send(&mut self) -> std::io::Result<()> {
         let full = std::mem::replace(&mut self.filling, self.buffers.lend(COMPRESSED_CHUNK));
-        let full = Bytes::from_owner(full);
-        self.check.feed(full.clone())?;
-        upload(&self.sender, full)
+        self.check
+            .write_all(full.as_ref())
+            .map_err(does_not_decompress)?;
+        self.sender
+            .blocking_send(Ok(Bytes::from_owner(full)))
+            .map_err(|_| std::io::Error::new(std::io::ErrorKind::BrokenPipe, "the upload ended"))
     }
 
     /// Sends the last chunk once the frame decompressed to its end.
@@ -135,72 +136,14 @@ impl Chunks {
             mut check,
             ..
         } = self;
-        let last = Bytes::from_owner(last);
-        check.feed(last.clone())?;
-        check.finish()?;
-        upload(&sender, last)
-    }
-}
-
-fn upload(
-    sender: &tokio::sync::mpsc::Sender<std::io::Result<Bytes>>,
-    chunk: Bytes,
-) -> std::io::Result<()> {
-    sender
-        .blocking_send(Ok(chunk))
-        .map_err(|_| std::io::Error::new(std::io::ErrorKind::BrokenPipe, "the upload ended"))
-}
-
-/// The whole-frame check, on a thread of its own. Decompressing in the
-/// thread that reads pg_dump's output stalled pg_dump: its pipe holds
-/// 64 KiB, which pg_dump fills in about a millisecond, and a 256 KiB chunk
-/// takes about two to decompress. The chunks are shared, not copied.
-struct Check {
-    chunks: Option<std::sync::mpsc::SyncSender<Bytes>>,
-    thread: Option<std::thread::JoinHandle<std::io::Result<()>>>,
-}
-
-impl Check {
-    fn start() -> std::io::Result<Self> {
-        let (chunks, received) = std::sync::mpsc::sync_channel::<Bytes>(CHUNKS_CHECKED_AHEAD);
-        let mut decoder = zstd::stream::write::Decoder::new(std::io::sink())?;
-        let thread = std::thread::Builder::new()
-            .name("zstd-check".to_owned())
-            .spawn(move || {
-                for chunk in received {
-                    decoder.write_all(&chunk).map_err(does_not_decompress)?;
-                }
-                // An incomplete frame or a wrong checksum fails here.
-                decoder.finish().map_err(does_not_decompress)?;
-                Ok(())
-            })?;
-        Ok(Self {
-            chunks: Some(chunks),
-            thread: Some(thread),
-        })
-    }
-
-    /// Queues `chunk` for the check; once the check has failed, its error.
-    fn feed(&mut self, chunk: Bytes) -> std::io::Result<()> {
-        match &self.chunks {
-            Some(chunks) if chunks.send(chunk).is_ok() => Ok(()),
-            // The thread stops reading only when it fails.
-            _ => Err(self.finish().err().unwrap_or_else(|| {
-                std::io::Error::other("the archive's check ended before the frame")
-            })),
-        }
-    }
-
-    /// Waits for the check of every chunk fed and of the frame's end.
-    fn finish(&mut self) -> std::io::Result<()> {
-        self.chunks = None;
-        match self.thread.take().map(std::thread::JoinHandle::join) {
-            Some(Ok(checked)) => checked,
-            Some(Err(_)) => Err(std::io::Error::other("the archive's check panicked")),
-            None => Err(std::io::Error::other(
-                "the archive's check has already ended",
-            )),
-        }
+        check
+            .write_all(last.as_ref())
+            .map_err(does_not_decompress)?;
+        // An incomplete frame or a wrong checksum fails here.
+        check.finish().map_err(does_not_decompress)?;
+        sender
+            .blocking_send(Ok(Bytes::from_owner(last)))
+            .map_err(|_| std::io::Error::new(std::io::ErrorKind::BrokenPipe, "the upload ended"))
     }
 }
 
@@ -357,36 +300,6 @@ mod tests {
             sink.shutdown().await
         };
         assert!(written.await.is_err(), "the frame's checksum catches it");
-    }
-
-    #[test]
-    fn the_check_fails_an_altered_frame_wherever_the_alteration_is() {
-        use std::io::Write;
-        let data: Vec<u8> = (0..2_000_000u32).map(|i| (i % 251) as u8).collect();
-        let mut encoder = encoder(Vec::new(), 1).unwrap();
-        encoder.write_all(&data).unwrap();
-        let frame = encoder.finish().unwrap();
-        let check = |frame: &[u8]| {
-            let mut check = Check::start().unwrap();
-            for piece in frame.chunks(1024) {
-                check.feed(Bytes::copy_from_slice(piece))?;
-            }
-            check.finish()
-        };
-        check(&frame).expect("the frame as written passes");
-        for at in [10, frame.len() / 2, frame.len() - 2] {
-            let mut altered = frame.clone();
-            altered[at] ^= 0x55;
-            let error = check(&altered).expect_err("an altered byte fails");
-            assert!(
-                error
-                    .to_string()
-                    .starts_with("the archive zstd wrote does not decompress"),
-                "{error}"
-            );
-        }
-        let error = check(&frame[..frame.len() - 1]).expect_err("a cut frame fails");
-        assert!(error.to_string().contains("does not decompress"), "{error}");
     }
 
     #[test]
