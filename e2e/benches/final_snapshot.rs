@@ -55,6 +55,12 @@
 //! the run at the end (pg_dump and pg_restore run as their own processes
 //! and are not in it).
 //!
+//! Each measure also prints its CPU time: its own processes' (backup-runner
+//! with the pg_dump or pg_restore it ran and waited for; a floor's pg_dump,
+//! zstd and pg_restore), and the machine's from `/proc/stat` (PostgreSQL's
+//! backend included) with how busy that kept the cores. On a machine whose
+//! cores a measure keeps busy, its time follows the CPU it spends.
+//!
 //! Run: `make bench-backup` (`cargo bench -p navique-e2e --bench
 //! final_snapshot`; needs the workspace binaries built in release: `cargo
 //! build --release --bins`, and `zstd`: `apt-get install zstd`). 10 GiB:
@@ -174,6 +180,72 @@ from v, generate_series(:from, :to) as i;
 struct Run {
     elapsed: Duration,
     size: u64,
+    /// The CPU it took, where measured.
+    cpu: Option<Cpu>,
+}
+
+/// The CPU time taken during one measure, in seconds.
+#[derive(Clone, Copy)]
+struct Cpu {
+    /// By every process on the machine (user, system, interrupts, steal).
+    machine: f64,
+    /// By the measure's own processes: backup-runner with the pg_dump it
+    /// ran, or the pipeline's pg_dump and zstd. PostgreSQL's backend
+    /// serving the dump is in `machine` only.
+    own: f64,
+    /// The machine's CPU time over its cores' time for the measure.
+    busy: f64,
+}
+
+/// CPU time read before a measure: the machine's busy ticks, and a
+/// process's own and reaped children's ticks (reaped children's count once
+/// waited for, which each measure does before it ends).
+struct CpuClock {
+    pid: u32,
+    machine: u64,
+    process: u64,
+    started: Instant,
+}
+
+impl CpuClock {
+    fn start(pid: u32) -> anyhow::Result<Self> {
+        Ok(Self {
+            pid,
+            machine: machine_ticks()?,
+            process: process_ticks(pid)?,
+            started: Instant::now(),
+        })
+    }
+
+    fn stop(self) -> anyhow::Result<Cpu> {
+        let ticks = procfs::ticks_per_second() as f64;
+        let machine = machine_ticks()?.saturating_sub(self.machine) as f64 / ticks;
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
+        Ok(Cpu {
+            machine,
+            own: process_ticks(self.pid)?.saturating_sub(self.process) as f64 / ticks,
+            busy: machine / (cores * self.started.elapsed().as_secs_f64()),
+        })
+    }
+}
+
+/// Ticks every core spent on anything but idling and waiting for I/O.
+fn machine_ticks() -> anyhow::Result<u64> {
+    use procfs::CurrentSI;
+    let total = procfs::KernelStats::current()?.total;
+    Ok(total.user
+        + total.nice
+        + total.system
+        + total.irq.unwrap_or_default()
+        + total.softirq.unwrap_or_default()
+        + total.steal.unwrap_or_default())
+}
+
+/// A process's own ticks and those of its children it has waited for.
+fn process_ticks(pid: u32) -> anyhow::Result<u64> {
+    let stat = procfs::process::Process::new(i32::try_from(pid)?)?.stat()?;
+    let children = u64::try_from(stat.cutime + stat.cstime).unwrap_or_default();
+    Ok(stat.utime + stat.stime + children)
 }
 
 /// A backup-runner snapshot: the whole of it, and until VERIFYING.
@@ -296,7 +368,9 @@ async fn main() -> anyhow::Result<()> {
                 let name = format!("{SERVICE}-final-parallel-{round}");
                 record_final(&env, &ns, &service, &name);
                 peaks.reset()?;
-                let snapshot = take_snapshot(&mut client, &service, &name, jobs, true).await?;
+                let clock = CpuClock::start(pid)?;
+                let mut snapshot = take_snapshot(&mut client, &service, &name, jobs, true).await?;
+                snapshot.run.cpu = Some(clock.stop()?);
                 println!(
                     "round {round}/{rounds}: {:<32} {} (dump and upload {:.1} s, \
                      verification {:.1} s); peak resident {:.1} MiB",
@@ -315,10 +389,12 @@ async fn main() -> anyhow::Result<()> {
                 let (name, flags, through_zstd) = PARALLEL[measure - parallel_runner - 1];
                 let out = scratch.path().join("dump.d");
                 let (tools, connection) = (tools.clone(), connection.clone());
-                let run = tokio::task::spawn_blocking(move || {
+                let clock = CpuClock::start(std::process::id())?;
+                let mut run = tokio::task::spawn_blocking(move || {
                     parallel_pipeline(&tools, &connection, flags, jobs, through_zstd, &out)
                 })
                 .await??;
+                run.cpu = Some(clock.stop()?);
                 println!(
                     "round {round}/{rounds}: {:<32} {}",
                     name.replace('N', &jobs.to_string()),
@@ -329,7 +405,9 @@ async fn main() -> anyhow::Result<()> {
                 let name = format!("{SERVICE}-final-{round}");
                 record_final(&env, &ns, &service, &name);
                 peaks.reset()?;
-                let snapshot = take_snapshot(&mut client, &service, &name, 1, true).await?;
+                let clock = CpuClock::start(pid)?;
+                let mut snapshot = take_snapshot(&mut client, &service, &name, 1, true).await?;
+                snapshot.run.cpu = Some(clock.stop()?);
                 println!(
                     "round {round}/{rounds}: {:<32} {} (dump and upload {:.1} s, \
                      verification {:.1} s); peak resident {:.1} MiB",
@@ -348,10 +426,12 @@ async fn main() -> anyhow::Result<()> {
                 let (name, flags, through_zstd) = PIPELINES[measure - 1];
                 let out = scratch.path().join("dump");
                 let (tools, connection) = (tools.clone(), connection.clone());
-                let run = tokio::task::spawn_blocking(move || {
+                let clock = CpuClock::start(std::process::id())?;
+                let mut run = tokio::task::spawn_blocking(move || {
                     pipeline(&tools, &connection, flags, through_zstd, &out)
                 })
                 .await??;
+                run.cpu = Some(clock.stop()?);
                 println!(
                     "round {round}/{rounds}: {name:<32} {}",
                     describe(run, database_size)
@@ -410,7 +490,9 @@ async fn main() -> anyhow::Result<()> {
     // and by `zstd -d < file | pg_restore` into an empty database.
     record_final(&env, &ns, &service, RESTORE_SOURCE);
     peaks.reset()?;
-    let kept = take_snapshot(&mut client, &service, RESTORE_SOURCE, 1, false).await?;
+    let clock = CpuClock::start(pid)?;
+    let mut kept = take_snapshot(&mut client, &service, RESTORE_SOURCE, 1, false).await?;
+    kept.run.cpu = Some(clock.stop()?);
     let archive = kept.location.clone();
     println!(
         "kept for the restores: backup-runner          {}; peak resident {:.1} MiB",
@@ -419,7 +501,10 @@ async fn main() -> anyhow::Result<()> {
     );
     record_final(&env, &ns, &service, PARALLEL_SOURCE);
     peaks.reset()?;
-    let kept_parallel = take_snapshot(&mut client, &service, PARALLEL_SOURCE, jobs, false).await?;
+    let clock = CpuClock::start(pid)?;
+    let mut kept_parallel =
+        take_snapshot(&mut client, &service, PARALLEL_SOURCE, jobs, false).await?;
+    kept_parallel.run.cpu = Some(clock.stop()?);
     println!(
         "kept for the restores: backup-runner, {jobs} jobs  {}; peak resident {:.1} MiB",
         describe(kept_parallel.run, database_size),
@@ -463,6 +548,7 @@ async fn main() -> anyhow::Result<()> {
         for measure in (0..2).map(|i| (i + round - 1) % 2) {
             if measure == 0 {
                 peaks.reset()?;
+                let clock = CpuClock::start(pid)?;
                 let started = Instant::now();
                 client
                     .restore_snapshot(RestoreSnapshotRequest {
@@ -475,6 +561,7 @@ async fn main() -> anyhow::Result<()> {
                 let run = Run {
                     elapsed: started.elapsed(),
                     size: kept.run.size,
+                    cpu: Some(clock.stop()?),
                 };
                 println!(
                     "round {round}/{rounds}: {:<32} {}; peak resident {:.1} MiB",
@@ -488,10 +575,12 @@ async fn main() -> anyhow::Result<()> {
                 env.postgres.query(&format!("create database {empty}"));
                 let into = connection.with_database(&empty);
                 let (tools, archive) = (tools.clone(), archive.clone());
-                let run = tokio::task::spawn_blocking(move || {
+                let clock = CpuClock::start(std::process::id())?;
+                let mut run = tokio::task::spawn_blocking(move || {
                     restore_floor(&tools, &into, Path::new(&archive))
                 })
                 .await??;
+                run.cpu = Some(clock.stop()?);
                 env.postgres
                     .query(&format!("drop database {empty} with (force)"));
                 println!(
@@ -545,6 +634,7 @@ async fn main() -> anyhow::Result<()> {
                     "drop table if exists orders, customers cascade",
                 );
                 peaks.reset()?;
+                let clock = CpuClock::start(pid)?;
                 let started = Instant::now();
                 client
                     .restore_snapshot(RestoreSnapshotRequest {
@@ -557,6 +647,7 @@ async fn main() -> anyhow::Result<()> {
                 let run = Run {
                     elapsed: started.elapsed(),
                     size: kept_parallel.run.size,
+                    cpu: Some(clock.stop()?),
                 };
                 println!(
                     "round {round}/{rounds}: {:<32} {}; peak resident {:.1} MiB",
@@ -571,10 +662,12 @@ async fn main() -> anyhow::Result<()> {
                 let into = connection.with_database(&empty);
                 let (tools, parts) = (tools.clone(), parts.clone());
                 let out = scratch.path().join("restore.d");
-                let run = tokio::task::spawn_blocking(move || {
+                let clock = CpuClock::start(std::process::id())?;
+                let mut run = tokio::task::spawn_blocking(move || {
                     parallel_restore_floor(&tools, &into, &parts, jobs, &out)
                 })
                 .await??;
+                run.cpu = Some(clock.stop()?);
                 env.postgres
                     .query(&format!("drop database {empty} with (force)"));
                 println!(
@@ -658,7 +751,11 @@ fn parallel_pipeline(
         .map(|e| Ok(e?.metadata()?.len()))
         .sum::<std::io::Result<u64>>()?;
     std::fs::remove_dir_all(out)?;
-    Ok(Run { elapsed, size })
+    Ok(Run {
+        elapsed,
+        size,
+        cpu: None,
+    })
 }
 
 /// `zstd -d` of a directory archive's parts into `out`, then
@@ -699,7 +796,11 @@ fn parallel_restore_floor(
         String::from_utf8_lossy(&restored.stderr)
     );
     std::fs::remove_dir_all(out)?;
-    Ok(Run { elapsed, size })
+    Ok(Run {
+        elapsed,
+        size,
+        cpu: None,
+    })
 }
 
 /// `zstd -d < archive | pg_restore` (backup-runner's scratch-restore
@@ -727,6 +828,7 @@ fn restore_floor(tools: &PgTools, into: &Connection, archive: &Path) -> anyhow::
     Ok(Run {
         elapsed,
         size: std::fs::metadata(archive)?.len(),
+        cpu: None,
     })
 }
 
@@ -810,7 +912,11 @@ fn pipeline(
     );
     let size = std::fs::metadata(out)?.len();
     std::fs::remove_file(out)?;
-    Ok(Run { elapsed, size })
+    Ok(Run {
+        elapsed,
+        size,
+        cpu: None,
+    })
 }
 
 /// Takes a FINAL snapshot named `backup` with `jobs` pg_dump jobs through
@@ -864,6 +970,7 @@ async fn take_snapshot(
                     run: Run {
                         elapsed,
                         size: snapshot.size_bytes,
+                        cpu: None,
                     },
                     dumped: dumped.unwrap_or(elapsed),
                 });
@@ -879,8 +986,16 @@ async fn take_snapshot(
 /// per second, and how much smaller than the database the output is.
 fn describe(run: Run, database_size: u64) -> String {
     let seconds = run.elapsed.as_secs_f64();
+    let cpu = run.cpu.map_or_else(String::new, |cpu| {
+        format!(
+            ", CPU {:.1} s ({:.1} s on the machine, {:.0}% busy)",
+            cpu.own,
+            cpu.machine,
+            cpu.busy * 100.0
+        )
+    });
     format!(
-        "{seconds:6.1} s, {:5.1} MiB/s, {:6.1} MiB written (database / output {:.1})",
+        "{seconds:6.1} s, {:5.1} MiB/s, {:6.1} MiB written (database / output {:.1}){cpu}",
         database_size as f64 / MIB / seconds,
         run.size as f64 / MIB,
         database_size as f64 / run.size as f64
