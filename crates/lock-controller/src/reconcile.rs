@@ -25,7 +25,7 @@ use navique_api::constants::finalizers;
 use navique_api::core::Lock;
 use navique_runtime::Component;
 use navique_runtime::controller::{ReconcileMetrics, Tracker, log_outcome};
-use navique_runtime::events::{Queued, Recorder};
+use navique_runtime::events::{Busy, Queued, Recorder};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
@@ -50,8 +50,9 @@ use crate::watches::{self, Triggers, Views};
 const MANAGER: &str = crate::NAME;
 /// How long reconciles in flight may take to finish on shutdown.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
-/// Events waiting to be published; a full queue slows the reconciles.
-const EVENT_QUEUE: usize = 4096;
+/// Events waiting to be published: they give way to the reconciles until
+/// half of it is full, and a full queue slows the reconciles.
+const EVENT_QUEUE: usize = 16384;
 /// Wake-ups waiting for the controller; a full queue slows the watches.
 const WAKE_QUEUE: usize = 1024;
 
@@ -151,6 +152,8 @@ pub struct Context {
     /// Lock is woken by its target's changes, so every wake-up runs.
     tracker: Tracker<Lock>,
     events: Queued,
+    /// The reconciles in flight, which Events give way to.
+    busy: Busy,
     /// What each Lock's last reconcile reported, for the `locks` gauges.
     states: Mutex<StateCounts<ObjectRef<Lock>>>,
     /// The Namespace and CRD marker writes, coalesced per object.
@@ -250,8 +253,12 @@ pub async fn run(
     let controller = Controller::for_stream(lock_events, locks.clone());
     let (triggers, views) = Triggers::new(client.clone(), locks.clone(), index.clone(), catalog);
     let (wake, woken) = mpsc::channel(WAKE_QUEUE);
-    let (events, publish_events) =
-        Queued::new(Recorder::new(client.clone(), crate::NAME), EVENT_QUEUE);
+    let busy = Busy::default();
+    let (events, publish_events) = Queued::new(
+        Recorder::new(client.clone(), crate::NAME),
+        EVENT_QUEUE,
+        Some(busy.clone()),
+    );
     let context = Arc::new(Context {
         client,
         index,
@@ -259,6 +266,7 @@ pub async fn run(
         tracker: Tracker::ungated(metrics.reconciles.clone()),
         metrics,
         events,
+        busy,
         states: Mutex::new(StateCounts::default()),
         shared: Coalesced::default(),
         superseded: Superseded::default(),
@@ -309,6 +317,7 @@ async fn shutdown_deadline(token: &CancellationToken, locks: &Store<Lock>) {
 }
 
 async fn reconcile(lock: Arc<Lock>, context: Arc<Context>) -> Result<Action, Error> {
+    let _working = context.busy.enter();
     let result = context
         .tracker
         .reconcile(&lock, context.reconcile(&lock))

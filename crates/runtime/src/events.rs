@@ -230,41 +230,200 @@ impl Recorder {
 /// wait for, rather than competing with them for the API server. client-go's
 /// event broadcaster is asynchronous for the same reason. One object's Events
 /// go through one lane, in order, so that its series are never raced.
+///
+/// Given a [`Busy`], Events also give way to the work it counts: an Event
+/// waits while any of it is in flight, until the work is idle, its lane is
+/// half full, or it has waited [`MAX_DEFERRAL`]. A burst of reconciles then
+/// writes only what protects, and its Events follow it.
 #[derive(Clone)]
 pub struct Queued {
-    lanes: Arc<[tokio::sync::mpsc::Sender<(Event, ObjectReference)>]>,
+    lanes: Arc<[Lane]>,
+}
+
+struct Lane {
+    sender: tokio::sync::mpsc::Sender<Pending>,
+    /// Told when the lane is half full, so that a deferred Event goes.
+    pressed: Arc<tokio::sync::Notify>,
 }
 
 /// Events in flight at once. One at a time, a burst of ten thousand Locks'
 /// Events took a minute to publish and held the reconciles waiting on it.
 const LANES: usize = 8;
 
+/// The longest an Event gives way to busy work.
+pub const MAX_DEFERRAL: Duration = Duration::from_secs(30);
+
+/// An Event waiting in its lane: what [`Recorder::publish`] needs, in few
+/// allocations, since a burst holds thousands of them.
+struct Pending {
+    warning: bool,
+    reason: Box<str>,
+    action: Box<str>,
+    note: Option<Box<str>>,
+    secondary: Option<Box<ObjectReference>>,
+    regarding: Reference,
+    queued: tokio::time::Instant,
+}
+
+/// An object reference's fields in one string, separated by newlines
+/// (which no name, kind, uid or version holds): absent and empty fields
+/// are both empty, as the API server stores them.
+struct Reference(Box<str>);
+
+impl Reference {
+    fn of(reference: &ObjectReference) -> Self {
+        let fields = [
+            &reference.api_version,
+            &reference.kind,
+            &reference.namespace,
+            &reference.name,
+            &reference.uid,
+            &reference.resource_version,
+            &reference.field_path,
+        ];
+        let joined: Vec<&str> = fields
+            .iter()
+            .map(|field| field.as_deref().unwrap_or_default())
+            .collect();
+        Self(joined.join("\n").into())
+    }
+
+    fn object_reference(&self) -> ObjectReference {
+        let mut fields = self
+            .0
+            .split('\n')
+            .map(|field| (!field.is_empty()).then(|| field.to_owned()));
+        let mut next = || fields.next().flatten();
+        ObjectReference {
+            api_version: next(),
+            kind: next(),
+            namespace: next(),
+            name: next(),
+            uid: next(),
+            resource_version: next(),
+            field_path: next(),
+        }
+    }
+}
+
+impl Pending {
+    fn new(event: Event, regarding: &ObjectReference) -> Self {
+        Self {
+            warning: event.type_ == EventType::Warning,
+            reason: event.reason.into(),
+            action: event.action.into(),
+            note: event.note.map(Into::into),
+            secondary: event.secondary.map(Box::new),
+            regarding: Reference::of(regarding),
+            queued: tokio::time::Instant::now(),
+        }
+    }
+
+    fn event(self) -> (Event, ObjectReference) {
+        let event = Event {
+            type_: if self.warning {
+                EventType::Warning
+            } else {
+                EventType::Normal
+            },
+            reason: self.reason.into(),
+            note: self.note.map(Into::into),
+            action: self.action.into(),
+            secondary: self.secondary.map(|s| *s),
+        };
+        (event, self.regarding.object_reference())
+    }
+}
+
+/// Work in flight that queued Events give way to (a controller's
+/// reconciles): each holds a [`Working`] while it runs.
+#[derive(Clone, Default)]
+pub struct Busy(Arc<BusyState>);
+
+#[derive(Default)]
+struct BusyState {
+    in_flight: std::sync::atomic::AtomicUsize,
+    idle: tokio::sync::Notify,
+}
+
+/// One piece of work in flight, until dropped.
+pub struct Working(Arc<BusyState>);
+
+impl Busy {
+    pub fn enter(&self) -> Working {
+        self.0
+            .in_flight
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        Working(self.0.clone())
+    }
+
+    /// Resolves once no work is in flight.
+    async fn idle(&self) {
+        loop {
+            let notified = self.0.idle.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            if self.0.in_flight.load(std::sync::atomic::Ordering::SeqCst) == 0 {
+                return;
+            }
+            notified.await;
+        }
+    }
+}
+
+impl Drop for Working {
+    fn drop(&mut self) {
+        if self
+            .0
+            .in_flight
+            .fetch_sub(1, std::sync::atomic::Ordering::SeqCst)
+            == 1
+        {
+            self.0.idle.notify_waiters();
+        }
+    }
+}
+
 impl Queued {
     /// The queue of `capacity` Events, and the task publishing them with
     /// `recorder`, which ends once every copy of the queue is dropped and
-    /// what it held is published.
+    /// what it held is published. With `busy`, Events give way to its work.
     pub fn new(
         recorder: Recorder,
         capacity: usize,
+        busy: Option<Busy>,
     ) -> (Self, impl std::future::Future<Output = ()> + Send + 'static) {
         let (lanes, receivers): (Vec<_>, Vec<_>) = (0..LANES)
-            .map(|_| tokio::sync::mpsc::channel(capacity.div_ceil(LANES)))
+            .map(|_| {
+                let (sender, receiver) = tokio::sync::mpsc::channel(capacity.div_ceil(LANES));
+                let pressed = Arc::new(tokio::sync::Notify::new());
+                let lane = Lane {
+                    sender,
+                    pressed: pressed.clone(),
+                };
+                (lane, (receiver, pressed))
+            })
             .unzip();
         let publish = async move {
-            let recorder = &recorder;
-            futures::future::join_all(receivers.into_iter().map(|mut receiver| async move {
-                while let Some((event, regarding)) = receiver.recv().await {
-                    let event: Event = event;
-                    if let Err(e) = recorder.publish(&event, &regarding).await {
-                        tracing::warn!(
-                            regarding = ?regarding.name,
-                            reason = event.reason,
-                            error = %crate::one_line(&e),
-                            "cannot record the event"
-                        );
+            let (recorder, busy) = (&recorder, &busy);
+            futures::future::join_all(receivers.into_iter().map(
+                |(mut receiver, pressed)| async move {
+                    while let Some(pending) = receiver.recv().await {
+                        if let Some(busy) = busy {
+                            give_way(&pending, &receiver, &pressed, busy).await;
+                        }
+                        let (event, regarding) = pending.event();
+                        if let Err(e) = recorder.publish(&event, &regarding).await {
+                            tracing::warn!(
+                                regarding = ?regarding.name,
+                                reason = event.reason,
+                                error = %crate::one_line(&e),
+                                "cannot record the event"
+                            );
+                        }
                     }
-                }
-            }))
+                },
+            ))
             .await;
         };
         let lanes = lanes.into();
@@ -275,8 +434,34 @@ impl Queued {
     pub async fn publish(&self, event: Event, regarding: ObjectReference) {
         let lane = &self.lanes[lane(&regarding, self.lanes.len())];
         // Closed only once the publishing task is gone, at shutdown.
-        let _ = lane.send((event, regarding)).await;
+        let _ = lane.sender.send(Pending::new(event, &regarding)).await;
+        if half_full(lane.sender.capacity(), lane.sender.max_capacity()) {
+            lane.pressed.notify_one();
+        }
     }
+}
+
+/// Waits until `pending` may go: `busy` idle, its lane half full, or its
+/// time to wait over.
+async fn give_way(
+    pending: &Pending,
+    receiver: &tokio::sync::mpsc::Receiver<Pending>,
+    pressed: &tokio::sync::Notify,
+    busy: &Busy,
+) {
+    if half_full(receiver.capacity(), receiver.max_capacity()) {
+        return;
+    }
+    tokio::select! {
+        () = busy.idle() => {}
+        () = pressed.notified() => {}
+        () = tokio::time::sleep_until(pending.queued + MAX_DEFERRAL) => {}
+    }
+}
+
+/// Whether a lane of `max` Events with room for `free` more is half full.
+fn half_full(free: usize, max: usize) -> bool {
+    free * 2 <= max
 }
 
 /// The lane of an object's Events: by its identity, never its
@@ -325,6 +510,127 @@ mod tests {
             .map(|i| lane(&reference(&format!("uid-{i}"), "1"), LANES))
             .collect();
         assert!(used.len() > LANES / 2, "{used:?}");
+    }
+
+    fn pending(queued: tokio::time::Instant) -> Pending {
+        Pending {
+            queued,
+            ..Pending::new(
+                event("Protecting", "protecting Stack web"),
+                &reference("u", "1"),
+            )
+        }
+    }
+
+    #[test]
+    fn a_queued_event_keeps_its_reference_and_fields() {
+        let regarding = ObjectReference {
+            field_path: Some("spec.targetRef".into()),
+            ..reference("uid-1", "42")
+        };
+        let warning = Event {
+            type_: EventType::Warning,
+            secondary: Some(reference("uid-2", "7")),
+            ..event("MissingReference", "Stack web not found in namespace team")
+        };
+        let (event, back) = Pending::new(warning, &regarding).event();
+        assert_eq!(back, regarding);
+        assert_eq!(event.type_, EventType::Warning);
+        assert_eq!(event.reason, "MissingReference");
+        assert_eq!(event.action, "Reconcile");
+        assert_eq!(
+            event.note.as_deref(),
+            Some("Stack web not found in namespace team")
+        );
+        assert_eq!(event.secondary, Some(reference("uid-2", "7")));
+        // Absent fields stay absent.
+        let bare = ObjectReference {
+            name: Some("web".into()),
+            ..Default::default()
+        };
+        assert_eq!(Reference::of(&bare).object_reference(), bare);
+    }
+
+    /// The gate is awaited for `wait`: whether it let the Event go.
+    async fn goes_within(give: impl std::future::Future<Output = ()>, wait: Duration) -> bool {
+        tokio::time::timeout(wait, give).await.is_ok()
+    }
+
+    #[tokio::test]
+    async fn an_event_waits_for_the_reconciles_in_flight_then_goes() {
+        let busy = Busy::default();
+        let pressed = tokio::sync::Notify::new();
+        let (_sender, receiver) = tokio::sync::mpsc::channel::<Pending>(8);
+        let event = pending(tokio::time::Instant::now());
+        let (first, second) = (busy.enter(), busy.enter());
+        let give = give_way(&event, &receiver, &pressed, &busy);
+        tokio::pin!(give);
+        assert!(!goes_within(give.as_mut(), Duration::from_millis(100)).await);
+        drop(first);
+        assert!(
+            !goes_within(give.as_mut(), Duration::from_millis(100)).await,
+            "one reconcile is still in flight"
+        );
+        drop(second);
+        assert!(goes_within(give, Duration::from_secs(10)).await);
+        // Nothing in flight: at once.
+        assert!(
+            goes_within(
+                give_way(&event, &receiver, &pressed, &busy),
+                Duration::from_secs(10)
+            )
+            .await
+        );
+    }
+
+    #[tokio::test]
+    async fn an_event_goes_while_busy_once_its_lane_is_half_full_or_its_wait_is_over() {
+        let busy = Busy::default();
+        let _working = busy.enter();
+        let pressed = tokio::sync::Notify::new();
+        let (sender, receiver) = tokio::sync::mpsc::channel::<Pending>(8);
+        let now = tokio::time::Instant::now();
+        let event = pending(now);
+        for _ in 0..3 {
+            sender.try_send(pending(now)).unwrap();
+        }
+        assert!(
+            !goes_within(
+                give_way(&event, &receiver, &pressed, &busy),
+                Duration::from_millis(100)
+            )
+            .await,
+            "3 of 8 queued"
+        );
+        sender.try_send(pending(now)).unwrap();
+        assert!(
+            goes_within(
+                give_way(&event, &receiver, &pressed, &busy),
+                Duration::from_secs(10)
+            )
+            .await,
+            "4 of 8 queued"
+        );
+
+        // Told by a sender that filled it while the Event waited.
+        let (_sender, empty) = tokio::sync::mpsc::channel::<Pending>(8);
+        let give = give_way(&event, &empty, &pressed, &busy);
+        tokio::pin!(give);
+        assert!(!goes_within(give.as_mut(), Duration::from_millis(100)).await);
+        pressed.notify_one();
+        assert!(goes_within(give, Duration::from_secs(10)).await);
+
+        // Queued longer ago than the longest deferral.
+        let Some(long_ago) = now.checked_sub(MAX_DEFERRAL) else {
+            return;
+        };
+        assert!(
+            goes_within(
+                give_way(&pending(long_ago), &empty, &pressed, &busy),
+                Duration::from_secs(10)
+            )
+            .await
+        );
     }
 
     fn event(reason: &str, note: &str) -> Event {
