@@ -17,6 +17,10 @@ use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, PostParams, WatchEvent, WatchParams};
 
+/// The server's allocator, as its binary has it (`src/main.rs`).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 const OBJECTS: usize = 10_000;
 const WRITERS: usize = 16;
 const WATCHERS: usize = 20;

@@ -2,6 +2,9 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> ExitCode {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let outcome = tokio::runtime::Builder::new_multi_thread()
