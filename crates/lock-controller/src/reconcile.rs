@@ -50,6 +50,8 @@ use crate::watches::{self, Triggers, Views};
 const MANAGER: &str = crate::NAME;
 /// How long reconciles in flight may take to finish on shutdown.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
+/// How long the Events still queued may take to go out after them.
+const EVENTS_GRACE: Duration = Duration::from_secs(2);
 /// Events waiting to be published: they give way to the reconciles until
 /// half of it is full, and a full queue slows the reconciles.
 const EVENT_QUEUE: usize = 16384;
@@ -293,14 +295,18 @@ pub async fn run(
             () = shutdown_deadline(&token, &locks) => {}
         }
     };
-    // Events still queued when the controller stops are lost, as
-    // client-go's are: they are a record, never what protects.
+    let mut publish_events = std::pin::pin!(publish_events);
     tokio::select! {
         () = triggers.run(wake) => {}
         () = resync => {}
         () = reconcile_when_ready => {}
-        () = publish_events => {}
+        () = &mut publish_events => return Ok(()),
     }
+    // The reconciles are over, and with them the queue's senders: what
+    // Events still wait (they give way while reconciles run) go out now,
+    // for a moment; past it they are lost, as client-go's are: a record,
+    // never what protects.
+    let _ = tokio::time::timeout(EVENTS_GRACE, publish_events).await;
     Ok(())
 }
 

@@ -266,8 +266,9 @@ struct Pending {
 }
 
 /// An object reference's fields in one string, separated by newlines
-/// (which no name, kind, uid or version holds): absent and empty fields
-/// are both empty, as the API server stores them.
+/// (which no name, kind, uid, version or field path that the controllers
+/// write holds): absent and empty fields are both empty, as the API server
+/// stores them.
 struct Reference(Box<str>);
 
 impl Reference {
