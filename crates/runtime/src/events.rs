@@ -153,7 +153,17 @@ impl Recorder {
         event: &Event,
         regarding: &ObjectReference,
     ) -> Result<(), kube::Error> {
-        let now = Timestamp::now();
+        self.publish_at(event, regarding, Timestamp::now()).await
+    }
+
+    /// [`Recorder::publish`] for an Event that happened at `now`, earlier
+    /// than it is published.
+    async fn publish_at(
+        &self,
+        event: &Event,
+        regarding: &ObjectReference,
+        now: Timestamp,
+    ) -> Result<(), kube::Error> {
         let key = series_key(event, regarding);
         // The cache is held only between calls, never across one, so a slow
         // API server does not hold every other Event of the controller.
@@ -262,7 +272,10 @@ struct Pending {
     note: Option<Box<str>>,
     secondary: Option<Box<ObjectReference>>,
     regarding: Reference,
-    queued: tokio::time::Instant,
+    /// When it happened, its time as published.
+    at: Timestamp,
+    /// When it stops giving way.
+    deadline: tokio::time::Instant,
 }
 
 /// An object reference's fields in one string, separated by newlines
@@ -286,6 +299,10 @@ impl Reference {
             .iter()
             .map(|field| field.as_deref().unwrap_or_default())
             .collect();
+        debug_assert!(
+            joined.iter().all(|field| !field.contains('\n')),
+            "{joined:?}"
+        );
         Self(joined.join("\n").into())
     }
 
@@ -316,7 +333,8 @@ impl Pending {
             note: event.note.map(Into::into),
             secondary: event.secondary.map(Box::new),
             regarding: Reference::of(regarding),
-            queued: tokio::time::Instant::now(),
+            at: Timestamp::now(),
+            deadline: tokio::time::Instant::now() + MAX_DEFERRAL,
         }
     }
 
@@ -413,8 +431,9 @@ impl Queued {
                         if let Some(busy) = busy {
                             give_way(&pending, &receiver, &pressed, busy).await;
                         }
+                        let at = pending.at;
                         let (event, regarding) = pending.event();
-                        if let Err(e) = recorder.publish(&event, &regarding).await {
+                        if let Err(e) = recorder.publish_at(&event, &regarding, at).await {
                             tracing::warn!(
                                 regarding = ?regarding.name,
                                 reason = event.reason,
@@ -450,13 +469,14 @@ async fn give_way(
     pressed: &tokio::sync::Notify,
     busy: &Busy,
 ) {
-    if half_full(receiver.capacity(), receiver.max_capacity()) {
-        return;
-    }
-    tokio::select! {
-        () = busy.idle() => {}
-        () = pressed.notified() => {}
-        () = tokio::time::sleep_until(pending.queued + MAX_DEFERRAL) => {}
+    // A wake-up from `pressed` may be a permit a sender left while the
+    // lane was half full earlier: the lane is looked at again.
+    while !half_full(receiver.capacity(), receiver.max_capacity()) {
+        tokio::select! {
+            () = busy.idle() => return,
+            () = pressed.notified() => {}
+            () = tokio::time::sleep_until(pending.deadline) => return,
+        }
     }
 }
 
@@ -513,14 +533,18 @@ mod tests {
         assert!(used.len() > LANES / 2, "{used:?}");
     }
 
-    fn pending(queued: tokio::time::Instant) -> Pending {
+    fn pending(deadline: tokio::time::Instant) -> Pending {
         Pending {
-            queued,
+            deadline,
             ..Pending::new(
                 event("Protecting", "protecting Stack web"),
                 &reference("u", "1"),
             )
         }
+    }
+
+    fn later() -> tokio::time::Instant {
+        tokio::time::Instant::now() + MAX_DEFERRAL
     }
 
     #[test]
@@ -552,7 +576,7 @@ mod tests {
         assert_eq!(Reference::of(&bare).object_reference(), bare);
     }
 
-    /// The gate is awaited for `wait`: whether it let the Event go.
+    /// Whether `give` resolves within `wait`.
     async fn goes_within(give: impl std::future::Future<Output = ()>, wait: Duration) -> bool {
         tokio::time::timeout(wait, give).await.is_ok()
     }
@@ -562,7 +586,7 @@ mod tests {
         let busy = Busy::default();
         let pressed = tokio::sync::Notify::new();
         let (_sender, receiver) = tokio::sync::mpsc::channel::<Pending>(8);
-        let event = pending(tokio::time::Instant::now());
+        let event = pending(later());
         let (first, second) = (busy.enter(), busy.enter());
         let give = give_way(&event, &receiver, &pressed, &busy);
         tokio::pin!(give);
@@ -575,13 +599,8 @@ mod tests {
         drop(second);
         assert!(goes_within(give, Duration::from_secs(10)).await);
         // Nothing in flight: at once.
-        assert!(
-            goes_within(
-                give_way(&event, &receiver, &pressed, &busy),
-                Duration::from_secs(10)
-            )
-            .await
-        );
+        let give = give_way(&event, &receiver, &pressed, &busy);
+        assert!(goes_within(give, Duration::from_secs(10)).await);
     }
 
     #[tokio::test]
@@ -590,48 +609,72 @@ mod tests {
         let _working = busy.enter();
         let pressed = tokio::sync::Notify::new();
         let (sender, receiver) = tokio::sync::mpsc::channel::<Pending>(8);
-        let now = tokio::time::Instant::now();
-        let event = pending(now);
+        let event = pending(later());
         for _ in 0..3 {
-            sender.try_send(pending(now)).unwrap();
+            sender.try_send(pending(later())).unwrap();
         }
+        let give = give_way(&event, &receiver, &pressed, &busy);
         assert!(
-            !goes_within(
-                give_way(&event, &receiver, &pressed, &busy),
-                Duration::from_millis(100)
-            )
-            .await,
+            !goes_within(give, Duration::from_millis(100)).await,
             "3 of 8 queued"
         );
-        sender.try_send(pending(now)).unwrap();
+        sender.try_send(pending(later())).unwrap();
+        let give = give_way(&event, &receiver, &pressed, &busy);
         assert!(
-            goes_within(
-                give_way(&event, &receiver, &pressed, &busy),
-                Duration::from_secs(10)
-            )
-            .await,
+            goes_within(give, Duration::from_secs(10)).await,
             "4 of 8 queued"
         );
 
-        // Told by a sender that filled it while the Event waited.
-        let (_sender, empty) = tokio::sync::mpsc::channel::<Pending>(8);
-        let give = give_way(&event, &empty, &pressed, &busy);
+        // Told by a sender that filled its lane while the Event waited; a
+        // telling left from earlier, with the lane no longer half full,
+        // does not count.
+        let (sender, lane) = tokio::sync::mpsc::channel::<Pending>(8);
+        pressed.notify_one();
+        let give = give_way(&event, &lane, &pressed, &busy);
         tokio::pin!(give);
         assert!(!goes_within(give.as_mut(), Duration::from_millis(100)).await);
+        for _ in 0..4 {
+            sender.try_send(pending(later())).unwrap();
+        }
         pressed.notify_one();
         assert!(goes_within(give, Duration::from_secs(10)).await);
 
-        // Queued longer ago than the longest deferral.
-        let Some(long_ago) = now.checked_sub(MAX_DEFERRAL) else {
-            return;
-        };
-        assert!(
-            goes_within(
-                give_way(&pending(long_ago), &empty, &pressed, &busy),
-                Duration::from_secs(10)
+        // Past its deadline.
+        let (_sender, empty) = tokio::sync::mpsc::channel::<Pending>(8);
+        let overdue = pending(tokio::time::Instant::now());
+        let give = give_way(&overdue, &empty, &pressed, &busy);
+        assert!(goes_within(give, Duration::from_secs(10)).await);
+    }
+
+    /// The lanes end to end, with a recorder whose API server refuses
+    /// every connection: an Event queued while a reconcile runs waits
+    /// (publishing it would fail at once), and once the queue is dropped
+    /// and the reconcile done, the lanes publish what they held and end.
+    #[tokio::test]
+    async fn the_lanes_hold_events_while_busy_and_end_once_dropped_and_idle() {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let refused = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let address = refused.local_addr().unwrap();
+        drop(refused);
+        let config = kube::Config::new(format!("http://{address}").parse().unwrap());
+        let recorder = Recorder::new(kube::Client::try_from(config).unwrap(), "test");
+        let busy = Busy::default();
+        let working = busy.enter();
+        let (queued, publish) = Queued::new(recorder, 64, Some(busy.clone()));
+        queued
+            .publish(
+                event("Protecting", "protecting Stack web"),
+                reference("u", "1"),
             )
-            .await
+            .await;
+        drop(queued);
+        tokio::pin!(publish);
+        assert!(
+            !goes_within(publish.as_mut(), Duration::from_millis(200)).await,
+            "the Event gives way to the reconcile"
         );
+        drop(working);
+        assert!(goes_within(publish, Duration::from_secs(10)).await);
     }
 
     fn event(reason: &str, note: &str) -> Event {
