@@ -4,6 +4,10 @@
 //! against the dev API server, one fresh environment per scenario:
 //! 1,000 Locks in one namespace, 10,000 in one, 10,000 over 100.
 //!
+//! Also the CPU time the dev API server and the lock-controller spent from
+//! the first Lock's creation until every Lock was active (their share of
+//! the two cores a burst saturates).
+//!
 //! The floor is the dev API server's own time for the writes a Lock needs,
 //! from a plain client in the same run: its target's marker and its status,
 //! for as many Stacks, all started at once (64 in flight, as many as the
@@ -104,6 +108,14 @@ async fn run(count: usize, spread: usize, idle: Duration) -> anyhow::Result<()> 
     let activation_writes = tokio::spawn(count_until(watch_writes(&client).await?, async {
         let _ = activating.await;
     }));
+    let api_pid = env
+        .cluster
+        .dev_pid()
+        .ok_or_else(|| anyhow::anyhow!("the bench needs a dev API server of its own"))?;
+    let cpu_before = (
+        cpu_seconds(api_pid)?,
+        controller_cpu(env.controller_admin).await?,
+    );
     let started = Instant::now();
     let created: HashMap<String, Instant> = futures::stream::iter(0..count)
         .map(|i| {
@@ -165,12 +177,23 @@ async fn run(count: usize, spread: usize, idle: Duration) -> anyhow::Result<()> 
         "only {} of {count} Locks turned active",
         latencies.len()
     );
+    let cpu = (
+        cpu_seconds(api_pid)? - cpu_before.0,
+        controller_cpu(env.controller_admin).await? - cpu_before.1,
+    );
     let _ = activated.send(());
     let writes = activation_writes.await?;
     println!(
         "API writes until all were active: {} per Lock ({})",
         per_lock(&writes, count),
         by_kind(&writes)
+    );
+    println!(
+        "CPU until all were active: dev API server {:.2} s ({:.0} µs per Lock), lock-controller {:.2} s ({:.0} µs per Lock)",
+        cpu.0,
+        cpu.0 * 1e6 / count as f64,
+        cpu.1,
+        cpu.1 * 1e6 / count as f64
     );
     latencies.sort();
     let p99 = percentile(&latencies, 0.99);
@@ -278,15 +301,34 @@ const MIB: f64 = 1024.0 * 1024.0;
 
 /// The lock-controller's resident memory, in bytes.
 async fn resident(admin: SocketAddr) -> anyhow::Result<f64> {
+    process_metric(admin, "process_resident_memory_bytes").await
+}
+
+/// The lock-controller's CPU time so far, user and system, in seconds.
+async fn controller_cpu(admin: SocketAddr) -> anyhow::Result<f64> {
+    process_metric(admin, "process_cpu_seconds_total").await
+}
+
+/// A process metric of the lock-controller's `/metrics`.
+async fn process_metric(admin: SocketAddr, name: &str) -> anyhow::Result<f64> {
     let metrics = navique_e2e::http_get(admin, "/metrics")
         .await
         .map_err(anyhow::Error::msg)?;
     metrics
         .body
         .lines()
-        .find(|l| !l.starts_with('#') && l.starts_with("process_resident_memory_bytes "))
-        .and_then(|l| l.rsplit_once(' ')?.1.parse().ok())
-        .ok_or_else(|| anyhow::anyhow!("no resident memory in the metrics"))
+        .filter(|l| !l.starts_with('#'))
+        .find_map(|l| {
+            let (metric, value) = l.rsplit_once(' ')?;
+            (metric == name).then(|| value.parse().ok()).flatten()
+        })
+        .ok_or_else(|| anyhow::anyhow!("no {name} in the lock-controller's metrics"))
+}
+
+/// A process's CPU time so far, user and system, in seconds.
+fn cpu_seconds(pid: u32) -> anyhow::Result<f64> {
+    let stat = procfs::process::Process::new(i32::try_from(pid)?)?.stat()?;
+    Ok((stat.utime + stat.stime) as f64 / procfs::ticks_per_second() as f64)
 }
 
 type Changes = futures::stream::BoxStream<'static, kube::Result<WatchEvent<DynamicObject>>>;

@@ -67,6 +67,11 @@ impl Cluster {
         self.dev.is_some()
     }
 
+    /// The dev API server's process id, when this binary started one.
+    pub fn dev_pid(&self) -> Option<u32> {
+        self.dev.as_ref().map(DevApiServer::pid)
+    }
+
     /// The dev API server's log so far.
     pub fn dev_log(&self) -> String {
         self.dev.as_ref().map(DevApiServer::log).unwrap_or_default()

@@ -51,6 +51,11 @@ impl DevApiServer {
         self.dir.path().join("kubeconfig")
     }
 
+    /// The server's process id, for benchmarks that read its CPU time.
+    pub fn pid(&self) -> u32 {
+        self.process.pid()
+    }
+
     /// The server's log so far.
     pub fn log(&self) -> String {
         self.process.stdout() + &self.process.stderr()
