@@ -44,13 +44,31 @@ where
     F: Future<Output = Result<(), E>>,
     E: Into<Box<dyn StdError + Send + Sync>>,
 {
+    block_on_runtime(tokio::runtime::Builder::new_multi_thread(), future)
+}
+
+/// [`block_on`] on the calling thread alone, for a component that mostly
+/// waits on the API server: no work moves between threads, which costs
+/// system calls (docs/locks.md, Performance). Not with OTLP traces: their
+/// exporter flushes at shutdown by blocking the thread that would have to
+/// drive its gRPC channel.
+pub fn block_on_current_thread<F, E>(future: F) -> ExitCode
+where
+    F: Future<Output = Result<(), E>>,
+    E: Into<Box<dyn StdError + Send + Sync>>,
+{
+    block_on_runtime(tokio::runtime::Builder::new_current_thread(), future)
+}
+
+fn block_on_runtime<F, E>(mut builder: tokio::runtime::Builder, future: F) -> ExitCode
+where
+    F: Future<Output = Result<(), E>>,
+    E: Into<Box<dyn StdError + Send + Sync>>,
+{
     // kube uses ring; other dependencies may pull aws-lc-rs. With two
     // providers linked, rustls refuses to pick one: choose before any TLS.
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
+    let runtime = match builder.enable_all().build() {
         Ok(runtime) => runtime,
         Err(e) => {
             eprintln!("error: cannot start the async runtime: {e}");
