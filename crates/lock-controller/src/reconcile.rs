@@ -259,7 +259,7 @@ pub async fn run(
     let (events, publish_events) = Queued::new(
         Recorder::new(client.clone(), crate::NAME),
         EVENT_QUEUE,
-        Some(busy.clone()),
+        busy.clone(),
     );
     let context = Arc::new(Context {
         client,

@@ -241,7 +241,7 @@ impl Recorder {
 /// event broadcaster is asynchronous for the same reason. One object's Events
 /// go through one lane, in order, so that its series are never raced.
 ///
-/// Given a [`Busy`], Events also give way to the work it counts: an Event
+/// Events also give way to the work a [`Busy`] counts: an Event
 /// waits while any of it is in flight, until the work is idle, its lane is
 /// half full, or it has waited [`MAX_DEFERRAL`]. A burst of reconciles then
 /// writes only what protects, and its Events follow it.
@@ -406,11 +406,11 @@ impl Drop for Working {
 impl Queued {
     /// The queue of `capacity` Events, and the task publishing them with
     /// `recorder`, which ends once every copy of the queue is dropped and
-    /// what it held is published. With `busy`, Events give way to its work.
+    /// what it held is published. Events give way to `busy`'s work.
     pub fn new(
         recorder: Recorder,
         capacity: usize,
-        busy: Option<Busy>,
+        busy: Busy,
     ) -> (Self, impl std::future::Future<Output = ()> + Send + 'static) {
         let (lanes, receivers): (Vec<_>, Vec<_>) = (0..LANES)
             .map(|_| {
@@ -428,9 +428,7 @@ impl Queued {
             futures::future::join_all(receivers.into_iter().map(
                 |(mut receiver, pressed)| async move {
                     while let Some(pending) = receiver.recv().await {
-                        if let Some(busy) = busy {
-                            give_way(&pending, &receiver, &pressed, busy).await;
-                        }
+                        give_way(&pending, &receiver, &pressed, busy).await;
                         let at = pending.at;
                         let (event, regarding) = pending.event();
                         if let Err(e) = recorder.publish_at(&event, &regarding, at).await {
@@ -660,7 +658,7 @@ mod tests {
         let recorder = Recorder::new(kube::Client::try_from(config).unwrap(), "test");
         let busy = Busy::default();
         let working = busy.enter();
-        let (queued, publish) = Queued::new(recorder, 64, Some(busy.clone()));
+        let (queued, publish) = Queued::new(recorder, 64, busy.clone());
         queued
             .publish(
                 event("Protecting", "protecting Stack web"),
