@@ -455,8 +455,9 @@ const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
 
 /// Removes from a cached object what no reconcile reads: at thousands of
 /// objects, managedFields and kubectl's last applied copy are most of each.
+/// The field is dropped, not cleared: a cleared Vec keeps its allocation.
 pub fn trim<K: ResourceExt>(object: &mut K) {
-    object.managed_fields_mut().clear();
+    object.meta_mut().managed_fields = None;
     object.annotations_mut().remove(LAST_APPLIED);
 }
 
@@ -593,5 +594,22 @@ mod tests {
         apply(Event::Delete(object("c", None)));
         assert_eq!(cache.get(&kind, "forge", "c"), None);
         assert_eq!(cache.get(&kind, "other", "c"), None);
+    }
+
+    #[test]
+    fn trim_drops_managed_fields_and_the_last_applied_copy_and_keeps_the_rest() {
+        let mut object = object("a", Some("keep"));
+        object.metadata.managed_fields = Some(vec![Default::default(); 3]);
+        object
+            .annotations_mut()
+            .insert(LAST_APPLIED.into(), "{}".into());
+        trim(&mut object);
+        // None, not an empty Vec, whose allocation would stay with the
+        // cached object.
+        assert_eq!(object.metadata.managed_fields, None);
+        assert_eq!(
+            object.annotations(),
+            &BTreeMap::from([(annotations::LOCKED.into(), "keep".into())])
+        );
     }
 }

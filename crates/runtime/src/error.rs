@@ -30,7 +30,7 @@ pub enum Error {
     Client {
         cluster_url: String,
         #[source]
-        source: kube::Error,
+        source: crate::client::ClientError,
     },
 
     #[error("cannot listen on admin address {addr}: {source}")]

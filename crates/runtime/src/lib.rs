@@ -9,6 +9,7 @@
 
 mod admin;
 mod args;
+pub mod client;
 mod cluster;
 mod component;
 pub mod controller;

@@ -18,7 +18,7 @@ pub enum Error {
     Impersonation {
         user: String,
         #[source]
-        source: kube::Error,
+        source: navique_runtime::client::ClientError,
     },
     #[error("cannot {action} {resource}")]
     StackResource {
