@@ -20,8 +20,8 @@ type Key = (String, String);
 /// What a Lock is indexed under.
 #[derive(Clone, PartialEq, Eq)]
 struct Entry {
-    /// Its namespace and target name.
-    target: Key,
+    /// Its target's name (in the Lock's namespace).
+    target: String,
     /// Its target's kind, while it is active.
     active: Option<GroupKind>,
 }
@@ -30,8 +30,10 @@ struct Entry {
 struct Maps {
     /// Each Lock's entry, to unindex it.
     of_lock: HashMap<Key, Entry>,
-    /// By the namespace and name of the target, whatever its kind.
-    by_target: HashMap<Key, BTreeSet<String>>,
+    /// By the namespace and name of the target, whatever its kind: Lock
+    /// names, sorted. A Vec, since a target has one Lock or a few, and a
+    /// BTreeSet's node takes the room of eleven names.
+    by_target: HashMap<Key, Vec<String>>,
     /// Lock names by namespace.
     by_namespace: HashMap<String, BTreeSet<String>>,
     /// Active Lock names by namespace, in order.
@@ -47,7 +49,7 @@ impl Maps {
         };
         let name = lock.name_any();
         let entry = Entry {
-            target: (namespace.clone(), lock.spec.target_ref.name.clone()),
+            target: lock.spec.target_ref.name.clone(),
             active: decision::is_active(lock).then(|| GroupKind::of(&lock.spec.target_ref)),
         };
         let key = (namespace.clone(), name.clone());
@@ -56,10 +58,13 @@ impl Maps {
             Some(old) => self.unindex(&key, &old),
             None => {}
         }
-        self.by_target
-            .entry(entry.target)
-            .or_default()
-            .insert(name.clone());
+        let on_target = self
+            .by_target
+            .entry((namespace.clone(), entry.target))
+            .or_default();
+        if let Err(at) = on_target.binary_search(&name) {
+            on_target.insert(at, name.clone());
+        }
         if let Some(kind) = entry.active {
             self.active_of_kind
                 .entry(kind)
@@ -84,7 +89,15 @@ impl Maps {
 
     /// Takes the Lock out of what `entry` put it in, but for its namespace.
     fn unindex(&mut self, (namespace, name): &Key, entry: &Entry) {
-        unindex(&mut self.by_target, &entry.target, name);
+        let target = (namespace.clone(), entry.target.clone());
+        if let Some(names) = self.by_target.get_mut(&target) {
+            if let Ok(at) = names.binary_search(name) {
+                names.remove(at);
+            }
+            if names.is_empty() {
+                self.by_target.remove(&target);
+            }
+        }
         if let Some(kind) = &entry.active {
             unindex(&mut self.active_in_namespace, namespace, name);
             unindex(
@@ -156,12 +169,9 @@ impl LockIndex {
         read(&self.maps).of_lock.len()
     }
 
-    pub fn contains(&self, lock: &ObjectRef<Lock>) -> bool {
-        let key = (
-            lock.namespace.clone().unwrap_or_default(),
-            lock.name.clone(),
-        );
-        read(&self.maps).of_lock.contains_key(&key)
+    /// Whether the Lock `(namespace, name)` is indexed.
+    pub fn contains(&self, lock: &Key) -> bool {
+        read(&self.maps).of_lock.contains_key(lock)
     }
 
     /// The Locks in `namespace` whose target is named `name`, of any kind.

@@ -157,7 +157,8 @@ pub struct Context {
     /// The reconciles in flight, which Events give way to.
     busy: Busy,
     /// What each Lock's last reconcile reported, for the `locks` gauges.
-    states: Mutex<StateCounts<ObjectRef<Lock>>>,
+    /// By namespace and name: a whole ObjectRef would double the key.
+    states: Mutex<StateCounts<(String, String)>>,
     /// The Namespace and CRD marker writes, coalesced per object.
     shared: Coalesced,
     superseded: Superseded,
@@ -364,7 +365,10 @@ impl Context {
 
     fn set_state(&self, lock: &Lock, state: Option<LockState>) {
         let mut states = self.states.lock().unwrap_or_else(|e| e.into_inner());
-        states.set(ObjectRef::from_obj(lock), state);
+        states.set(
+            (lock.namespace().unwrap_or_default(), lock.name_any()),
+            state,
+        );
     }
 
     /// Queues `event` on `lock`; a failure is logged, never retried.

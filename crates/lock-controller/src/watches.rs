@@ -119,24 +119,54 @@ pub struct TargetCache(Arc<RwLock<HashMap<GroupKind, Arc<RwLock<KindTargets>>>>>
 struct KindTargets {
     /// Whether the watch has listed once: until then nothing is known.
     listed: bool,
-    markers: HashMap<(String, String), Markers>,
+    markers: Targets,
     /// What a (re)list returned so far; it replaces `markers` when done,
     /// so that reads meanwhile see the previous list, as a reflector's do.
-    relisting: Option<HashMap<(String, String), Markers>>,
+    relisting: Option<Targets>,
 }
 
-fn target_key(object: &TargetMeta) -> (String, String) {
-    (object.namespace().unwrap_or_default(), object.name_any())
+/// Objects' markers by namespace, then name. Most objects of a kind carry
+/// none and then hold no allocation for them; the nesting keeps one
+/// namespace string per namespace and lets a lookup borrow its names.
+#[derive(Default)]
+struct Targets(HashMap<String, HashMap<String, Option<Box<Markers>>>>);
+
+impl Targets {
+    fn insert(&mut self, object: &TargetMeta) {
+        let markers = Markers::of(&object.metadata);
+        let markers = (!markers.is_empty()).then(|| Box::new(markers));
+        let namespace = object.metadata.namespace.as_deref().unwrap_or_default();
+        let names = match self.0.get_mut(namespace) {
+            Some(names) => names,
+            None => self.0.entry(namespace.to_owned()).or_default(),
+        };
+        names.insert(object.name_any(), markers);
+    }
+
+    fn remove(&mut self, object: &TargetMeta) {
+        let namespace = object.metadata.namespace.as_deref().unwrap_or_default();
+        if let Some(names) = self.0.get_mut(namespace) {
+            names.remove(&object.name_any());
+            if names.is_empty() {
+                self.0.remove(namespace);
+            }
+        }
+    }
+
+    fn get(&self, namespace: &str, name: &str) -> Option<Markers> {
+        let markers = self.0.get(namespace)?.get(name)?;
+        Some(markers.as_deref().cloned().unwrap_or_default())
+    }
 }
 
 impl KindTargets {
     /// Applies a watch event, as a reflector applies it to its store.
     fn apply(&mut self, event: &Event<TargetMeta>) {
         match event {
-            Event::Init => self.relisting = Some(HashMap::new()),
+            Event::Init => self.relisting = Some(Targets::default()),
             Event::InitApply(object) => {
                 if let Some(relisting) = &mut self.relisting {
-                    relisting.insert(target_key(object), Markers::of(&object.metadata));
+                    relisting.insert(object);
                 }
             }
             Event::InitDone => {
@@ -146,11 +176,10 @@ impl KindTargets {
                 self.listed = true;
             }
             Event::Apply(object) => {
-                self.markers
-                    .insert(target_key(object), Markers::of(&object.metadata));
+                self.markers.insert(object);
             }
             Event::Delete(object) => {
-                self.markers.remove(&target_key(object));
+                self.markers.remove(object);
             }
         }
     }
@@ -167,10 +196,7 @@ impl TargetCache {
         if !targets.listed {
             return None;
         }
-        targets
-            .markers
-            .get(&(namespace.to_owned(), name.to_owned()))
-            .cloned()
+        targets.markers.get(namespace, name)
     }
 
     /// A new, empty cache of `kind`'s objects.
