@@ -195,6 +195,10 @@ async fn run(count: usize, spread: usize, idle: Duration) -> anyhow::Result<()> 
         cpu.1,
         cpu.1 * 1e6 / count as f64
     );
+    println!(
+        "reconcile errors until all were active: {}",
+        reconcile_errors(env.controller_admin).await?
+    );
     latencies.sort();
     let p99 = percentile(&latencies, 0.99);
     println!(
@@ -323,6 +327,24 @@ async fn process_metric(admin: SocketAddr, name: &str) -> anyhow::Result<f64> {
             (metric == name).then(|| value.parse().ok()).flatten()
         })
         .ok_or_else(|| anyhow::anyhow!("no {name} in the lock-controller's metrics"))
+}
+
+/// The lock-controller's `reconcile_errors_total` series that are not
+/// zero, or `none`: a retried reconcile is one cause of a long tail.
+async fn reconcile_errors(admin: SocketAddr) -> anyhow::Result<String> {
+    let metrics = navique_e2e::http_get(admin, "/metrics")
+        .await
+        .map_err(anyhow::Error::msg)?;
+    let errors: Vec<&str> = metrics
+        .body
+        .lines()
+        .filter(|l| l.contains("reconcile_errors_total{") && !l.ends_with(" 0"))
+        .collect();
+    Ok(if errors.is_empty() {
+        "none".to_owned()
+    } else {
+        errors.join(", ")
+    })
 }
 
 /// A process's CPU time so far, user and system, in seconds.

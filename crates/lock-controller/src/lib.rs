@@ -92,8 +92,8 @@ pub struct Args {
         value_name = "DURATION"
     )]
     pub max_suspension: suspension::Limit,
-    /// Reconciles at once. Each holds its writes' buffers (and, where the
-    /// API server speaks no HTTP/2, a connection): more use more memory,
+    /// Reconciles at once. Each holds an HTTP/1.1 connection to the API
+    /// server while it writes, with its buffers: more use more memory,
     /// and activate a burst of Locks no sooner once the API server is
     /// busy (docs/locks.md, Performance).
     #[arg(

@@ -52,7 +52,7 @@ pub(crate) async fn connect(
     shutdown: &CancellationToken,
 ) -> Result<Option<Client>, Error> {
     let cluster_url = config.cluster_url.to_string();
-    let client = crate::client::client(config).map_err(|source| Error::Client {
+    let client = Client::try_from(config).map_err(|source| Error::Client {
         cluster_url: cluster_url.clone(),
         source,
     })?;

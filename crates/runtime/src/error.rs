@@ -30,7 +30,7 @@ pub enum Error {
     Client {
         cluster_url: String,
         #[source]
-        source: crate::client::ClientError,
+        source: kube::Error,
     },
 
     #[error("cannot listen on admin address {addr}: {source}")]

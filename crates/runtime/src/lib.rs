@@ -9,7 +9,6 @@
 
 mod admin;
 mod args;
-pub mod client;
 mod cluster;
 mod component;
 pub mod controller;

@@ -18,7 +18,7 @@ pub enum Error {
     Impersonation {
         user: String,
         #[source]
-        source: navique_runtime::client::ClientError,
+        source: kube::Error,
     },
     #[error("cannot {action} {resource}")]
     StackResource {

@@ -21,7 +21,7 @@ use std::sync::{Arc, Mutex};
 
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::runtime::events::EventType;
-use kube::{Config, ResourceExt};
+use kube::{Client, Config, ResourceExt};
 use navique_api::constants::events;
 use navique_api::core::{ResourceStatus, Stack};
 use navique_api::grpc::approvals::v1::Operation;
@@ -78,10 +78,12 @@ impl Identities {
             return Ok(live.clone());
         }
         let user = username(namespace, account);
-        let client = navique_runtime::client::client(impersonating(self.config.clone(), &user))
-            .map_err(|source| Error::Impersonation {
-                user: user.clone(),
-                source,
+        let client =
+            Client::try_from(impersonating(self.config.clone(), &user)).map_err(|source| {
+                Error::Impersonation {
+                    user: user.clone(),
+                    source,
+                }
             })?;
         if cache.len() >= MAX_IDENTITIES {
             cache.clear();
