@@ -315,11 +315,8 @@ async fn controller_cpu(admin: SocketAddr) -> anyhow::Result<f64> {
 
 /// A process metric of the lock-controller's `/metrics`.
 async fn process_metric(admin: SocketAddr, name: &str) -> anyhow::Result<f64> {
-    let metrics = navique_e2e::http_get(admin, "/metrics")
-        .await
-        .map_err(anyhow::Error::msg)?;
-    metrics
-        .body
+    metrics(admin)
+        .await?
         .lines()
         .filter(|l| !l.starts_with('#'))
         .find_map(|l| {
@@ -332,11 +329,8 @@ async fn process_metric(admin: SocketAddr, name: &str) -> anyhow::Result<f64> {
 /// The lock-controller's `reconcile_errors_total` series that are not
 /// zero, or `none`: a retried reconcile is one cause of a long tail.
 async fn reconcile_errors(admin: SocketAddr) -> anyhow::Result<String> {
-    let metrics = navique_e2e::http_get(admin, "/metrics")
-        .await
-        .map_err(anyhow::Error::msg)?;
+    let metrics = metrics(admin).await?;
     let errors: Vec<&str> = metrics
-        .body
         .lines()
         .filter(|l| l.contains("reconcile_errors_total{") && !l.ends_with(" 0"))
         .collect();
@@ -345,6 +339,14 @@ async fn reconcile_errors(admin: SocketAddr) -> anyhow::Result<String> {
     } else {
         errors.join(", ")
     })
+}
+
+/// The lock-controller's `/metrics`.
+async fn metrics(admin: SocketAddr) -> anyhow::Result<String> {
+    let response = navique_e2e::http_get(admin, "/metrics")
+        .await
+        .map_err(anyhow::Error::msg)?;
+    Ok(response.body)
 }
 
 /// A process's CPU time so far, user and system, in seconds.
