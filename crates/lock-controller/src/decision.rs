@@ -474,18 +474,15 @@ fn more(more: usize) -> String {
 
 /// The Namespace's `core.navique.com/locked`: the names of its active
 /// Locks, in order, and their number.
-pub fn namespace_marker<'a>(
-    active: impl Iterator<Item = &'a String>,
-    count: usize,
-) -> Option<String> {
-    marker(active.cloned(), count)
+pub fn namespace_marker<'a>(active: impl Iterator<Item = &'a str>, count: usize) -> Option<String> {
+    marker(active.map(str::to_owned), count)
 }
 
 /// A CRD's `core.navique.com/locked`: `<namespace>/<lock>` of the active
 /// Locks protecting an object of its kind, cluster-wide, ordered by
 /// namespace then name, and their number.
 pub fn crd_marker<'a>(
-    active: impl Iterator<Item = &'a (String, String)>,
+    active: impl Iterator<Item = (&'a str, &'a str)>,
     count: usize,
 ) -> Option<String> {
     marker(active.map(|(ns, name)| format!("{ns}/{name}")), count)
@@ -1394,20 +1391,17 @@ mod tests {
         let names: Vec<String> = (0..MARKER_NAMES + 3)
             .map(|i| format!("lock-{i:02}"))
             .collect();
-        let stamp = namespace_marker(names.iter(), names.len()).unwrap();
+        let stamp = namespace_marker(names.iter().map(String::as_str), names.len()).unwrap();
         assert!(stamp.starts_with("lock-00,lock-01,"), "{stamp}");
         assert!(stamp.ends_with(",lock-09,and 3 more"), "{stamp}");
         assert_eq!(
-            namespace_marker(names[..2].iter(), 2).as_deref(),
+            namespace_marker(names[..2].iter().map(String::as_str), 2).as_deref(),
             Some("lock-00,lock-01")
         );
         assert_eq!(namespace_marker(std::iter::empty(), 0), None);
-        let qualified = [
-            ("apps".to_owned(), "a".to_owned()),
-            ("forge".to_owned(), "b".to_owned()),
-        ];
+        let qualified = [("apps", "a"), ("forge", "b")];
         assert_eq!(
-            crd_marker(qualified.iter(), 2).as_deref(),
+            crd_marker(qualified.into_iter(), 2).as_deref(),
             Some("apps/a,forge/b")
         );
     }

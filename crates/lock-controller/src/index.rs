@@ -4,7 +4,9 @@
 //! reconcile and every target event scans every Lock: O(n²) work for n Locks
 //! created at once.
 
+use std::borrow::Borrow;
 use std::collections::{BTreeSet, HashMap};
+use std::hash::Hash;
 use std::sync::{Arc, RwLock};
 
 use kube::ResourceExt;
@@ -14,16 +16,21 @@ use navique_api::core::Lock;
 
 use crate::decision::{self, GroupKind};
 
+/// A name shared by every map that holds it: a Lock's name is kept once,
+/// and a namespace's and a kind's once for all their Locks (a String in
+/// each map cost about 300 bytes a Lock).
+type Name = Arc<str>;
+
 /// `(namespace, name)`.
-type Key = (String, String);
+type Key = (Name, Name);
 
 /// What a Lock is indexed under.
 #[derive(Clone, PartialEq, Eq)]
 struct Entry {
     /// Its target's name (in the Lock's namespace).
-    target: String,
+    target: Name,
     /// Its target's kind, while it is active.
-    active: Option<GroupKind>,
+    active: Option<Arc<GroupKind>>,
 }
 
 #[derive(Default)]
@@ -33,36 +40,43 @@ struct Maps {
     /// By the namespace and name of the target, whatever its kind: Lock
     /// names, sorted. A Vec, since a target has one Lock or a few, and a
     /// BTreeSet's node takes the room of eleven names.
-    by_target: HashMap<Key, Vec<String>>,
+    by_target: HashMap<Key, Vec<Name>>,
     /// Lock names by namespace.
-    by_namespace: HashMap<String, BTreeSet<String>>,
+    by_namespace: HashMap<Name, BTreeSet<Name>>,
     /// Active Lock names by namespace, in order.
-    active_in_namespace: HashMap<String, BTreeSet<String>>,
+    active_in_namespace: HashMap<Name, BTreeSet<Name>>,
     /// Active Locks by their target's kind, in order.
-    active_of_kind: HashMap<GroupKind, BTreeSet<Key>>,
+    active_of_kind: HashMap<Arc<GroupKind>, BTreeSet<Key>>,
 }
 
 impl Maps {
     fn insert(&mut self, lock: &Lock) {
-        let Some(namespace) = lock.namespace() else {
+        let Some(namespace) = lock.metadata.namespace.as_deref() else {
             return;
         };
-        let name = lock.name_any();
-        let entry = Entry {
-            target: lock.spec.target_ref.name.clone(),
-            active: decision::is_active(lock).then(|| GroupKind::of(&lock.spec.target_ref)),
+        let namespace = self.namespace(namespace);
+        let lookup = (namespace.clone(), Name::from(lock.name_any()));
+        let (key, old) = match self.of_lock.get_key_value(&lookup) {
+            Some((key, old)) => (key.clone(), Some(old.clone())),
+            None => (lookup, None),
         };
-        let key = (namespace.clone(), name.clone());
-        match self.of_lock.insert(key.clone(), entry.clone()) {
+        let entry = Entry {
+            target: Name::from(lock.spec.target_ref.name.as_str()),
+            active: decision::is_active(lock)
+                .then(|| self.kind(GroupKind::of(&lock.spec.target_ref))),
+        };
+        match old {
             Some(old) if old == entry => return,
             Some(old) => self.unindex(&key, &old),
             None => {}
         }
+        self.of_lock.insert(key.clone(), entry.clone());
+        let name = &key.1;
         let on_target = self
             .by_target
             .entry((namespace.clone(), entry.target))
             .or_default();
-        if let Err(at) = on_target.binary_search(&name) {
+        if let Err(at) = on_target.binary_search(name) {
             on_target.insert(at, name.clone());
         }
         if let Some(kind) = entry.active {
@@ -75,20 +89,41 @@ impl Maps {
                 .or_default()
                 .insert(name.clone());
         }
-        self.by_namespace.entry(namespace).or_default().insert(name);
+        self.by_namespace
+            .entry(namespace)
+            .or_default()
+            .insert(name.clone());
+    }
+
+    /// `namespace`, shared with the Locks already indexed in it.
+    fn namespace(&self, namespace: &str) -> Name {
+        self.by_namespace
+            .get_key_value(namespace)
+            .map_or_else(|| Name::from(namespace), |(shared, _)| shared.clone())
+    }
+
+    /// `kind`, shared with the active Locks already indexed on it.
+    fn kind(&self, kind: GroupKind) -> Arc<GroupKind> {
+        match self.active_of_kind.get_key_value(&kind) {
+            Some((shared, _)) => shared.clone(),
+            None => Arc::new(kind),
+        }
     }
 
     fn remove(&mut self, namespace: &str, name: &str) {
-        let key = (namespace.to_owned(), name.to_owned());
-        let Some(entry) = self.of_lock.remove(&key) else {
+        let Some((key, entry)) = self
+            .of_lock
+            .remove_entry(&(Name::from(namespace), Name::from(name)))
+        else {
             return;
         };
         self.unindex(&key, &entry);
-        unindex(&mut self.by_namespace, &key.0, &key.1);
+        unindex(&mut self.by_namespace, &*key.0, &key.1);
     }
 
     /// Takes the Lock out of what `entry` put it in, but for its namespace.
-    fn unindex(&mut self, (namespace, name): &Key, entry: &Entry) {
+    fn unindex(&mut self, key: &Key, entry: &Entry) {
+        let (namespace, name) = key;
         let target = (namespace.clone(), entry.target.clone());
         if let Some(names) = self.by_target.get_mut(&target) {
             if let Ok(at) = names.binary_search(name) {
@@ -99,20 +134,17 @@ impl Maps {
             }
         }
         if let Some(kind) = &entry.active {
-            unindex(&mut self.active_in_namespace, namespace, name);
-            unindex(
-                &mut self.active_of_kind,
-                kind,
-                &(namespace.clone(), name.clone()),
-            );
+            unindex(&mut self.active_in_namespace, &**namespace, name);
+            unindex(&mut self.active_of_kind, &**kind, key);
         }
     }
 }
 
 /// Removes `item` from `key`'s set, and the set once empty.
-fn unindex<K, T>(sets: &mut HashMap<K, BTreeSet<T>>, key: &K, item: &T)
+fn unindex<K, Q, T>(sets: &mut HashMap<K, BTreeSet<T>>, key: &Q, item: &T)
 where
-    K: std::hash::Hash + Eq,
+    K: Borrow<Q> + Hash + Eq,
+    Q: Hash + Eq + ?Sized,
     T: Ord,
 {
     if let Some(items) = sets.get_mut(key) {
@@ -170,14 +202,17 @@ impl LockIndex {
     }
 
     /// Whether the Lock `(namespace, name)` is indexed.
-    pub fn contains(&self, lock: &Key) -> bool {
-        read(&self.maps).of_lock.contains_key(lock)
+    pub fn contains(&self, (namespace, name): &(String, String)) -> bool {
+        let key = (Name::from(namespace.as_str()), Name::from(name.as_str()));
+        read(&self.maps).of_lock.contains_key(&key)
     }
 
     /// The Locks in `namespace` whose target is named `name`, of any kind.
     pub fn pointing_at(&self, namespace: &str, name: &str) -> Vec<Arc<Lock>> {
         let maps = read(&self.maps);
-        let names = maps.by_target.get(&(namespace.to_owned(), name.to_owned()));
+        let names = maps
+            .by_target
+            .get(&(Name::from(namespace), Name::from(name)));
         self.locks(namespace, names.into_iter().flatten())
     }
 
@@ -187,7 +222,7 @@ impl LockIndex {
         let maps = read(&self.maps);
         let active = maps.active_in_namespace.get(namespace);
         decision::namespace_marker(
-            active.into_iter().flatten(),
+            active.into_iter().flatten().map(|name| &**name),
             active.map_or(0, BTreeSet::len),
         )
     }
@@ -198,7 +233,10 @@ impl LockIndex {
         let maps = read(&self.maps);
         let active = maps.active_of_kind.get(kind);
         decision::crd_marker(
-            active.into_iter().flatten(),
+            active
+                .into_iter()
+                .flatten()
+                .map(|(namespace, name)| (&**namespace, &**name)),
             active.map_or(0, BTreeSet::len),
         )
     }
@@ -212,11 +250,7 @@ impl LockIndex {
         )
     }
 
-    fn locks<'a>(
-        &self,
-        namespace: &str,
-        names: impl Iterator<Item = &'a String>,
-    ) -> Vec<Arc<Lock>> {
+    fn locks<'a>(&self, namespace: &str, names: impl Iterator<Item = &'a Name>) -> Vec<Arc<Lock>> {
         names
             .filter_map(|name| self.store.get(&ObjectRef::new(name).within(namespace)))
             .collect()
@@ -373,5 +407,32 @@ mod tests {
         );
         let maps = read(&index.maps);
         assert_eq!(maps.by_target.len(), 2, "the old target is forgotten");
+    }
+
+    #[test]
+    fn a_namespace_kind_and_lock_name_are_kept_once() {
+        let (index, _) = indexed(vec![
+            Event::Apply(active(lock("forge", "a", "x"))),
+            Event::Apply(active(lock("forge", "b", "y"))),
+            // A change of status re-indexes the Lock under the same names.
+            Event::Apply(lock("forge", "b", "y")),
+            Event::Apply(active(lock("forge", "b", "y"))),
+        ]);
+        let maps = read(&index.maps);
+        let keys: Vec<&Key> = maps.of_lock.keys().collect();
+        assert!(Arc::ptr_eq(&keys[0].0, &keys[1].0), "one namespace");
+        let (namespace, names) = maps.by_namespace.iter().next().expect("forge");
+        assert!(Arc::ptr_eq(namespace, &keys[0].0));
+        for key in &keys {
+            let name = names.get(&key.1).expect("indexed by namespace");
+            assert!(Arc::ptr_eq(name, &key.1), "one name for {}", key.1);
+        }
+        let kinds: Vec<&Arc<GroupKind>> = maps.of_lock.values().flat_map(|e| &e.active).collect();
+        assert_eq!(kinds.len(), 2);
+        assert!(Arc::ptr_eq(kinds[0], kinds[1]), "one kind");
+        assert!(Arc::ptr_eq(
+            kinds[0],
+            maps.active_of_kind.keys().next().expect("Stack")
+        ));
     }
 }
