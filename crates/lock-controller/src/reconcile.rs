@@ -31,8 +31,10 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use serde::de::DeserializeOwned;
 use tokio::sync::mpsc;
+use tokio::task::JoinError;
 use tokio_stream::wrappers::ReceiverStream;
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::AbortOnDropHandle;
 
 use crate::decision::{
     self, Catalog, Classification, Enforceable, LockEvent, LockState, Markers, Outcome, ServedKind,
@@ -296,19 +298,37 @@ pub async fn run(
             () = shutdown_deadline(&token, &locks) => {}
         }
     };
-    let mut publish_events = std::pin::pin!(publish_events);
+    // Tasks of their own, so that a wake-up of one (a target's change, an
+    // Event's response) does not poll the controller's every stream, nor
+    // the controller theirs; dropped with this future, they stop.
+    let triggers = AbortOnDropHandle::new(tokio::spawn(triggers.run(wake)));
+    let mut publish_events = AbortOnDropHandle::new(tokio::spawn(publish_events));
     tokio::select! {
-        () = triggers.run(wake) => {}
+        ended = triggers => propagate_panic(ended),
         () = resync => {}
         () = reconcile_when_ready => {}
-        () = &mut publish_events => return Ok(()),
+        ended = &mut publish_events => {
+            propagate_panic(ended);
+            return Ok(());
+        }
     }
     // The reconciles are over, and with them the queue's senders: what
     // Events still wait (they give way while reconciles run) go out now,
     // for a moment; past it they are lost, as client-go's are: a record,
     // never what protects.
-    let _ = tokio::time::timeout(EVENTS_GRACE, publish_events).await;
+    if let Ok(ended) = tokio::time::timeout(EVENTS_GRACE, publish_events).await {
+        propagate_panic(ended);
+    }
     Ok(())
+}
+
+/// A spawned task's panic goes on here, as it would have unspawned.
+fn propagate_panic(ended: Result<(), JoinError>) {
+    if let Err(error) = ended
+        && error.is_panic()
+    {
+        std::panic::resume_unwind(error.into_panic());
+    }
 }
 
 /// Resolves when a graceful shutdown has lasted long enough. kube's
@@ -327,7 +347,9 @@ async fn reconcile(lock: Arc<Lock>, context: Arc<Context>) -> Result<Action, Err
     let _working = context.busy.enter();
     let result = context
         .tracker
-        .reconcile(&lock, context.reconcile(&lock))
+        // Boxed: the tracker's future would hold this 5 KiB one twice,
+        // and kube's runner moves each reconcile's future as it starts it.
+        .reconcile(&lock, Box::pin(context.reconcile(&lock)))
         .await;
     context.count_states();
     result

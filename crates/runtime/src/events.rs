@@ -425,8 +425,11 @@ impl Queued {
             .unzip();
         let publish = async move {
             let (recorder, busy) = (&recorder, &busy);
-            futures::future::join_all(receivers.into_iter().map(
-                |(mut receiver, pressed)| async move {
+            // Unordered, so that a wake-up polls its own lane only (a
+            // small `join_all` polls every lane on each).
+            let mut lanes: futures::stream::FuturesUnordered<_> = receivers
+                .into_iter()
+                .map(|(mut receiver, pressed)| async move {
                     while let Some(pending) = receiver.recv().await {
                         give_way(&pending, &receiver, &pressed, busy).await;
                         let at = pending.at;
@@ -440,9 +443,9 @@ impl Queued {
                             );
                         }
                     }
-                },
-            ))
-            .await;
+                })
+                .collect();
+            while futures::StreamExt::next(&mut lanes).await.is_some() {}
         };
         let lanes = lanes.into();
         (Self { lanes }, publish)
