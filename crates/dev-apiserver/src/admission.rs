@@ -38,6 +38,7 @@ pub async fn mutate(state: &Arc<State>, attributes: &Attributes) -> Result<Mutat
         configurations: &configurations,
         namespace_object: namespace_object.as_ref(),
         resolve_service: &resolve,
+        connections: &state.webhook_connections,
     };
     webhook::mutate(&context, attributes).await.map_err(refusal)
 }
@@ -91,6 +92,7 @@ pub async fn validate(
         configurations: &configurations,
         namespace_object: namespace_object.as_ref(),
         resolve_service: &resolve,
+        connections: &state.webhook_connections,
     };
     warnings.extend(
         webhook::validate(&context, attributes)

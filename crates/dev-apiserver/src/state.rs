@@ -50,6 +50,8 @@ pub struct State {
     /// and every policy's `authorizer` asks, and walking every binding was
     /// much of what a write cost.
     decisions: Mutex<Decisions>,
+    /// The connections admission keeps open to webhooks.
+    pub webhook_connections: crate::webhook::Connections,
 }
 
 /// Decisions by request, made at one version of the RBAC objects.
@@ -99,6 +101,7 @@ impl State {
             faults: Faults::default(),
             compactions: tokio::sync::watch::Sender::new(0),
             decisions: Mutex::default(),
+            webhook_connections: Default::default(),
         })
     }
 

@@ -33,6 +33,8 @@
 //! resolved fails as kube-apiserver's `service "<name>" not found`; a patch
 //! that does not apply is reported in the words of the `json-patch` crate.
 
+mod connections;
+
 use std::collections::BTreeSet;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -48,6 +50,8 @@ use rustls::pki_types::{CertificateDer, ServerName};
 use serde_json::{Map, Value, json};
 use tokio::net::TcpStream;
 use tokio::time::{Instant, timeout_at};
+
+pub use connections::Connections;
 
 use crate::attributes::Attributes;
 use crate::cel::{Activation, Program};
@@ -67,6 +71,8 @@ pub struct WebhookContext<'a> {
     /// Resolves a webhook's clientConfig.service (namespace, name, port) to a
     /// local address; None = unresolvable.
     pub resolve_service: &'a (dyn Fn(&str, &str, u16) -> Option<SocketAddr> + Sync),
+    /// The connections kept open to webhooks.
+    pub connections: &'a Connections,
 }
 
 /// The request's rejection: the HTTP code and the `metav1.Status` body to
@@ -450,10 +456,6 @@ async fn call(
         "apiVersion": format!("admission.k8s.io/{version}"),
         "request": admission_request(attributes, Some(&uid)),
     });
-    let tls = tls_config(invocation.ca_bundle.as_deref())
-        .map_err(|e| HookError::Calling(format!("could not get REST client: {e}")))?;
-
-    let timeout = format!("{}s", invocation.timeout_seconds);
     let (server_name, authority, path) = match &invocation.target {
         Target::Url {
             host,
@@ -476,74 +478,42 @@ async fn call(
             )));
         }
     };
+    let timeout = format!("{}s", invocation.timeout_seconds);
     let path_and_query = format!("{path}?timeout={timeout}");
     let url = format!("https://{authority}{path_and_query}");
     let failed = |cause: String| {
         HookError::Calling(format!("failed to call webhook: Post {url:?}: {cause}"))
     };
-
     let deadline = Instant::now() + Duration::from_secs(invocation.timeout_seconds);
-    let addrs: Vec<SocketAddr> = match &invocation.target {
-        Target::Service {
-            namespace,
-            name,
-            port,
-            ..
-        } => vec![
-            (ctx.resolve_service)(namespace, name, *port)
-                .ok_or_else(|| failed(format!("service {name:?} not found")))?,
-        ],
-        Target::Url { host, port, .. } => {
-            match timeout_at(deadline, tokio::net::lookup_host((host.as_str(), *port))).await {
-                Err(_) => return Err(failed("context deadline exceeded".to_string())),
-                Ok(Err(e)) => return Err(failed(format!("dial tcp: lookup {host}: {e}"))),
-                Ok(Ok(addrs)) => addrs.collect(),
-            }
-        }
-        Target::Invalid(_) => unreachable!("handled above"),
+    let body = Bytes::from(serde_json::to_vec(&review).unwrap_or_default());
+    let key = connections::Key {
+        authority: authority.clone(),
+        ca_bundle: invocation.ca_bundle.clone(),
     };
-    // As Go's dialer: each address in turn, the first error reported.
-    let mut first_error = None;
-    let mut connected = None;
-    for addr in addrs {
-        match timeout_at(deadline, TcpStream::connect(addr)).await {
-            Err(_) => {
-                first_error.get_or_insert(format!("dial tcp {addr}: i/o timeout"));
-                break;
-            }
-            Ok(Err(e)) => {
-                first_error.get_or_insert(dial_error(addr, &e));
-            }
-            Ok(Ok(stream)) => {
-                connected = Some(stream);
-                break;
-            }
+
+    let mut answered = None;
+    if let Some(sender) = ctx.connections.get(&key) {
+        let request = request(true, &authority, &path_and_query, body.clone());
+        match timeout_at(deadline, send_h2(sender, request)).await {
+            Err(_) => return Err(failed("context deadline exceeded".to_string())),
+            Ok(Sent::Answered(Err(cause))) => return Err(failed(cause)),
+            Ok(Sent::Answered(Ok(answer))) => answered = Some(answer),
+            // Closed before it took the request: dial afresh.
+            Ok(Sent::Unsent) => ctx.connections.forget(&key),
         }
     }
-    let Some(stream) = connected else {
-        let host = match &invocation.target {
-            Target::Url { host, .. } => host.as_str(),
-            _ => "",
-        };
-        return Err(failed(first_error.unwrap_or_else(|| {
-            format!("dial tcp: lookup {host}: no such host")
-        })));
-    };
-    let body = serde_json::to_vec(&review).unwrap_or_default();
-    let exchange = async {
-        let server_name = ServerName::try_from(server_name.clone())
-            .map_err(|e| format!("tls: invalid server name {server_name:?}: {e}"))?;
-        let tls = tokio_rustls::TlsConnector::from(Arc::new(tls))
-            .connect(server_name, stream)
-            .await
-            .map_err(|e| tls_error(&e))?;
-        let h2 = tls.get_ref().1.alpn_protocol() == Some(b"h2");
-        post(TokioIo::new(tls), h2, &authority, &path_and_query, body).await
-    };
-    let (status, text, bytes) = match timeout_at(deadline, exchange).await {
-        Err(_) => return Err(failed("context deadline exceeded".to_string())),
-        Ok(Err(cause)) => return Err(failed(cause)),
-        Ok(Ok(answer)) => answer,
+    let (status, text, bytes) = match answered {
+        Some(answer) => answer,
+        None => {
+            let fresh = Fresh {
+                invocation,
+                server_name,
+                authority: &authority,
+                path_and_query: &path_and_query,
+                deadline,
+            };
+            fresh.post(ctx, key, body, failed).await?
+        }
     };
     if !(200..300).contains(&status) {
         return Err(HookError::Calling(format!(
@@ -640,18 +610,127 @@ fn clean_path(path: &str) -> String {
     }
 }
 
-/// POSTs the review over an established TLS connection; the status, whether
-/// the answer is text (`text/*`), and the body.
-async fn post<T>(
-    io: TokioIo<T>,
+/// A call on a connection of its own: dialed, verified, and kept when it
+/// speaks HTTP/2.
+struct Fresh<'a> {
+    invocation: &'a Invocation,
+    server_name: String,
+    authority: &'a str,
+    path_and_query: &'a str,
+    deadline: Instant,
+}
+
+impl Fresh<'_> {
+    async fn post(
+        self,
+        ctx: &WebhookContext<'_>,
+        key: connections::Key,
+        body: Bytes,
+        failed: impl Fn(String) -> HookError,
+    ) -> Result<(u16, bool, Bytes), HookError> {
+        let Self {
+            invocation,
+            server_name,
+            authority,
+            path_and_query,
+            deadline,
+        } = self;
+        let tls = tls_config(invocation.ca_bundle.as_deref())
+            .map_err(|e| HookError::Calling(format!("could not get REST client: {e}")))?;
+        let addrs: Vec<SocketAddr> = match &invocation.target {
+            Target::Service {
+                namespace,
+                name,
+                port,
+                ..
+            } => vec![
+                (ctx.resolve_service)(namespace, name, *port)
+                    .ok_or_else(|| failed(format!("service {name:?} not found")))?,
+            ],
+            Target::Url { host, port, .. } => {
+                match timeout_at(deadline, tokio::net::lookup_host((host.as_str(), *port))).await {
+                    Err(_) => return Err(failed("context deadline exceeded".to_string())),
+                    Ok(Err(e)) => return Err(failed(format!("dial tcp: lookup {host}: {e}"))),
+                    Ok(Ok(addrs)) => addrs.collect(),
+                }
+            }
+            Target::Invalid(_) => unreachable!("handled by the caller"),
+        };
+        // As Go's dialer: each address in turn, the first error reported.
+        let mut first_error = None;
+        let mut connected = None;
+        for addr in addrs {
+            match timeout_at(deadline, TcpStream::connect(addr)).await {
+                Err(_) => {
+                    first_error.get_or_insert(format!("dial tcp {addr}: i/o timeout"));
+                    break;
+                }
+                Ok(Err(e)) => {
+                    first_error.get_or_insert(dial_error(addr, &e));
+                }
+                Ok(Ok(stream)) => {
+                    connected = Some(stream);
+                    break;
+                }
+            }
+        }
+        let Some(stream) = connected else {
+            let host = match &invocation.target {
+                Target::Url { host, .. } => host.as_str(),
+                _ => "",
+            };
+            return Err(failed(first_error.unwrap_or_else(|| {
+                format!("dial tcp: lookup {host}: no such host")
+            })));
+        };
+        let exchange = async {
+            let server_name = ServerName::try_from(server_name.clone())
+                .map_err(|e| format!("tls: invalid server name {server_name:?}: {e}"))?;
+            let tls = tokio_rustls::TlsConnector::from(Arc::new(tls))
+                .connect(server_name, stream)
+                .await
+                .map_err(|e| tls_error(&e))?;
+            let h2 = tls.get_ref().1.alpn_protocol() == Some(b"h2");
+            let io = TokioIo::new(tls);
+            let request = request(h2, authority, path_and_query, body);
+            if h2 {
+                let (sender, connection) =
+                    hyper::client::conn::http2::handshake(TokioExecutor::new(), io)
+                        .await
+                        .map_err(|e| transport_error(&e))?;
+                tokio::spawn(connection);
+                ctx.connections.keep(key, sender.clone());
+                match send_h2(sender, request).await {
+                    Sent::Answered(answer) => answer,
+                    Sent::Unsent => Err("EOF".to_string()),
+                }
+            } else {
+                let (mut sender, connection) = hyper::client::conn::http1::handshake(io)
+                    .await
+                    .map_err(|e| transport_error(&e))?;
+                tokio::spawn(connection);
+                let response = sender
+                    .send_request(request)
+                    .await
+                    .map_err(|e| transport_error(&e))?;
+                read(response).await
+            }
+        };
+        match timeout_at(deadline, exchange).await {
+            Err(_) => Err(failed("context deadline exceeded".to_string())),
+            Ok(Err(cause)) => Err(failed(cause)),
+            Ok(Ok(answer)) => Ok(answer),
+        }
+    }
+}
+
+/// The review's POST, for an HTTP/2 or an HTTP/1.1 connection.
+fn request(
     h2: bool,
     authority: &str,
     path_and_query: &str,
-    body: Vec<u8>,
-) -> Result<(u16, bool, Bytes), String>
-where
-    T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
-{
+    body: Bytes,
+) -> http::Request<Full<Bytes>> {
     let builder = http::Request::post(if h2 {
         format!("https://{authority}{path_and_query}")
     } else {
@@ -665,29 +744,35 @@ where
     } else {
         builder.header(http::header::HOST, authority)
     };
-    let request = builder
-        .body(Full::new(Bytes::from(body)))
-        .map_err(|e| e.to_string())?;
-    let response = if h2 {
-        let (mut sender, connection) =
-            hyper::client::conn::http2::handshake(TokioExecutor::new(), io)
-                .await
-                .map_err(|e| transport_error(&e))?;
-        tokio::spawn(connection);
-        sender
-            .send_request(request)
-            .await
-            .map_err(|e| transport_error(&e))?
-    } else {
-        let (mut sender, connection) = hyper::client::conn::http1::handshake(io)
-            .await
-            .map_err(|e| transport_error(&e))?;
-        tokio::spawn(connection);
-        sender
-            .send_request(request)
-            .await
-            .map_err(|e| transport_error(&e))?
-    };
+    builder
+        .body(Full::new(body))
+        .expect("a POST of a valid path and header values")
+}
+
+/// What became of a request on an HTTP/2 connection.
+enum Sent {
+    /// The status, whether the answer is text (`text/*`), and the body; or
+    /// why the exchange broke off.
+    Answered(Result<(u16, bool, Bytes), String>),
+    /// The connection closed before it took the request.
+    Unsent,
+}
+
+async fn send_h2(mut sender: connections::Sender, request: http::Request<Full<Bytes>>) -> Sent {
+    if sender.ready().await.is_err() {
+        return Sent::Unsent;
+    }
+    match sender.try_send_request(request).await {
+        Ok(response) => Sent::Answered(read(response).await),
+        Err(e) if e.message().is_some() => Sent::Unsent,
+        Err(e) => Sent::Answered(Err(transport_error(e.error()))),
+    }
+}
+
+/// The status, whether the answer is text (`text/*`), and the body.
+async fn read(
+    response: http::Response<hyper::body::Incoming>,
+) -> Result<(u16, bool, Bytes), String> {
     let status = response.status().as_u16();
     let text = response
         .headers()

@@ -1,4 +1,5 @@
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use base64::Engine;
 use hyper::body::Incoming;
@@ -42,6 +43,19 @@ struct Server {
     addr: SocketAddr,
     ca_pem: String,
     reviews: Arc<Mutex<Vec<Value>>>,
+    /// The TLS connections accepted.
+    accepted: Arc<AtomicUsize>,
+    /// The tasks serving them, to break them off.
+    serving: Arc<Mutex<Vec<tokio::task::JoinHandle<()>>>>,
+}
+
+impl Server {
+    /// Breaks off every open connection, as a restarted webhook does.
+    fn drop_connections(&self) {
+        for task in self.serving.lock().unwrap().drain(..) {
+            task.abort();
+        }
+    }
 }
 
 /// An HTTPS webhook on loopback answering each review with `reply`
@@ -57,16 +71,21 @@ async fn serve_as(host: &str, alpn: &'static [u8], reply: Reply) -> Server {
     let addr = listener.local_addr().unwrap();
     let reviews = Arc::new(Mutex::new(Vec::new()));
     let seen = reviews.clone();
+    let accepted = Arc::new(AtomicUsize::new(0));
+    let serving = Arc::new(Mutex::new(Vec::new()));
+    let (count, tasks) = (accepted.clone(), serving.clone());
     tokio::spawn(async move {
         let acceptor = tokio_rustls::TlsAcceptor::from(config);
         while let Ok((stream, _)) = listener.accept().await {
             let acceptor = acceptor.clone();
             let reply = reply.clone();
             let seen = seen.clone();
-            tokio::spawn(async move {
+            let count = count.clone();
+            let task = tokio::spawn(async move {
                 let Ok(tls) = acceptor.accept(stream).await else {
                     return;
                 };
+                count.fetch_add(1, Ordering::SeqCst);
                 let service = service_fn(move |request: http::Request<Incoming>| {
                     let reply = reply.clone();
                     let seen = seen.clone();
@@ -96,12 +115,15 @@ async fn serve_as(host: &str, alpn: &'static [u8], reply: Reply) -> Server {
                         .await;
                 }
             });
+            tasks.lock().unwrap().push(task);
         }
     });
     Server {
         addr,
         ca_pem,
         reviews,
+        accepted,
+        serving,
     }
 }
 
@@ -158,6 +180,16 @@ async fn run(
     addr: SocketAddr,
     attributes: &Attributes,
 ) -> Result<Vec<String>, Rejection> {
+    run_on(&Connections::default(), configuration, addr, attributes).await
+}
+
+/// [`run`] with the connections `connections` keeps.
+async fn run_on(
+    connections: &Connections,
+    configuration: Value,
+    addr: SocketAddr,
+    attributes: &Attributes,
+) -> Result<Vec<String>, Rejection> {
     let resolve = move |namespace: &str, name: &str, port: u16| {
         (namespace == "navique-system" && name == "webhook" && port == 443).then_some(addr)
     };
@@ -166,6 +198,7 @@ async fn run(
         configurations: &[configuration],
         namespace_object: Some(&namespace),
         resolve_service: &resolve,
+        connections,
     };
     validate(&ctx, attributes).await
 }
@@ -551,6 +584,7 @@ async fn run_mutating(
         configurations,
         namespace_object: Some(&namespace),
         resolve_service: &resolve,
+        connections: &Connections::default(),
     };
     mutate(&ctx, attributes).await
 }
@@ -734,7 +768,71 @@ fn validation_can_run_on_a_multithreaded_server() {
         configurations: &[],
         namespace_object: None,
         resolve_service: &resolve,
+        connections: &Connections::default(),
     };
     let attributes = delete();
     send(&validate(&ctx, &attributes));
+}
+
+#[tokio::test]
+async fn calls_to_an_http2_webhook_share_one_connection_until_it_breaks_off() {
+    let server = serve(b"h2", replying(json!({"allowed": true}))).await;
+    let connections = Connections::default();
+    let configuration = configuration(&server.ca_pem, json!({}));
+    for _ in 0..3 {
+        let result = run_on(&connections, configuration.clone(), server.addr, &delete()).await;
+        assert_eq!(result, Ok(vec![]));
+    }
+    assert_eq!(server.reviews.lock().unwrap().len(), 3);
+    assert_eq!(server.accepted.load(Ordering::SeqCst), 1);
+
+    // The webhook restarts: the kept connection is closed, and the next
+    // call dials afresh rather than failing.
+    server.drop_connections();
+    let key = connections::Key {
+        authority: format!("{SERVICE_HOST}:443"),
+        ca_bundle: Some(base64::engine::general_purpose::STANDARD.encode(&server.ca_pem)),
+    };
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while connections.get(&key).is_some() {
+        assert!(
+            Instant::now() < deadline,
+            "the broken connection is still kept"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let result = run_on(&connections, configuration, server.addr, &delete()).await;
+    assert_eq!(result, Ok(vec![]));
+    assert_eq!(server.reviews.lock().unwrap().len(), 4);
+    assert_eq!(server.accepted.load(Ordering::SeqCst), 2);
+}
+
+#[tokio::test]
+async fn a_kept_connection_is_not_reused_for_another_ca_bundle() {
+    let server = serve(b"h2", replying(json!({"allowed": true}))).await;
+    let other = serve(b"h2", replying(json!({"allowed": true}))).await;
+    let connections = Connections::default();
+    let trusted = configuration(&server.ca_pem, json!({}));
+    assert_eq!(
+        run_on(&connections, trusted, server.addr, &delete()).await,
+        Ok(vec![])
+    );
+    // The same service, now trusting another CA only: the connection kept
+    // for the first bundle must not answer for it.
+    let result = run_on(
+        &connections,
+        configuration(&other.ca_pem, json!({})),
+        server.addr,
+        &delete(),
+    )
+    .await;
+    let message = result.expect_err("a certificate of an untrusted CA").status["message"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    assert!(
+        message.contains("x509: certificate signed by unknown authority"),
+        "{message}"
+    );
+    assert_eq!(server.reviews.lock().unwrap().len(), 1);
 }
