@@ -37,7 +37,8 @@ pub struct LockEnv {
 
 impl LockEnv {
     /// Starts a dev API server, installs CRDs and the guard in `mode`, and
-    /// starts the lock-controller (and, in webhook mode, the webhook).
+    /// starts the lock-controller (and, in webhook mode, the webhook with the
+    /// guard's and the Lock finalizer's configurations).
     pub fn start(mode: GuardMode) -> Self {
         Self::start_with(mode, &[])
     }
@@ -46,6 +47,13 @@ impl LockEnv {
     /// `--set lockGuard.groups=...`): its guard, its RBAC, and the
     /// lock-controller's `--enforceable-*` flags from its Deployment.
     pub fn start_with(mode: GuardMode, chart: &[&str]) -> Self {
+        Self::start_full(mode, chart, mode == GuardMode::Webhook)
+    }
+
+    /// [`LockEnv::start_with`], with the webhook's Lock finalizer rule
+    /// (`templates/lock-finalizer-webhook.yaml`) when `finalizer_webhook`,
+    /// in either mode (the webhook is started for it in policy mode).
+    pub fn start_full(mode: GuardMode, chart: &[&str], finalizer_webhook: bool) -> Self {
         let dir = tempfile::tempdir().expect("temp dir");
         let webhook_port = free_port();
         let service =
@@ -63,12 +71,11 @@ impl LockEnv {
             ],
         );
 
-        let webhook = match mode {
+        match mode {
             // The committed manifest for the defaults, so that it is tested too.
             GuardMode::Policy if chart.is_empty() => {
                 let guard = repo_root().join("deploy/lock-guard.yaml");
                 cluster.kubectl_ok(&["apply", "-f", guard.to_str().unwrap()]);
-                None
             }
             GuardMode::Policy => {
                 let guard = helm_template(
@@ -80,45 +87,38 @@ impl LockEnv {
                     .concat(),
                 );
                 cluster.kubectl_in(&["apply", "-f", "-"], Some(&guard));
-                None
             }
-            GuardMode::Webhook => {
-                // What the chart tells the webhook about namespace-wide Locks.
-                let deployment = helm_template(
-                    &[
-                        chart,
-                        &[
-                            "--set",
-                            "lockGuard.mode=webhook",
-                            "--show-only",
-                            "templates/webhook.yaml",
-                        ],
-                    ]
-                    .concat(),
-                );
-                let flags = chart_flags(&deployment, &["--namespace-locks"]);
-                let (webhook, ca_bundle) = start_webhook_with(&cluster, &dir, webhook_port, &flags);
-                let ca_bundle = format!("webhook.caBundle={ca_bundle}");
-                let guard = helm_template(
-                    &[
-                        chart,
-                        &[
-                            "--set",
-                            "lockGuard.mode=webhook",
-                            "--set",
-                            &ca_bundle,
-                            "--show-only",
-                            "templates/lock-guard-webhook.yaml",
-                            "--show-only",
-                            "templates/lock-suspension-webhook.yaml",
-                        ],
-                    ]
-                    .concat(),
-                );
-                cluster.kubectl_in(&["apply", "-f", "-"], Some(&guard));
-                Some(webhook)
+            GuardMode::Webhook => {}
+        }
+        let webhook = (mode == GuardMode::Webhook || finalizer_webhook).then(|| {
+            let mode_flag: &[&str] = match mode {
+                GuardMode::Webhook => &["--set", "lockGuard.mode=webhook"],
+                GuardMode::Policy => &[],
+            };
+            // What the chart tells the webhook about namespace-wide Locks.
+            let deployment = helm_template(
+                &[chart, mode_flag, &["--show-only", "templates/webhook.yaml"]].concat(),
+            );
+            let flags = chart_flags(&deployment, &["--namespace-locks"]);
+            let (webhook, ca_bundle) = start_webhook_with(&cluster, &dir, webhook_port, &flags);
+            let ca_bundle = format!("webhook.caBundle={ca_bundle}");
+            let mut templates = Vec::new();
+            if mode == GuardMode::Webhook {
+                templates.extend([
+                    "--show-only",
+                    "templates/lock-guard-webhook.yaml",
+                    "--show-only",
+                    "templates/lock-suspension-webhook.yaml",
+                ]);
             }
-        };
+            if finalizer_webhook {
+                templates.extend(["--show-only", "templates/lock-finalizer-webhook.yaml"]);
+            }
+            let configurations =
+                helm_template(&[chart, mode_flag, &["--set", &ca_bundle], &templates].concat());
+            cluster.kubectl_in(&["apply", "-f", "-"], Some(&configurations));
+            webhook
+        });
 
         let kubeconfig =
             cluster.kubeconfig_for(&format!("{LOCK_CONTROLLER_USER}-token"), dir.path());

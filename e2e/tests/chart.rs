@@ -249,7 +249,7 @@ fn every_tls_mode_renders_its_certificates_and_ca_bundles() {
     );
     assert_eq!(
         variable("NAVIQUE_WEBHOOK_CA_BUNDLE_CONFIGURATIONS"),
-        "validatingwebhookconfigurations/navique-services,mutatingwebhookconfigurations/navique-services-defaults"
+        "validatingwebhookconfigurations/navique-services,mutatingwebhookconfigurations/navique-services-defaults,mutatingwebhookconfigurations/navique-lock-finalizer"
     );
     assert!(
         variable("NAVIQUE_WEBHOOK_TLS_DNS_NAMES")
@@ -656,7 +656,7 @@ fn each_component_is_granted_exactly_what_it_uses() {
             rule(
                 &["admissionregistration.k8s.io"],
                 &["mutatingwebhookconfigurations"],
-                &["navique-services-defaults"],
+                &["navique-services-defaults", "navique-lock-finalizer"],
                 &["get", "patch"],
             ),
         ]

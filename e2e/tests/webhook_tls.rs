@@ -28,11 +28,12 @@ const WAIT: Duration = Duration::from_secs(30);
 const DAY: f64 = 86_400.0;
 
 /// The chart's webhook configurations, as `kind/name`.
-const CONFIGURATIONS: [&str; 4] = [
+const CONFIGURATIONS: [&str; 5] = [
     "validatingwebhookconfiguration/navique-services",
     "mutatingwebhookconfiguration/navique-services-defaults",
     "validatingwebhookconfiguration/navique-lock-guard",
     "validatingwebhookconfiguration/navique-lock-suspension",
+    "mutatingwebhookconfiguration/navique-lock-finalizer",
 ];
 
 /// The webhook's identity: its ServiceAccount.
@@ -62,7 +63,7 @@ fn webhook_manifests() -> Vec<(Yaml, String)> {
 /// A dev API server with RBAC that calls the webhook Service at `port`,
 /// with the CRDs, the provider catalogue, the webhook's ServiceAccount and
 /// the chart's RBAC for it, and the chart's webhook configurations
-/// (services and the Lock guard), rendered with the default `selfManaged`
+/// (services, the Lock guard and the Lock finalizer), rendered with the default `selfManaged`
 /// mode and so without a caBundle.
 fn cluster(port: u16) -> Cluster {
     let cluster = Cluster::dev(&[
@@ -101,6 +102,8 @@ fn cluster(port: u16) -> Cluster {
         "templates/lock-guard-webhook.yaml",
         "--show-only",
         "templates/lock-suspension-webhook.yaml",
+        "--show-only",
+        "templates/lock-finalizer-webhook.yaml",
     ]);
     assert!(!configurations.contains("caBundle"), "{configurations}");
     cluster.kubectl_in(&["apply", "-f", "-"], Some(&configurations));
@@ -152,7 +155,7 @@ fn chart_env() -> Vec<(String, String)> {
     assert!(value("NAVIQUE_WEBHOOK_TLS_DNS_NAMES").contains(SERVICE_HOST));
     assert_eq!(
         value("NAVIQUE_WEBHOOK_CA_BUNDLE_CONFIGURATIONS"),
-        "validatingwebhookconfigurations/navique-services,mutatingwebhookconfigurations/navique-services-defaults,validatingwebhookconfigurations/navique-lock-guard,validatingwebhookconfigurations/navique-lock-suspension"
+        "validatingwebhookconfigurations/navique-services,mutatingwebhookconfigurations/navique-services-defaults,validatingwebhookconfigurations/navique-lock-guard,validatingwebhookconfigurations/navique-lock-suspension,mutatingwebhookconfigurations/navique-lock-finalizer"
     );
     env
 }

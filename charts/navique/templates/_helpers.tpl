@@ -150,6 +150,9 @@ self-managed CA keeps their caBundle current.
 {{- $names = append $names (printf "validatingwebhookconfigurations/%s-lock-guard" .Release.Name) -}}
 {{- $names = append $names (printf "validatingwebhookconfigurations/%s-lock-suspension" .Release.Name) -}}
 {{- end -}}
+{{- if .Values.lockController.finalizerWebhook.enabled -}}
+{{- $names = append $names (printf "mutatingwebhookconfigurations/%s-lock-finalizer" .Release.Name) -}}
+{{- end -}}
 {{- join "," $names -}}
 {{- end -}}
 
@@ -163,12 +166,13 @@ self-managed CA keeps their caBundle current.
 
 {{/*
 A webhook's clientConfig, failurePolicy and timeout, indented for a webhook
-entry; dict: root, path.
+entry; dict: root, path, and optionally failurePolicy and timeoutSeconds
+in place of the webhook's values.
 */}}
 {{- define "navique.webhookClient" -}}
 {{- $values := .root.Values.webhook -}}
-failurePolicy: {{ $values.failurePolicy }}
-timeoutSeconds: {{ $values.timeoutSeconds }}
+failurePolicy: {{ .failurePolicy | default $values.failurePolicy }}
+timeoutSeconds: {{ .timeoutSeconds | default $values.timeoutSeconds }}
 clientConfig:
   service:
     namespace: {{ include "navique.namespace" .root }}

@@ -12,6 +12,7 @@
 mod args;
 pub mod cluster;
 mod error;
+pub mod lock_finalizer;
 pub mod lock_suspension;
 pub mod locks;
 pub mod metrics;
@@ -124,6 +125,10 @@ async fn serve(component: &mut Component, args: &Args, tls: Tls) -> Result<(), E
             validator: Arc::new(lock_suspension::SuspensionGuard {
                 client: api.clone(),
             }),
+        },
+        Route {
+            path: lock_finalizer::PATH,
+            validator: Arc::new(lock_finalizer::LockFinalizer),
         },
         Route {
             path: locks::PATH,
