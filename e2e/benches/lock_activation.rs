@@ -4,9 +4,14 @@
 //! against the dev API server, one fresh environment per scenario:
 //! 1,000 Locks in one namespace, 10,000 in one, 10,000 over 100.
 //!
-//! Also the CPU time the dev API server and the lock-controller spent from
-//! the first Lock's creation until every Lock was active (their share of
-//! the two cores a burst saturates).
+//! Also the CPU time the dev API server, the lock-controller and the
+//! webhook spent from the first Lock's creation until every Lock was active
+//! (their share of the two cores a burst saturates).
+//!
+//! As the chart installs it, the webhook's Lock finalizer rule
+//! (`/mutate/locks`) stores each Lock with the controller's finalizer;
+//! `NAVIQUE_BENCH_FINALIZER_WEBHOOK=0` leaves it out (and the webhook with
+//! it), so that the controller writes the finalizer as it does without it.
 //!
 //! The floor is the dev API server's own time for the writes a Lock needs,
 //! from a plain client in the same run: its target's marker and its status,
@@ -68,7 +73,12 @@ async fn main() -> anyhow::Result<()> {
 
 async fn run(count: usize, spread: usize, idle: Duration) -> anyhow::Result<()> {
     println!("== {count} Locks over {spread} namespace(s)");
-    let env = LockEnv::start(GuardMode::Policy);
+    let finalizer_webhook = std::env::var("NAVIQUE_BENCH_FINALIZER_WEBHOOK").as_deref() != Ok("0");
+    println!(
+        "the webhook's Lock finalizer rule: {}",
+        if finalizer_webhook { "on" } else { "off" }
+    );
+    let env = LockEnv::start_full(GuardMode::Policy, &[], finalizer_webhook);
     env.ready().await;
     let client = env.cluster.client().await;
     let namespaces: Vec<String> = (0..spread)
@@ -112,9 +122,11 @@ async fn run(count: usize, spread: usize, idle: Duration) -> anyhow::Result<()> 
         .cluster
         .dev_pid()
         .ok_or_else(|| anyhow::anyhow!("the bench needs a dev API server of its own"))?;
+    let webhook_cpu = || env.webhook_pid().map_or(Ok(0.0), cpu_seconds);
     let cpu_before = (
         cpu_seconds(api_pid)?,
         controller_cpu(env.controller_admin).await?,
+        webhook_cpu()?,
     );
     let started = Instant::now();
     let created: HashMap<String, Instant> = futures::stream::iter(0..count)
@@ -180,6 +192,7 @@ async fn run(count: usize, spread: usize, idle: Duration) -> anyhow::Result<()> 
     let cpu = (
         cpu_seconds(api_pid)? - cpu_before.0,
         controller_cpu(env.controller_admin).await? - cpu_before.1,
+        webhook_cpu()? - cpu_before.2,
     );
     let _ = activated.send(());
     let writes = activation_writes.await?;
@@ -189,11 +202,13 @@ async fn run(count: usize, spread: usize, idle: Duration) -> anyhow::Result<()> 
         by_kind(&writes)
     );
     println!(
-        "CPU until all were active: dev API server {:.2} s ({:.0} µs per Lock), lock-controller {:.2} s ({:.0} µs per Lock)",
+        "CPU until all were active: dev API server {:.2} s ({:.0} µs per Lock), lock-controller {:.2} s ({:.0} µs per Lock), webhook {:.2} s ({:.0} µs per Lock)",
         cpu.0,
         cpu.0 * 1e6 / count as f64,
         cpu.1,
-        cpu.1 * 1e6 / count as f64
+        cpu.1 * 1e6 / count as f64,
+        cpu.2,
+        cpu.2 * 1e6 / count as f64
     );
     println!(
         "reconcile errors until all were active: {}",

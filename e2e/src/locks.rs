@@ -156,6 +156,11 @@ impl LockEnv {
         }
     }
 
+    /// The webhook's process id, when it was started.
+    pub fn webhook_pid(&self) -> Option<u32> {
+        self._webhook.as_ref().map(Process::pid)
+    }
+
     /// The lock-controller's log so far, for failure messages.
     pub fn controller_log(&self) -> String {
         self._controller.stdout() + &self._controller.stderr()

@@ -25,6 +25,10 @@
 //! webhook with `reinvocationPolicy: IfNeeded` is called once more when a
 //! webhook after it changed the object.
 //!
+//! An HTTP/2 connection to a webhook is kept for the next call to the same
+//! host, port and `caBundle` ([`Connections`]), as kube-apiserver's client
+//! keeps its connections alive.
+//!
 //! Simplifications: `matchPolicy` is treated as `Exact` (one version per
 //! resource here); without a `caBundle` no certificate is trusted
 //! (kube-apiserver would use the system roots); a `url`'s host is resolved
