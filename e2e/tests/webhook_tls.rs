@@ -300,7 +300,7 @@ async fn assert_consistent(cluster: &Cluster, port: u16) -> Material {
     )
     .await;
     assert!(!material.ca_key.is_empty() && !material.key.is_empty());
-    assert_eq!(ca_bundles(cluster).len(), 5, "every webhook has a bundle");
+    assert_eq!(ca_bundles(cluster).len(), 6, "every webhook has a bundle");
     material
 }
 
