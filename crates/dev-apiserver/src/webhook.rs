@@ -26,8 +26,8 @@
 //! webhook after it changed the object.
 //!
 //! An HTTP/2 connection to a webhook is kept for the next call to the same
-//! host, port and `caBundle` ([`Connections`]), as kube-apiserver's client
-//! keeps its connections alive.
+//! target, host, port and `caBundle` ([`Connections`]), as kube-apiserver's
+//! client keeps its connections alive.
 //!
 //! Simplifications: `matchPolicy` is treated as `Exact` (one version per
 //! resource here); without a `caBundle` no certificate is trusted
@@ -491,6 +491,7 @@ async fn call(
     let deadline = Instant::now() + Duration::from_secs(invocation.timeout_seconds);
     let body = Bytes::from(serde_json::to_vec(&review).unwrap_or_default());
     let key = connections::Key {
+        service: matches!(invocation.target, Target::Service { .. }),
         authority: authority.clone(),
         ca_bundle: invocation.ca_bundle.clone(),
     };
@@ -498,12 +499,17 @@ async fn call(
     let mut answered = None;
     if let Some(sender) = ctx.connections.get(&key) {
         let request = request(true, &authority, &path_and_query, body.clone());
-        match timeout_at(deadline, send_h2(sender, request)).await {
+        let sent = timeout_at(deadline, send_h2(sender, request)).await;
+        if !matches!(sent, Ok(Sent::Answered(Ok(_)))) {
+            // Broken or unresponsive: the next call dials afresh.
+            ctx.connections.forget(&key);
+        }
+        match sent {
             Err(_) => return Err(failed("context deadline exceeded".to_string())),
             Ok(Sent::Answered(Err(cause))) => return Err(failed(cause)),
             Ok(Sent::Answered(Ok(answer))) => answered = Some(answer),
-            // Closed before it took the request: dial afresh.
-            Ok(Sent::Unsent) => ctx.connections.forget(&key),
+            // Closed before it took the request: dial afresh now.
+            Ok(Sent::Unsent) => {}
         }
     }
     let (status, text, bytes) = match answered {

@@ -8,8 +8,9 @@
 //! (the webhook was down, or the Lock predates the rule) before it marks
 //! anything. It is applied on updates too, so that a GitOps tool applying
 //! a manifest without the finalizer does not take it off a live Lock. A Lock
-//! being deleted is left alone: no finalizer may be added to it, and the
-//! controller takes its own off once the markers are gone.
+//! being deleted (by the request's object or the stored one) is left alone:
+//! no finalizer may be added to it, the controller takes its own off once
+//! the markers are gone, and an admin may clear a stuck one by hand.
 
 use kube::core::DynamicObject;
 use kube::core::admission::Operation;
@@ -31,18 +32,24 @@ impl Validator for LockFinalizer {
             return Decision::Allow;
         }
         match &request.object {
-            Some(lock) => finalize(lock),
+            Some(lock) => finalize(lock, request.old_object.as_ref()),
             None => Decision::Allow,
         }
     }
 }
 
 /// The patch that adds the finalizer to `lock`, unless it has it or is
-/// being deleted.
-fn finalize(lock: &DynamicObject) -> Decision {
+/// being deleted. Whether it is being deleted is read from the stored
+/// Lock (`stored`) too: a replace's body carries no `deletionTimestamp`,
+/// which the API server puts back only after mutating admission, so an
+/// admin clearing the finalizers of a deleting Lock by `kubectl replace`
+/// would otherwise get ours back (or a 422 for a new finalizer).
+fn finalize(lock: &DynamicObject, stored: Option<&DynamicObject>) -> Decision {
     let meta = &lock.metadata;
+    let deleting = meta.deletion_timestamp.is_some()
+        || stored.is_some_and(|s| s.metadata.deletion_timestamp.is_some());
     let present = meta.finalizers.as_deref().unwrap_or_default();
-    if meta.deletion_timestamp.is_some() || present.iter().any(|f| f == finalizers::LOCK) {
+    if deleting || present.iter().any(|f| f == finalizers::LOCK) {
         return Decision::Allow;
     }
     let operation = if meta.finalizers.is_some() {
@@ -60,6 +67,16 @@ mod tests {
     use super::*;
 
     fn request(operation: &str, kind: &str, object: Option<Value>) -> Request {
+        let old = (operation == "UPDATE").then(|| lock(json!({})));
+        request_with_old(operation, kind, object, old)
+    }
+
+    fn request_with_old(
+        operation: &str,
+        kind: &str,
+        object: Option<Value>,
+        old: Option<Value>,
+    ) -> Request {
         let review = json!({
             "apiVersion": "admission.k8s.io/v1",
             "kind": "AdmissionReview",
@@ -72,7 +89,7 @@ mod tests {
                 "operation": operation,
                 "userInfo": {"username": "argocd", "groups": ["system:authenticated"]},
                 "object": object,
-                "oldObject": if operation == "UPDATE" { lock(json!({})) } else { Value::Null },
+                "oldObject": old,
             }
         });
         crate::review::parse(review.to_string().as_bytes()).unwrap()
@@ -117,7 +134,11 @@ mod tests {
         let finalized = lock(json!({"finalizers": ["core.navique.com/lock"]}));
         assert_eq!(decide("UPDATE", finalized), Decision::Allow);
         let deleting = lock(json!({"deletionTimestamp": "2026-12-06T03:00:00Z"}));
-        assert_eq!(decide("UPDATE", deleting), Decision::Allow);
+        assert_eq!(decide("UPDATE", deleting.clone()), Decision::Allow);
+        // A replace's body lacks the deletionTimestamp the stored Lock has:
+        // an admin clearing the finalizers of a deleting Lock.
+        let replace = request_with_old("UPDATE", "Lock", Some(lock(json!({}))), Some(deleting));
+        assert_eq!(LockFinalizer.validate(&replace), Decision::Allow);
     }
 
     #[test]

@@ -2,9 +2,11 @@
 //! kube-apiserver's client keeps them: without them every admitted write
 //! paid a TCP and TLS handshake on both ends, more than the review itself.
 //!
-//! A connection is reused only for the same host, port and `caBundle`, so
-//! a changed configuration is verified afresh; one the webhook closed is
-//! dropped when next asked for.
+//! A connection is reused only for the same target (a `service` or a
+//! `url`), host, port and `caBundle`, so a changed configuration is
+//! verified afresh; one the webhook closed is dropped when next asked for,
+//! and one kept for a `caBundle` the target no longer uses when a
+//! connection for the new one is kept.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -18,6 +20,9 @@ pub type Sender = SendRequest<Full<Bytes>>;
 /// What a connection was verified for.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Key {
+    /// Whether the target is a `service` (resolved by this server), not a
+    /// `url`: the two may name the same `host:port`.
+    pub service: bool,
     /// `host:port`, as the URL names it.
     pub authority: String,
     pub ca_bundle: Option<String>,
@@ -43,10 +48,15 @@ impl Connections {
         }
     }
 
-    /// Keeps `sender` for `key`, dropping the connections that closed.
+    /// Keeps `sender` for `key`, dropping the connections that closed and
+    /// those to the same target under another `caBundle` (rotated out).
     pub fn keep(&self, key: Key, sender: Sender) {
         let mut open = self.open.lock().unwrap_or_else(|e| e.into_inner());
-        open.retain(|_, kept| !kept.is_closed());
+        open.retain(|kept_key, kept| {
+            let same_target =
+                kept_key.service == key.service && kept_key.authority == key.authority;
+            !kept.is_closed() && !same_target
+        });
         open.insert(key, sender);
     }
 

@@ -790,6 +790,7 @@ async fn calls_to_an_http2_webhook_share_one_connection_until_it_breaks_off() {
     // call dials afresh rather than failing.
     server.drop_connections();
     let key = connections::Key {
+        service: true,
         authority: format!("{SERVICE_HOST}:443"),
         ca_bundle: Some(base64::engine::general_purpose::STANDARD.encode(&server.ca_pem)),
     };
