@@ -1,5 +1,5 @@
 //! The CPU time of the handler's two JSON steps, reading one
-//! AdmissionReview (kube's deserializer) and encoding a denial's answer,
+//! AdmissionReview (the one-pass reader of review.rs) and encoding a denial's answer,
 //! on the fixtures of a DELETE of a protected service (like the review
 //! `make bench-webhook` posts) and of an UPDATE of a locked Stack: what of the
 //! webhook's CPU per review is its own work rather than TLS and HTTP.
