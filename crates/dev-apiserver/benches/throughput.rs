@@ -1,6 +1,7 @@
 //! Write throughput and watch fan-out of the dev API server, measured through
 //! a real client over HTTPS: 10,000 ConfigMaps created by 16 concurrent
-//! writers while 20 watchers each receive every event.
+//! writers while 20 watchers each receive every event; then a list of them
+//! all, and a list of them in pages of 500, as a reflector lists.
 //!
 //! Also the process's resident memory after the run: the server's store,
 //! with its history of changes (bounded by count and by bytes), and the
@@ -15,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::ConfigMap;
-use kube::api::{Api, PostParams, WatchEvent, WatchParams};
+use kube::api::{Api, ListParams, PostParams, WatchEvent, WatchParams};
 
 /// The server's allocator, as its binary has it (`src/main.rs`).
 #[global_allocator]
@@ -95,6 +96,20 @@ async fn main() -> anyhow::Result<()> {
     let list_started = Instant::now();
     let listed = api.list(&Default::default()).await?.items.len();
     let listed_in = list_started.elapsed();
+    // As a reflector lists: pages of 500, each resuming at the last.
+    let paged_started = Instant::now();
+    let (mut paged, mut pages) = (0, 0);
+    let mut params = ListParams::default().limit(500);
+    loop {
+        let page = api.list(&params).await?;
+        paged += page.items.len();
+        pages += 1;
+        match page.metadata.continue_ {
+            Some(token) if !token.is_empty() => params = params.continue_token(&token),
+            _ => break,
+        }
+    }
+    let paged_in = paged_started.elapsed();
 
     println!(
         "writes: {OBJECTS} creates by {WRITERS} writers in {:.2?}: {:.0} writes/s",
@@ -107,6 +122,7 @@ async fn main() -> anyhow::Result<()> {
         total as f64 / delivered.as_secs_f64()
     );
     println!("list: {listed} objects in {listed_in:.2?}");
+    println!("list in pages of 500: {paged} objects in {pages} pages, {paged_in:.2?}");
     let status = std::fs::read_to_string("/proc/self/status")?;
     let kib = |field: &str| -> Option<f64> {
         let line = status.lines().find(|l| l.starts_with(field))?;

@@ -307,14 +307,14 @@ fn list(state: &State, req: &Req, target: &Target) -> Result<Response<Body>, Api
     if req.wants_table() {
         return Ok(table_response(rt, &items, req, metadata));
     }
-    let items = list_items(rt, items);
-    let list = json!({
-        "kind": format!("{}List", rt.kind),
-        "apiVersion": rt.api_version(),
-        "metadata": metadata,
-        "items": items,
-    });
-    Ok(respond(req, StatusCode::OK, &list))
+    // Built by hand: `json!` would copy every item (`to_value`).
+    let list = serde_json::Map::from_iter([
+        ("kind".to_owned(), Value::from(format!("{}List", rt.kind))),
+        ("apiVersion".to_owned(), Value::from(rt.api_version())),
+        ("metadata".to_owned(), metadata),
+        ("items".to_owned(), Value::Array(list_items(rt, items))),
+    ]);
+    Ok(respond(req, StatusCode::OK, &Value::Object(list)))
 }
 
 /// A list's items: a typed list's carry no `apiVersion` and `kind`, as Go
