@@ -369,8 +369,7 @@ fn decode_body(req: &Req) -> Result<Value, ApiError> {
         "application/vnd.kubernetes.protobuf" => {
             protobuf::decode(&req.body).map_err(|e| ApiError::bad_request(e.to_string()))?
         }
-        "application/yaml" | "application/apply-patch+yaml" => serde_yaml::from_slice(&req.body)
-            .map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")))?,
+        "application/yaml" | "application/apply-patch+yaml" => decode_yaml(&req.body)?,
         _ => serde_json::from_slice(&req.body).map_err(|e| {
             ApiError::bad_request(format!("couldn't get version/kind; json parse error: {e}"))
         })?,
@@ -379,6 +378,19 @@ fn decode_body(req: &Req) -> Result<Value, ApiError> {
         return Err(ApiError::bad_request("the request body must be an object"));
     }
     Ok(value)
+}
+
+/// YAML, parsed as JSON where it is JSON (what clients such as kube-rs
+/// send in apply patches): the same value, at a fraction of the YAML
+/// parser's cost, which was 5% of the server's CPU in a burst of Locks.
+fn decode_yaml(body: &[u8]) -> Result<Value, ApiError> {
+    if body.trim_ascii_start().starts_with(b"{")
+        && let Ok(value) = serde_json::from_slice(body)
+    {
+        return Ok(value);
+    }
+    serde_yaml::from_slice(body)
+        .map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")))
 }
 
 /// The options of a write request. The field manager is the
@@ -740,4 +752,24 @@ async fn delete_collection(
         "items": list_items(rt, items),
     });
     Ok(json(StatusCode::OK, &list))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_yaml_body_reads_the_same_whether_it_is_json_or_not() {
+        let json = br#" {"metadata": {"name": "a", "labels": {"x": "1"}}, "spec": {"n": 3, "f": 1.5, "on": true, "none": null}}"#;
+        let yaml = b"metadata:\n  name: a\n  labels: {x: \"1\"}\nspec: {n: 3, f: 1.5, \"on\": true, none: null}\n";
+        let flow = b"{metadata: {name: a, labels: {x: \"1\"}}, spec: {n: 3, f: 1.5, \"on\": true, none: null}}";
+        let expected = serde_json::from_slice::<Value>(json).unwrap();
+        assert_eq!(decode_yaml(json).unwrap(), expected);
+        assert_eq!(decode_yaml(yaml).unwrap(), expected);
+        // JSON-like but not JSON: the YAML parser reads it.
+        assert_eq!(decode_yaml(flow).unwrap(), expected);
+        let error = decode_yaml(b"{metadata: [").unwrap_err();
+        let message = error.body["message"].as_str().unwrap();
+        assert!(message.starts_with("error decoding YAML: "), "{message}");
+    }
 }
