@@ -128,16 +128,32 @@ fn all(txn: &Txn<'_>, plural: &str) -> Arc<Vec<Value>> {
     txn.all(&(ADMISSION_GROUP.to_owned(), plural.to_owned()))
 }
 
-/// The request namespace's Namespace object.
+/// The request namespace's Namespace object, without its managedFields,
+/// which neither selectors nor `namespaceObject` show, and which made
+/// copying it on every write cost more than the rest of it.
 fn namespace_object(txn: &Txn<'_>, attributes: &Attributes) -> Option<Value> {
     if attributes.namespace.is_empty() {
         return None;
     }
-    txn.get(
+    let namespace = txn.get(
         &(String::new(), "namespaces".to_owned()),
         &(String::new(), attributes.namespace.clone()),
-    )
-    .cloned()
+    )?;
+    let copy = |(key, value): (&String, &Value)| match (key.as_str(), value) {
+        ("metadata", Value::Object(meta)) => (
+            key.clone(),
+            Value::Object(
+                meta.iter()
+                    .filter(|(field, _)| *field != "managedFields")
+                    .map(|(field, value)| (field.clone(), value.clone()))
+                    .collect(),
+            ),
+        ),
+        _ => (key.clone(), value.clone()),
+    };
+    Some(Value::Object(
+        namespace.as_object()?.iter().map(copy).collect(),
+    ))
 }
 
 fn refusal(rejection: Rejection) -> ApiError {

@@ -2,6 +2,7 @@
 //! Kubernetes 1.33 (generated, see `schema`), and every type a
 //! CustomResourceDefinition registers.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use navique_crd_validation::Schema;
@@ -105,6 +106,22 @@ pub fn served(rt: &ResourceType, mut object: Value) -> Value {
     object["apiVersion"] = json!(rt.api_version());
     object["kind"] = json!(rt.kind);
     object
+}
+
+/// [`served`] without a copy where the stored object already is what is
+/// served (its apiVersion and kind the endpoint's): a watch sends each
+/// change to every watcher of its resource.
+pub fn served_ref<'a>(rt: &ResourceType, object: &'a Value) -> Cow<'a, Value> {
+    let api_version = object["apiVersion"].as_str().unwrap_or_default();
+    let version_matches = match api_version.split_once('/') {
+        Some((group, version)) => group == rt.group && version == rt.version,
+        None => rt.group.is_empty() && api_version == rt.version,
+    };
+    if rt.group != "events.k8s.io" && version_matches && object["kind"] == rt.kind.as_str() {
+        Cow::Borrowed(object)
+    } else {
+        Cow::Owned(served(rt, object.clone()))
+    }
 }
 
 /// `Lock.core.navique.com` or `ConfigMap`, as 422 messages name a kind.
@@ -284,4 +301,50 @@ pub fn from_crd(crd: &Value) -> Result<Vec<ResourceType>, String> {
         });
     }
     Ok(types)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rt(group: &str, plural: &str) -> Arc<ResourceType> {
+        builtins()
+            .into_iter()
+            .find(|t| t.group == group && t.plural == plural)
+            .unwrap()
+    }
+
+    #[test]
+    fn a_stored_object_is_served_as_it_is_only_when_it_already_reads_as_served() {
+        let config_maps = rt("", "configmaps");
+        let stored = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a"}});
+        assert!(matches!(
+            served_ref(&config_maps, &stored),
+            Cow::Borrowed(_)
+        ));
+
+        let deployments = rt("apps", "deployments");
+        for (api_version, kind) in [
+            ("apps/v1beta1", "Deployment"),
+            ("v1", "Deployment"),
+            ("apps/v1", "ReplicaSet"),
+        ] {
+            let stored =
+                json!({"apiVersion": api_version, "kind": kind, "metadata": {"name": "a"}});
+            let served = served_ref(&deployments, &stored);
+            assert!(matches!(served, Cow::Owned(_)), "{api_version} {kind}");
+            assert_eq!(served["apiVersion"], "apps/v1");
+            assert_eq!(served["kind"], "Deployment");
+        }
+
+        // Events are stored in the core form and always converted.
+        let events = rt("events.k8s.io", "events");
+        let stored = json!({
+            "apiVersion": "events.k8s.io/v1", "kind": "Event",
+            "metadata": {"name": "e", "namespace": "n"}, "message": "m",
+        });
+        let served = served_ref(&events, &stored);
+        assert!(matches!(served, Cow::Owned(_)));
+        assert_eq!(served.into_owned(), super::served(&events, stored));
+    }
 }

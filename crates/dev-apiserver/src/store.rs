@@ -51,13 +51,9 @@ pub struct Change {
     /// when an object leaves it.
     pub previous: Option<Value>,
     pub rv: u64,
-}
-
-impl Change {
-    /// The memory the change's objects take, estimated.
-    fn footprint(&self) -> usize {
-        footprint(&self.object) + self.previous.as_ref().map_or(0, footprint)
-    }
+    /// The memory its objects take, estimated once: the history adds it
+    /// when the change comes in and takes it away when it leaves.
+    bytes: usize,
 }
 
 /// Whether the garbage collector acts on `object`: it has owners, or is
@@ -317,6 +313,7 @@ impl Txn<'_> {
         self.inner.rv += 1;
         let rv = self.inner.rv;
         self.inner.changed_at.insert(storage.clone(), rv);
+        let bytes = footprint(&object) + previous.as_ref().map_or(0, footprint);
         let change = Arc::new(Change {
             kind,
             storage,
@@ -324,15 +321,16 @@ impl Txn<'_> {
             object,
             previous,
             rv: self.inner.rv,
+            bytes,
         });
-        self.inner.history_bytes += change.footprint();
+        self.inner.history_bytes += change.bytes;
         self.inner.history.push_back(change.clone());
         let (changes, bytes) = self.store.history_limit;
         while self.inner.history.len() > changes || self.inner.history_bytes > bytes {
             let Some(oldest) = self.inner.history.pop_front() else {
                 break;
             };
-            self.inner.history_bytes -= oldest.footprint();
+            self.inner.history_bytes -= oldest.bytes;
             self.inner.compacted = oldest.rv;
         }
         // No receivers is fine: nobody watches.
@@ -440,7 +438,10 @@ mod tests {
         assert!((1..4).contains(&kept.len()), "{} changes kept", kept.len());
         assert_eq!(kept.last().map(|c| c.rv), Some(100));
         assert_eq!(txn.changes_since(0).err(), Some(txn.inner.compacted + 1));
-        let footprints: usize = kept.iter().map(|c| c.footprint()).sum();
+        let footprints: usize = kept
+            .iter()
+            .map(|c| footprint(&c.object) + c.previous.as_ref().map_or(0, footprint))
+            .sum();
         assert_eq!(footprints, txn.inner.history_bytes);
     }
 

@@ -4,6 +4,7 @@
 //! an ERROR event with 410 Expired when the version was compacted or the
 //! watcher fell too far behind.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -15,7 +16,7 @@ use serde_json::{Value, json};
 use tokio::sync::{broadcast, mpsc};
 
 use crate::request::{Req, Target};
-use crate::resources::served;
+use crate::resources::{served, served_ref};
 use crate::respond::{Body, full, include_object, printer};
 use crate::selectors::Filter;
 use crate::state::State;
@@ -40,26 +41,30 @@ struct Watcher {
 
 impl Watcher {
     /// Sends one event; false when the client has gone.
-    async fn send(&self, kind: &str, object: Value) -> bool {
+    async fn send(&self, kind: &str, object: &Value) -> bool {
+        let table;
         let object = match &self.table {
-            Some(include) if kind != "ERROR" && kind != "BOOKMARK" => table::watch_event_table(
-                &printer(&self.target_rt),
-                &object,
-                include,
-                !self
-                    .headers_sent
-                    .swap(true, std::sync::atomic::Ordering::Relaxed),
-                jiff::Timestamp::now(),
-            ),
+            Some(include) if kind != "ERROR" && kind != "BOOKMARK" => {
+                table = table::watch_event_table(
+                    &printer(&self.target_rt),
+                    object,
+                    include,
+                    !self
+                        .headers_sent
+                        .swap(true, std::sync::atomic::Ordering::Relaxed),
+                    jiff::Timestamp::now(),
+                );
+                &table
+            }
             _ => object,
         };
-        let line = crate::gofmt::watch_event_json(kind, &object);
+        let line = crate::gofmt::watch_event_json(kind, object);
         self.sender.send(Bytes::from(line)).await.is_ok()
     }
 
     /// How a change looks through this watch's selectors: an object that
     /// starts matching is ADDED, one that stops matching is DELETED.
-    fn view(&self, change: &Change) -> Option<(&'static str, Value)> {
+    fn view<'c>(&self, change: &'c Change) -> Option<(&'static str, Cow<'c, Value>)> {
         if change.storage != self.storage
             || self
                 .namespace
@@ -81,10 +86,7 @@ impl Watcher {
             (_, true, false) => EventType::Deleted,
             (_, false, false) => return None,
         };
-        Some((
-            kind.as_str(),
-            served(&self.target_rt, change.object.clone()),
-        ))
+        Some((kind.as_str(), served_ref(&self.target_rt, &change.object)))
     }
 }
 
@@ -133,7 +135,13 @@ pub fn watch(state: &Arc<State>, req: &Req, target: &Target) -> Result<Response<
                 .collect::<Vec<_>>()),
             Some(rv) => txn
                 .changes_since(rv)
-                .map(|changes| changes.iter().filter_map(|c| watcher.view(c)).collect())
+                .map(|changes| {
+                    changes
+                        .iter()
+                        .filter_map(|c| watcher.view(c))
+                        .map(|(kind, object)| (kind, object.into_owned()))
+                        .collect()
+                })
                 .map_err(|oldest| (rv, oldest)),
         };
         (backlog, changes, txn.current_rv())
@@ -149,14 +157,14 @@ pub fn watch(state: &Arc<State>, req: &Req, target: &Target) -> Result<Response<
                 let _ = watcher
                     .send(
                         "ERROR",
-                        expired(format!("too old resource version: {rv} ({oldest})")),
+                        &expired(format!("too old resource version: {rv} ({oldest})")),
                     )
                     .await;
                 return;
             }
         };
         for (kind, object) in events {
-            if !watcher.send(kind, object).await {
+            if !watcher.send(kind, &object).await {
                 return;
             }
         }
@@ -203,7 +211,7 @@ async fn follow(
                     "apiVersion": watcher.target_rt.api_version(),
                     "metadata": {"resourceVersion": current.to_string()},
                 });
-                if !watcher.send("BOOKMARK", bookmark).await {
+                if !watcher.send("BOOKMARK", &bookmark).await {
                     return;
                 }
             }
@@ -211,14 +219,14 @@ async fn follow(
                 Ok(change) => {
                     current = change.rv;
                     if let Some((kind, object)) = watcher.view(&change)
-                        && !watcher.send(kind, object).await
+                        && !watcher.send(kind, &object).await
                     {
                         return;
                     }
                 }
                 Err(broadcast::error::RecvError::Lagged(_)) => {
                     let _ = watcher
-                        .send("ERROR", expired(format!("too old resource version: {current} (watcher fell behind)")))
+                        .send("ERROR", &expired(format!("too old resource version: {current} (watcher fell behind)")))
                         .await;
                     return;
                 }
