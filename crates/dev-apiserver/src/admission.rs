@@ -52,15 +52,21 @@ pub async fn validate(
     if attributes.resource.group == ADMISSION_GROUP {
         return Ok(Vec::new());
     }
-    let (policies, bindings, configurations, namespace_object) = {
+    let (policies, policies_at, bindings, configurations, namespace_object) = {
         let txn = state.store.lock();
+        let policies = (
+            ADMISSION_GROUP.to_owned(),
+            "validatingadmissionpolicies".to_owned(),
+        );
         (
-            all(&txn, "validatingadmissionpolicies"),
+            txn.all(&policies),
+            txn.changed_at(&policies),
             all(&txn, "validatingadmissionpolicybindings"),
             all(&txn, "validatingwebhookconfigurations"),
             namespace_object(&txn, attributes),
         )
     };
+    let reads = state.policy_reads(policies_at, &policies);
 
     let params = |api_version: &str,
                   kind: &str,
@@ -74,6 +80,7 @@ pub async fn validate(
             policies: &policies,
             bindings: &bindings,
             namespace_object: namespace_object.as_ref(),
+            reads: &reads,
             params: &params,
             authorizer: Some(authorizer(state, attributes)),
         },

@@ -31,7 +31,7 @@ use std::collections::BTreeMap;
 use serde_json::{Map, Value, json};
 
 use crate::attributes::{Attributes, Operation};
-use crate::cel::{Activation, Program};
+use crate::cel::{Activation, ObjectReads, Program};
 
 /// What [`evaluate`] needs besides the request.
 pub struct PolicyContext<'a> {
@@ -41,6 +41,9 @@ pub struct PolicyContext<'a> {
     pub bindings: &'a [Value],
     /// The request namespace's Namespace object (None for cluster-scoped).
     pub namespace_object: Option<&'a Value>,
+    /// What the policies read of the request's objects ([`object_reads`]
+    /// of `policies`): only that is converted to CEL.
+    pub reads: &'a ObjectReads,
     /// Params for a binding's paramRef: (apiVersion, kind, namespace, name,
     /// label selector) -> matching objects.
     #[allow(clippy::type_complexity)]
@@ -146,6 +149,16 @@ pub fn evaluate(ctx: &PolicyContext, attributes: &Attributes) -> Verdict {
     verdict
 }
 
+/// What any expression of `policies` reads of a request's `object` and
+/// `oldObject`.
+pub fn object_reads(policies: &[Value]) -> ObjectReads {
+    let mut reads = ObjectReads::default();
+    for policy in policies {
+        CompiledPolicy::new(&policy["spec"]).reads(&mut reads);
+    }
+    reads
+}
+
 /// A Deny decision with the policy and binding that made it.
 struct Denied {
     policy: String,
@@ -164,13 +177,17 @@ impl RequestScope {
     fn get(&self, ctx: &PolicyContext, attributes: &Attributes) -> &Activation<'static> {
         self.0.get_or_init(|| {
             let mut activation = Activation::new()
-                .with("object", attributes.object.as_ref())
-                .with("oldObject", attributes.old_object.as_ref())
                 .with("request", Some(&admission_request(attributes, None)))
                 .with(
                     "namespaceObject",
                     cel_namespace(attributes, ctx.namespace_object).as_ref(),
                 );
+            activation.set_read("object", attributes.object.as_ref(), &ctx.reads.object);
+            activation.set_read(
+                "oldObject",
+                attributes.old_object.as_ref(),
+                &ctx.reads.old_object,
+            );
             if let Some(authorize) = ctx.authorizer.as_ref() {
                 activation.set_authorizer(authorize.clone());
             }
@@ -439,6 +456,24 @@ impl CompiledPolicy {
                     )
                 })
                 .collect(),
+        }
+    }
+
+    /// Adds what the policy's expressions read of the request's objects.
+    fn reads(&self, reads: &mut ObjectReads) {
+        let validations = self
+            .validations
+            .iter()
+            .flat_map(|v| std::iter::once(&v.expression).chain(v.message_expression.as_ref()));
+        let programs = self
+            .match_conditions
+            .iter()
+            .chain(validations)
+            .chain(self.audit_annotations.iter().map(|(_, a)| a))
+            .map(|c| &c.program)
+            .chain(self.variables.iter().map(|(_, p)| p));
+        for program in programs.flatten() {
+            program.reads(reads);
         }
     }
 

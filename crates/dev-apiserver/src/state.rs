@@ -9,6 +9,7 @@ use std::time::Duration;
 use tokio::sync::{Notify, mpsc};
 
 use crate::auth::Users;
+use crate::cel::ObjectReads;
 use crate::faults::Faults;
 use crate::rbac;
 use crate::resources::{self, ResourceType};
@@ -52,6 +53,9 @@ pub struct State {
     decisions: Mutex<Decisions>,
     /// The connections admission keeps open to webhooks.
     pub webhook_connections: crate::webhook::Connections,
+    /// What the policies' expressions read of a request's objects, at the
+    /// version of the policies it was found for.
+    policy_reads: Mutex<(u64, Arc<ObjectReads>)>,
 }
 
 /// Decisions by request, made at one version of the RBAC objects.
@@ -102,7 +106,19 @@ impl State {
             compactions: tokio::sync::watch::Sender::new(0),
             decisions: Mutex::default(),
             webhook_connections: Default::default(),
+            policy_reads: Mutex::default(),
         })
+    }
+
+    /// What `policies` (the ValidatingAdmissionPolicies as of the change
+    /// at `version`) read of a request's objects, found once per change of
+    /// them.
+    pub fn policy_reads(&self, version: u64, policies: &[serde_json::Value]) -> Arc<ObjectReads> {
+        let mut cached = self.policy_reads.lock().unwrap_or_else(|p| p.into_inner());
+        if cached.0 != version || version == 0 {
+            *cached = (version, Arc::new(crate::policy::object_reads(policies)));
+        }
+        cached.1.clone()
     }
 
     /// The local address of a webhook's service, as configured.

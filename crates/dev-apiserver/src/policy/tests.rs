@@ -79,6 +79,7 @@ fn run(policies: &[Value], bindings: &[Value], attributes: &Attributes) -> Verdi
         policies,
         bindings,
         namespace_object: Some(&namespace),
+        reads: &object_reads(policies),
         params: &no_params,
         authorizer: None,
     };
@@ -257,10 +258,12 @@ fn params_are_looked_up_and_visible_to_validations() {
         );
         vec![json!({"apiVersion": "v1", "kind": "ConfigMap", "data": {"max": "2"}})]
     };
+    let policies = [p];
     let ctx = PolicyContext {
-        policies: &[p],
+        policies: &policies,
         bindings: &[b],
         namespace_object: None,
+        reads: &object_reads(&policies),
         params: &lookup,
         authorizer: None,
     };
@@ -464,10 +467,12 @@ fn run_in(namespace: Option<&Value>, attributes: &Attributes) -> Verdict {
     policy["spec"]["matchConstraints"]["resourceRules"] = json!([{
         "apiGroups": ["*"], "apiVersions": ["*"], "operations": ["DELETE"], "resources": ["*"],
     }]);
+    let policies = [policy];
     let ctx = PolicyContext {
-        policies: &[policy],
+        policies: &policies,
         bindings: &[binding("b", "namespace-locks", json!({}))],
         namespace_object: namespace,
+        reads: &object_reads(&policies),
         params: &no_params,
         authorizer: None,
     };
@@ -579,6 +584,7 @@ fn the_authorizer_answers_custom_verbs_for_the_requests_user() {
                 policies: std::slice::from_ref(&p),
                 bindings: std::slice::from_ref(&b),
                 namespace_object: None,
+                reads: &object_reads(std::slice::from_ref(&p)),
                 params: &no_params,
                 authorizer,
             },
@@ -630,6 +636,7 @@ fn variables_are_not_evaluated_for_a_request_the_match_conditions_skip() {
                 policies: std::slice::from_ref(&p),
                 bindings: std::slice::from_ref(&b),
                 namespace_object: None,
+                reads: &object_reads(std::slice::from_ref(&p)),
                 params: &no_params,
                 authorizer: Some(authorizer.clone()),
             },
