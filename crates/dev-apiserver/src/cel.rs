@@ -93,8 +93,8 @@ impl Program {
         found
     }
 
-    /// Adds what the expression reads of `object` and `oldObject` to
-    /// `reads`.
+    /// Adds what the expression reads of `object`, `oldObject`,
+    /// `namespaceObject` and `request` to `reads`.
     pub fn reads(&self, reads: &mut ObjectReads) {
         collect_reads(&self.expr, reads);
     }
@@ -480,11 +480,14 @@ impl Reads {
     }
 }
 
-/// What expressions read of the request's `object` and `oldObject`.
+/// What expressions read of the request's `object`, `oldObject`,
+/// `namespaceObject` and `request`.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ObjectReads {
     pub object: Reads,
     pub old_object: Reads,
+    pub namespace_object: Reads,
+    pub request: Reads,
 }
 
 impl ObjectReads {
@@ -492,6 +495,8 @@ impl ObjectReads {
         match root {
             "object" => Some(&mut self.object),
             "oldObject" => Some(&mut self.old_object),
+            "namespaceObject" => Some(&mut self.namespace_object),
+            "request" => Some(&mut self.request),
             _ => None,
         }
     }
@@ -793,6 +798,12 @@ mod tests {
                 ("spec", fields(&[("replicas", Reads::All)])),
             ])
         );
+
+        assert_eq!(
+            reads.request,
+            fields(&[("userInfo", fields(&[("username", Reads::All)]))])
+        );
+        assert_eq!(reads.namespace_object, Reads::default());
 
         // Read whole: compared, passed to a function, iterated, indexed by
         // something that is not a literal, or hidden by a macro's variable.

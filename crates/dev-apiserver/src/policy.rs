@@ -149,8 +149,8 @@ pub fn evaluate(ctx: &PolicyContext, attributes: &Attributes) -> Verdict {
     verdict
 }
 
-/// What any expression of `policies` reads of a request's `object` and
-/// `oldObject`.
+/// What any expression of `policies` reads of a request's `object`,
+/// `oldObject`, `namespaceObject` and `request`.
 pub fn object_reads(policies: &[Value]) -> ObjectReads {
     let mut reads = ObjectReads::default();
     for policy in policies {
@@ -176,17 +176,23 @@ struct RequestScope(std::cell::OnceCell<Activation<'static>>);
 impl RequestScope {
     fn get(&self, ctx: &PolicyContext, attributes: &Attributes) -> &Activation<'static> {
         self.0.get_or_init(|| {
-            let mut activation = Activation::new()
-                .with("request", Some(&admission_request(attributes, None)))
-                .with(
-                    "namespaceObject",
-                    cel_namespace(attributes, ctx.namespace_object).as_ref(),
-                );
-            activation.set_read("object", attributes.object.as_ref(), &ctx.reads.object);
+            let reads = ctx.reads;
+            let mut activation = Activation::new();
+            activation.set_read("object", attributes.object.as_ref(), &reads.object);
             activation.set_read(
                 "oldObject",
                 attributes.old_object.as_ref(),
-                &ctx.reads.old_object,
+                &reads.old_object,
+            );
+            activation.set_read(
+                "request",
+                Some(&admission_request(attributes, None)),
+                &reads.request,
+            );
+            activation.set_read(
+                "namespaceObject",
+                cel_namespace(attributes, ctx.namespace_object).as_ref(),
+                &reads.namespace_object,
             );
             if let Some(authorize) = ctx.authorizer.as_ref() {
                 activation.set_authorizer(authorize.clone());
@@ -459,7 +465,7 @@ impl CompiledPolicy {
         }
     }
 
-    /// Adds what the policy's expressions read of the request's objects.
+    /// Adds what the policy's expressions read of the request's values.
     fn reads(&self, reads: &mut ObjectReads) {
         let validations = self
             .validations
