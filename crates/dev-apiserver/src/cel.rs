@@ -23,7 +23,10 @@
 //! - `type()` is not available (`dyn()` is, and `string()` also takes
 //!   booleans, as in cel-go); the `authorizer` variable is
 //!   [`crate::authorizer`]'s, bound by ValidatingAdmissionPolicies only;
-//! - there is no cost budget.
+//! - there is no cost budget;
+//! - a message construction (`Foo{a: 1}`) fails to compile as an undeclared
+//!   reference, as cel-go's checker has it without the message declared
+//!   (the `cel` crate would panic evaluating it).
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, LazyLock, Mutex};
@@ -77,6 +80,20 @@ impl Program {
             .enable_optional_syntax(true)
             .parse(source)
             .map_err(|e| e.to_string().trim_end().to_string())?;
+        // The `cel` crate panics on evaluating a message construction; no
+        // message type is declared here, so cel-go's checker would refuse
+        // it (kube-apiserver, when the policy is created).
+        let mut message = None;
+        visit(&expr, &mut |e| {
+            if let Expr::Struct(s) = &e.expr {
+                message.get_or_insert_with(|| s.type_name.clone());
+            }
+        });
+        if let Some(name) = message {
+            return Err(format!(
+                "ERROR: <input>: undeclared reference to '{name}' (in container '')"
+            ));
+        }
         rewrite(&mut expr);
         Ok(Self {
             expr: Arc::new(expr),
@@ -757,6 +774,19 @@ mod tests {
     fn parse_errors_are_reported() {
         let err = Program::compile("object.metadata.name ==").unwrap_err();
         assert!(err.starts_with("ERROR: <input>:1:"), "{err}");
+    }
+
+    #[test]
+    fn a_message_construction_is_an_undeclared_reference_not_a_crash() {
+        for expression in ["Foo{a: 1}", "[1].all(x, x == pkg.Bar{})"] {
+            let err = Program::compile(expression).unwrap_err();
+            assert!(err.contains("undeclared reference to '"), "{err}");
+        }
+        let err = Program::compile("Foo{a: 1} == null").unwrap_err();
+        assert_eq!(
+            err,
+            "ERROR: <input>: undeclared reference to 'Foo' (in container '')"
+        );
     }
 
     fn reads_of(expressions: &[&str]) -> ObjectReads {
