@@ -14,7 +14,7 @@ use crate::policy::{self, PolicyContext};
 use crate::rbac;
 use crate::state::State;
 use crate::status::ApiError;
-use crate::store::Txn;
+use crate::store::{StorageKey, Txn};
 use crate::webhook::{self, Mutation, Rejection, WebhookContext};
 
 const ADMISSION_GROUP: &str = "admissionregistration.k8s.io";
@@ -54,10 +54,7 @@ pub async fn validate(
     }
     let (policies, policies_at, bindings, configurations, namespace_object) = {
         let txn = state.store.lock();
-        let policies = (
-            ADMISSION_GROUP.to_owned(),
-            "validatingadmissionpolicies".to_owned(),
-        );
+        let policies = storage("validatingadmissionpolicies");
         (
             txn.all(&policies),
             txn.changed_at(&policies),
@@ -132,7 +129,11 @@ fn authorizer(state: &Arc<State>, attributes: &Attributes) -> Authorize {
 
 /// Every stored object of an admissionregistration.k8s.io resource.
 fn all(txn: &Txn<'_>, plural: &str) -> Arc<Vec<Value>> {
-    txn.all(&(ADMISSION_GROUP.to_owned(), plural.to_owned()))
+    txn.all(&storage(plural))
+}
+
+fn storage(plural: &str) -> StorageKey {
+    (ADMISSION_GROUP.to_owned(), plural.to_owned())
 }
 
 /// The request namespace's Namespace object, without its managedFields,
