@@ -337,7 +337,8 @@ mod tests {
             assert_eq!(served["kind"], "Deployment");
         }
 
-        // Events are stored in the core form and always converted.
+        // An Event is always converted (it is stored in the core form),
+        // even one whose apiVersion and kind read as served.
         let events = rt("events.k8s.io", "events");
         let stored = json!({
             "apiVersion": "events.k8s.io/v1", "kind": "Event",
