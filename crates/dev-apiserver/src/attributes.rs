@@ -2,6 +2,7 @@
 //! authorization, admission policies and webhooks.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use serde_json::{Map, Value, json};
 
@@ -71,10 +72,11 @@ pub struct Attributes {
     pub name: String,
     /// Empty for cluster-scoped objects.
     pub namespace: String,
-    /// The new object; None on DELETE.
-    pub object: Option<Value>,
-    /// The stored object; None on CREATE.
-    pub old_object: Option<Value>,
+    /// The new object; None on DELETE. Shared with the write, which
+    /// stores it once admission is done.
+    pub object: Option<Arc<Value>>,
+    /// The stored object; None on CREATE. Shared with the store.
+    pub old_object: Option<Arc<Value>>,
     pub user: UserInfo,
     pub dry_run: bool,
     /// CreateOptions, UpdateOptions or DeleteOptions (apiVersion
@@ -107,7 +109,7 @@ pub mod testing {
             name: "db".into(),
             namespace: "team-a".into(),
             object: None,
-            old_object: Some(old),
+            old_object: Some(old.into()),
             user: UserInfo {
                 username: "alice".into(),
                 groups: vec!["system:authenticated".into()],

@@ -27,6 +27,7 @@
 //! parsed on each call (some tens of microseconds each).
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use serde_json::{Map, Value, json};
 
@@ -178,10 +179,10 @@ impl RequestScope {
         self.0.get_or_init(|| {
             let reads = ctx.reads;
             let mut activation = Activation::new();
-            activation.set_read("object", attributes.object.as_ref(), &reads.object);
+            activation.set_read("object", attributes.object.as_deref(), &reads.object);
             activation.set_read(
                 "oldObject",
-                attributes.old_object.as_ref(),
+                attributes.old_object.as_deref(),
                 &reads.old_object,
             );
             activation.set_read(
@@ -753,8 +754,8 @@ fn is_policy_resource(attributes: &Attributes) -> bool {
 }
 
 /// The `AdmissionRequest` of `admission.k8s.io/v1` (as JSON, kube-apiserver's
-/// field order and omissions), with `uid` and without object and oldObject
-/// when `uid` is None (the CEL `request` variable).
+/// omissions) but its object and oldObject, which a webhook's review adds
+/// and the CEL `request` variable lacks; `uid` empty when None.
 pub(crate) fn admission_request(attributes: &Attributes, uid: Option<&str>) -> Value {
     let mut request = Map::new();
     request.insert("uid".into(), json!(uid.unwrap_or_default()));
@@ -776,16 +777,6 @@ pub(crate) fn admission_request(attributes: &Attributes, uid: Option<&str>) -> V
     }
     request.insert("operation".into(), json!(attributes.operation.as_str()));
     request.insert("userInfo".into(), attributes.user.to_json());
-    if uid.is_some() {
-        request.insert(
-            "object".into(),
-            attributes.object.clone().unwrap_or(Value::Null),
-        );
-        request.insert(
-            "oldObject".into(),
-            attributes.old_object.clone().unwrap_or(Value::Null),
-        );
-    }
     request.insert("dryRun".into(), json!(attributes.dry_run));
     request.insert(
         "options".into(),
@@ -906,13 +897,13 @@ pub(crate) fn namespace_selector_matches(
         && attributes.sub_resource.is_empty()
         && matches!(attributes.operation, Operation::Create | Operation::Update)
     {
-        labels_of(attributes.object.as_ref())
+        labels_of(attributes.object.as_deref())
     } else if is_namespace && namespace.is_none() {
         labels_of(
             attributes
                 .old_object
-                .as_ref()
-                .or(attributes.object.as_ref()),
+                .as_deref()
+                .or(attributes.object.as_deref()),
         )
     } else {
         labels_of(namespace)
@@ -930,7 +921,7 @@ pub(crate) fn object_selector_matches(
     if selector.is_empty() {
         return Ok(true);
     }
-    let matches = |object: &Option<Value>| {
+    let matches = |object: &Option<Arc<Value>>| {
         object
             .as_ref()
             .is_some_and(|o| selector.matches(&o["metadata"]["labels"]))

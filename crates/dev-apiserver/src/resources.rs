@@ -124,6 +124,14 @@ pub fn served_ref<'a>(rt: &ResourceType, object: &'a Value) -> Cow<'a, Value> {
     }
 }
 
+/// [`served_ref`] for an object shared with the store or a write.
+pub fn served_shared(rt: &ResourceType, object: &Arc<Value>) -> Arc<Value> {
+    match served_ref(rt, object) {
+        Cow::Borrowed(_) => object.clone(),
+        Cow::Owned(served) => Arc::new(served),
+    }
+}
+
 /// `Lock.core.navique.com` or `ConfigMap`, as 422 messages name a kind.
 pub fn kind_group(rt: &ResourceType) -> String {
     if rt.group.is_empty() {

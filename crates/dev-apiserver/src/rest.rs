@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 
 use crate::gofmt::now;
 use crate::request::{Req, Target};
-use crate::resources::{ResourceType, served};
+use crate::resources::{ResourceType, served, served_ref};
 use crate::respond::{Body, include_object, json, respond, table_response};
 use crate::selectors::Filter;
 use crate::state::{Authorization, State};
@@ -426,7 +426,7 @@ fn place(target: &Target) -> Place {
 }
 
 fn written(req: &Req, status: StatusCode, rt: &ResourceType, outcome: Outcome) -> Response<Body> {
-    let mut response = respond(req, status, &served(rt, outcome.object));
+    let mut response = respond(req, status, &served_ref(rt, &outcome.object));
     add_warnings(&mut response, &outcome.warnings);
     response
 }
@@ -740,7 +740,7 @@ async fn delete_collection(
             subresource: None,
         };
         match write::delete(state, &one, &opts, &name, &options).await {
-            Ok(outcome) => items.push(served(rt, outcome.object)),
+            Ok(outcome) => items.push(served(rt, Arc::unwrap_or_clone(outcome.object))),
             Err(e) if e.code == 404 => {}
             Err(e) => return Err(e),
         }

@@ -45,11 +45,11 @@ pub struct Change {
     pub storage: StorageKey,
     pub namespace: String,
     /// The object after the change (before it, for a delete, with the
-    /// deletion's resourceVersion).
-    pub object: Value,
+    /// deletion's resourceVersion), shared with the store.
+    pub object: Arc<Value>,
     /// The object before the change, so a watch with a selector can tell
     /// when an object leaves it.
-    pub previous: Option<Value>,
+    pub previous: Option<Arc<Value>>,
     pub rv: u64,
     /// The memory its objects take, estimated once: the history adds it
     /// when the change comes in and takes it away when it leaves.
@@ -88,7 +88,9 @@ fn footprint(value: &Value) -> usize {
 #[derive(Default)]
 struct Inner {
     rv: u64,
-    objects: BTreeMap<StorageKey, BTreeMap<ObjectKey, Value>>,
+    /// Shared with the history's changes and the writes that made them:
+    /// a copy of each object per write was a tenth of a burst's CPU.
+    objects: BTreeMap<StorageKey, BTreeMap<ObjectKey, Arc<Value>>>,
     /// The resourceVersion of each storage's latest change, so that what is
     /// derived from a storage (RBAC rules, admission configuration) is
     /// rebuilt only when it changed.
@@ -165,6 +167,12 @@ impl Txn<'_> {
     }
 
     pub fn get(&self, storage: &StorageKey, key: &ObjectKey) -> Option<&Value> {
+        self.get_shared(storage, key).map(|object| &**object)
+    }
+
+    /// [`Txn::get`], as the store shares it: a write that keeps the stored
+    /// object beside its change takes it without a copy.
+    pub fn get_shared(&self, storage: &StorageKey, key: &ObjectKey) -> Option<&Arc<Value>> {
         self.inner.objects.get(storage)?.get(key)
     }
 
@@ -192,6 +200,7 @@ impl Txn<'_> {
             .into_iter()
             .flat_map(move |objects| objects.range((start.clone(), Bound::Unbounded)))
             .take_while(move |(key, _)| namespace.is_none_or(|ns| key.0 == ns))
+            .map(|(key, object)| (key, &**object))
     }
 
     /// Every object of a storage, copied once per change of it: RBAC and
@@ -225,14 +234,15 @@ impl Txn<'_> {
 
     /// Stores `object` (whose metadata.resourceVersion the caller set to
     /// `next_rv()`) and records the change.
-    pub fn put(&mut self, storage: StorageKey, key: ObjectKey, object: Value) {
+    pub fn put(&mut self, storage: StorageKey, key: ObjectKey, object: impl Into<Arc<Value>>) {
+        let object = object.into();
         let previous = self
             .inner
             .objects
             .entry(storage.clone())
             .or_default()
             .insert(key.clone(), object.clone());
-        self.unindex(&storage, &key, previous.as_ref());
+        self.unindex(&storage, &key, previous.as_deref());
         self.index(&storage, &key, &object);
         let kind = if previous.is_some() {
             EventType::Modified
@@ -243,14 +253,14 @@ impl Txn<'_> {
     }
 
     /// Removes an object; `object` is the final state watchers see.
-    pub fn remove(&mut self, storage: StorageKey, key: ObjectKey, object: Value) {
+    pub fn remove(&mut self, storage: StorageKey, key: ObjectKey, object: impl Into<Arc<Value>>) {
         let previous = self
             .inner
             .objects
             .get_mut(&storage)
             .and_then(|objects| objects.remove(&key));
-        self.unindex(&storage, &key, previous.as_ref());
-        self.record(EventType::Deleted, storage, key, object, previous);
+        self.unindex(&storage, &key, previous.as_deref());
+        self.record(EventType::Deleted, storage, key, object.into(), previous);
     }
 
     fn index(&mut self, storage: &StorageKey, key: &ObjectKey, object: &Value) {
@@ -307,13 +317,13 @@ impl Txn<'_> {
         kind: EventType,
         storage: StorageKey,
         key: ObjectKey,
-        object: Value,
-        previous: Option<Value>,
+        object: Arc<Value>,
+        previous: Option<Arc<Value>>,
     ) {
         self.inner.rv += 1;
         let rv = self.inner.rv;
         self.inner.changed_at.insert(storage.clone(), rv);
-        let bytes = footprint(&object) + previous.as_ref().map_or(0, footprint);
+        let bytes = footprint(&object) + previous.as_deref().map_or(0, footprint);
         let change = Arc::new(Change {
             kind,
             storage,
@@ -440,7 +450,7 @@ mod tests {
         assert_eq!(txn.changes_since(0).err(), Some(txn.inner.compacted + 1));
         let footprints: usize = kept
             .iter()
-            .map(|c| footprint(&c.object) + c.previous.as_ref().map_or(0, footprint))
+            .map(|c| footprint(&c.object) + c.previous.as_deref().map_or(0, footprint))
             .sum();
         assert_eq!(footprints, txn.inner.history_bytes);
     }

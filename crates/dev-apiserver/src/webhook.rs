@@ -172,9 +172,9 @@ pub async fn mutate(
             let answer = dispatch(ctx, &current, &invocation, true).await?;
             warnings.extend(answer.warnings);
             if let Some(object) = answer.object
-                && current.object.as_ref() != Some(&object)
+                && current.object.as_deref() != Some(&object)
             {
-                current.object = Some(object);
+                current.object = Some(Arc::new(object));
                 again.append(&mut since_change);
             }
             if hook["reinvocationPolicy"].as_str() == Some("IfNeeded") {
@@ -185,7 +185,8 @@ pub async fn mutate(
     Ok(Mutation {
         object: current
             .object
-            .filter(|o| Some(o) != attributes.object.as_ref()),
+            .filter(|o| Some(o) != attributes.object.as_ref())
+            .map(Arc::unwrap_or_clone),
         warnings,
     })
 }
@@ -290,8 +291,8 @@ fn should_call(
         .collect();
     if !conditions.is_empty() {
         let activation = Activation::new()
-            .with("object", attributes.object.as_ref())
-            .with("oldObject", attributes.old_object.as_ref())
+            .with("object", attributes.object.as_deref())
+            .with("oldObject", attributes.old_object.as_deref())
             .with("request", Some(&admission_request(attributes, None)));
         let mut errors = Vec::new();
         for expression in conditions {
@@ -455,11 +456,15 @@ async fn call(
         ));
     };
     let uid = uuid::Uuid::new_v4().to_string();
-    let review = json!({
-        "kind": "AdmissionReview",
-        "apiVersion": format!("admission.k8s.io/{version}"),
-        "request": admission_request(attributes, Some(&uid)),
-    });
+    let review = Review {
+        kind: "AdmissionReview",
+        api_version: format!("admission.k8s.io/{version}"),
+        request: ReviewRequest {
+            fields: admission_request(attributes, Some(&uid)),
+            object: attributes.object.as_deref(),
+            old_object: attributes.old_object.as_deref(),
+        },
+    };
     let (server_name, authority, path) = match &invocation.target {
         Target::Url {
             host,
@@ -602,10 +607,30 @@ fn patched(
             "unsupported patch type {patch_type:?}"
         )));
     }
-    let mut object = object.clone();
+    let mut object = (**object).clone();
     crate::patch::json_patch(&mut object, &patch)
         .map_err(|e| HookError::Rejected(internal_error(e.to_string())))?;
     Ok(Some(object))
+}
+
+/// The AdmissionReview a webhook is sent, with the request's objects
+/// borrowed from the write rather than copied into a JSON value.
+#[derive(serde::Serialize)]
+struct Review<'a> {
+    kind: &'static str,
+    #[serde(rename = "apiVersion")]
+    api_version: String,
+    request: ReviewRequest<'a>,
+}
+
+#[derive(serde::Serialize)]
+struct ReviewRequest<'a> {
+    #[serde(flatten)]
+    fields: Value,
+    /// `null` where absent, as kube-apiserver sends it.
+    object: Option<&'a Value>,
+    #[serde(rename = "oldObject")]
+    old_object: Option<&'a Value>,
 }
 
 /// `path.Join("/", path)`: rooted, without a trailing slash.

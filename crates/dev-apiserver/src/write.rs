@@ -12,7 +12,7 @@ use serde_json::{Map, Value, json};
 
 use crate::attributes::{Attributes, GroupVersion, Operation, UserInfo};
 use crate::gofmt::now;
-use crate::resources::{ResourceType, kind_group, served};
+use crate::resources::{ResourceType, kind_group, served_ref, served_shared};
 use crate::state::State;
 use crate::status::{self, ApiError};
 use crate::store::{ObjectKey, Txn};
@@ -90,19 +90,21 @@ struct Plan {
     name: String,
     /// The stored object's resourceVersion when planned (None: absent).
     seen: Option<String>,
-    object: Value,
+    /// Shared with the admission attributes while admission reads it, and
+    /// then stored as it is.
+    object: Arc<Value>,
     commit: Commit,
     admit: Option<Attributes>,
     warnings: Vec<String>,
     /// The stored object an update changes.
-    old: Option<Value>,
+    old: Option<Arc<Value>>,
 }
 
 /// What a write did.
 pub struct Outcome {
     /// The object as stored (or as it would be, on a dry run), or the last
     /// state of a removed object.
-    pub object: Value,
+    pub object: Arc<Value>,
     pub removed: bool,
     pub warnings: Vec<String>,
 }
@@ -122,21 +124,30 @@ async fn execute(
     let rt = &place.rt;
     for _ in 0..ATTEMPTS {
         let planned = plan(&mut state.store.lock())?;
-        let planned = admit(state, place, opts, planned).await?;
-        let warnings = planned.warnings;
+        let Plan {
+            name,
+            seen,
+            mut object,
+            commit,
+            admit: attributes,
+            warnings,
+            old: _,
+        } = admit(state, place, opts, planned).await?;
+        // Admission is done with the object: unshared, it is stored as is.
+        drop(attributes);
         let mut txn = state.store.lock();
-        let key = place.key(&planned.name);
-        if rv_of(txn.get(&rt.storage_key(), &key)) != planned.seen {
+        let key = place.key(&name);
+        if rv_of(txn.get(&rt.storage_key(), &key)) != seen {
             continue;
         }
-        let mut object = planned.object;
-        let removed = matches!(planned.commit, Commit::Remove);
-        let created = planned.seen.is_none();
-        if !matches!(planned.commit, Commit::Nothing) {
-            object["metadata"]["resourceVersion"] = json!(txn.next_rv().to_string());
+        let removed = matches!(commit, Commit::Remove);
+        let created = seen.is_none();
+        if !matches!(commit, Commit::Nothing) {
+            Arc::make_mut(&mut object)["metadata"]["resourceVersion"] =
+                json!(txn.next_rv().to_string());
         }
         if !opts.dry_run {
-            match planned.commit {
+            match commit {
                 Commit::Put => {
                     txn.put(rt.storage_key(), key, object.clone());
                     crds::after_write(state, &mut txn, rt, &object);
@@ -190,8 +201,14 @@ async fn admit(
         return Ok(plan);
     };
     if attributes.operation != Operation::Delete {
-        validation::check(&place.rt, plan.old.as_ref(), &mut plan.object)?;
-        attributes.object = Some(served(&place.rt, plan.object.clone()));
+        // Unshared first, so that what validation changes is not a copy.
+        attributes.object = None;
+        validation::check(
+            &place.rt,
+            plan.old.as_deref(),
+            Arc::make_mut(&mut plan.object),
+        )?;
+        attributes.object = Some(served_shared(&place.rt, &plan.object));
     }
     let warnings = admission::validate(state, attributes).await?;
     plan.warnings.extend(warnings);
@@ -244,8 +261,8 @@ fn attributes(
     place: &Place,
     operation: Operation,
     name: &str,
-    object: Option<&Value>,
-    old: Option<&Value>,
+    object: Option<&Arc<Value>>,
+    old: Option<&Arc<Value>>,
     opts: &WriteOptions,
     options_kind: &str,
 ) -> Attributes {
@@ -265,8 +282,8 @@ fn attributes(
         sub_resource: place.subresource.clone().unwrap_or_default(),
         name: name.to_owned(),
         namespace: place.namespace.clone().unwrap_or_default(),
-        object: object.map(|o| served(rt, o.clone())),
-        old_object: old.map(|o| served(rt, o.clone())),
+        object: object.map(|o| served_shared(rt, o)),
+        old_object: old.map(|o| served_shared(rt, o)),
         user: opts.user.clone(),
         dry_run: opts.dry_run,
         options: Some(json!({
@@ -476,6 +493,7 @@ fn finish_create(
     if let Some(status) = workloads::initial_status(rt, &object) {
         object["status"] = status;
     }
+    let object = Arc::new(object);
     let admit = attributes(
         place,
         Operation::Create,
@@ -520,7 +538,7 @@ pub async fn update(
     let rt = &place.rt;
     execute(state, place, opts, |txn| {
         let old = txn
-            .get(&rt.storage_key(), &place.key(name))
+            .get_shared(&rt.storage_key(), &place.key(name))
             .cloned()
             .ok_or_else(|| ApiError::not_found(rt, name))?;
         let new = match &change {
@@ -552,7 +570,7 @@ fn plan_update(
     place: &Place,
     opts: &WriteOptions,
     name: &str,
-    old: Value,
+    old: Arc<Value>,
     mut new: Value,
     applied: bool,
 ) -> Result<Plan, ApiError> {
@@ -562,7 +580,7 @@ fn plan_update(
         // Only status changes; metadata and spec stay as stored.
         let status = new.get("status").cloned();
         let managed = new["metadata"]["managedFields"].clone();
-        new = old.clone();
+        new = (*old).clone();
         match status {
             Some(status) => new["status"] = status,
             None => {
@@ -607,7 +625,7 @@ fn plan_update(
             ));
         }
     }
-    if rt.tracks_generation && spec_of(&old) != spec_of(&new) {
+    if rt.tracks_generation && !same_spec(&old, &new) {
         let generation = old["metadata"]["generation"].as_i64().unwrap_or(0) + 1;
         new["metadata"]["generation"] = json!(generation);
         workloads::observe_generation(rt, &mut new);
@@ -629,7 +647,7 @@ fn plan_update(
         );
     }
     let seen = rv_of(Some(&old));
-    if new == old {
+    if new == *old {
         return Ok(Plan {
             name: name.to_owned(),
             seen,
@@ -640,6 +658,7 @@ fn plan_update(
             old: None,
         });
     }
+    let new = Arc::new(new);
     let admit = attributes(
         place,
         Operation::Update,
@@ -676,13 +695,24 @@ pub fn finalizers(object: &Value) -> Vec<String> {
         .unwrap_or_default()
 }
 
-/// Everything but metadata and status: what generation counts changes of.
-fn spec_of(object: &Value) -> Map<String, Value> {
-    let mut rest = object.as_object().cloned().unwrap_or_default();
-    for field in ["metadata", "status", "apiVersion", "kind"] {
-        rest.remove(field);
-    }
-    rest
+/// Whether two objects agree on everything but metadata and status: what
+/// generation counts changes of.
+fn same_spec(a: &Value, b: &Value) -> bool {
+    const NOT_SPEC: [&str; 4] = ["metadata", "status", "apiVersion", "kind"];
+    let empty = Map::new();
+    let (a, b) = (
+        a.as_object().unwrap_or(&empty),
+        b.as_object().unwrap_or(&empty),
+    );
+    let spec_fields = |map: &Map<String, Value>| {
+        map.keys()
+            .filter(|field| !NOT_SPEC.contains(&field.as_str()))
+            .count()
+    };
+    spec_fields(a) == spec_fields(b)
+        && a.iter()
+            .filter(|(field, _)| !NOT_SPEC.contains(&field.as_str()))
+            .all(|(field, value)| b.get(field) == Some(value))
 }
 
 // === delete ===
@@ -710,7 +740,7 @@ pub async fn delete(
     let rt = &place.rt;
     execute(state, place, opts, |txn| {
         let old = txn
-            .get(&rt.storage_key(), &place.key(name))
+            .get_shared(&rt.storage_key(), &place.key(name))
             .cloned()
             .ok_or_else(|| ApiError::not_found(rt, name))?;
         plan_delete(place, opts, name, old, options)
@@ -722,7 +752,7 @@ fn plan_delete(
     place: &Place,
     opts: &WriteOptions,
     name: &str,
-    old: Value,
+    old: Arc<Value>,
     options: &DeleteOptions,
 ) -> Result<Plan, ApiError> {
     let rt = &place.rt;
@@ -760,7 +790,6 @@ fn plan_delete(
         "DeleteOptions",
     ));
     let already_deleting = meta["deletionTimestamp"].is_string();
-    let mut object = old.clone();
     let mut marks = finalizers(&old);
     match options.propagation.as_deref() {
         Some("Orphan") => marks.push(ORPHAN.to_owned()),
@@ -773,7 +802,7 @@ fn plan_delete(
         return Ok(Plan {
             name: name.to_owned(),
             seen,
-            object,
+            object: old,
             commit: Commit::Remove,
             admit,
             warnings: Vec::new(),
@@ -791,6 +820,7 @@ fn plan_delete(
             old: None,
         });
     }
+    let mut object = (*old).clone();
     if !marks.is_empty() {
         object["metadata"]["finalizers"] = json!(marks);
     }
@@ -808,7 +838,7 @@ fn plan_delete(
     Ok(Plan {
         name: name.to_owned(),
         seen,
-        object,
+        object: Arc::new(object),
         commit: Commit::Put,
         admit,
         warnings: Vec::new(),
@@ -833,6 +863,37 @@ pub fn delete_response(rt: &ResourceType, outcome: &Outcome) -> Value {
             .unwrap_or_default();
         status::deleted(rt, name, uid)
     } else {
-        served(rt, outcome.object.clone())
+        served_ref(rt, &outcome.object).into_owned()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::same_spec;
+
+    #[test]
+    fn generation_counts_changes_outside_metadata_and_status() {
+        let object = json!({
+            "apiVersion": "v1", "kind": "Thing",
+            "metadata": {"name": "a", "labels": {"x": "1"}},
+            "spec": {"replicas": 1}, "data": {"k": "v"}, "status": {"ready": true},
+        });
+        let with = |field: &str, value: serde_json::Value| {
+            let mut changed = object.clone();
+            changed[field] = value;
+            changed
+        };
+        assert!(same_spec(&object, &object));
+        assert!(same_spec(&object, &with("metadata", json!({"name": "a"}))));
+        assert!(same_spec(&object, &with("status", json!({}))));
+        assert!(same_spec(&object, &with("apiVersion", json!("v2"))));
+        assert!(!same_spec(&object, &with("spec", json!({"replicas": 2}))));
+        assert!(!same_spec(&object, &with("extra", json!(null))));
+        let mut without_data = object.clone();
+        without_data.as_object_mut().unwrap().remove("data");
+        assert!(!same_spec(&object, &without_data));
+        assert!(!same_spec(&without_data, &object));
     }
 }

@@ -536,7 +536,7 @@ async fn a_response_for_another_request_is_a_call_failure() {
 fn create() -> Attributes {
     let mut attributes = delete();
     attributes.operation = crate::attributes::Operation::Create;
-    attributes.object = Some(old_object());
+    attributes.object = Some(old_object().into());
     attributes.old_object = None;
     attributes.options = Some(json!({"kind": "CreateOptions", "apiVersion": "meta.k8s.io/v1"}));
     attributes
