@@ -36,7 +36,7 @@ pub async fn mutate(state: &Arc<State>, attributes: &Attributes) -> Result<Mutat
         |namespace: &str, name: &str, port: u16| state.resolve_service(namespace, name, port);
     let context = WebhookContext {
         configurations: &configurations,
-        namespace_object: namespace_object.as_ref(),
+        namespace_object: namespace_object.as_deref(),
         resolve_service: &resolve,
         connections: &state.webhook_connections,
     };
@@ -76,7 +76,7 @@ pub async fn validate(
         &PolicyContext {
             policies: &policies,
             bindings: &bindings,
-            namespace_object: namespace_object.as_ref(),
+            namespace_object: namespace_object.as_deref(),
             reads: &reads,
             params: &params,
             authorizer: Some(authorizer(state, attributes)),
@@ -94,7 +94,7 @@ pub async fn validate(
         |namespace: &str, name: &str, port: u16| state.resolve_service(namespace, name, port);
     let context = WebhookContext {
         configurations: &configurations,
-        namespace_object: namespace_object.as_ref(),
+        namespace_object: namespace_object.as_deref(),
         resolve_service: &resolve,
         connections: &state.webhook_connections,
     };
@@ -136,32 +136,19 @@ fn storage(plural: &str) -> StorageKey {
     (ADMISSION_GROUP.to_owned(), plural.to_owned())
 }
 
-/// The request namespace's Namespace object, without its managedFields,
-/// which neither selectors nor `namespaceObject` show, and which made
-/// copying it on every write cost more than the rest of it.
-fn namespace_object(txn: &Txn<'_>, attributes: &Attributes) -> Option<Value> {
+/// The request namespace's Namespace object, as stored: what reads it
+/// (namespace selectors, the CEL `namespaceObject`) reads labels or copies
+/// the few fields it shows, so a copy of all of it on every write in a
+/// namespace was waste.
+fn namespace_object(txn: &Txn<'_>, attributes: &Attributes) -> Option<Arc<Value>> {
     if attributes.namespace.is_empty() {
         return None;
     }
-    let namespace = txn.get(
+    txn.get_shared(
         &(String::new(), "namespaces".to_owned()),
         &(String::new(), attributes.namespace.clone()),
-    )?;
-    let copy = |(key, value): (&String, &Value)| match (key.as_str(), value) {
-        ("metadata", Value::Object(meta)) => (
-            key.clone(),
-            Value::Object(
-                meta.iter()
-                    .filter(|(field, _)| *field != "managedFields")
-                    .map(|(field, value)| (field.clone(), value.clone()))
-                    .collect(),
-            ),
-        ),
-        _ => (key.clone(), value.clone()),
-    };
-    Some(Value::Object(
-        namespace.as_object()?.iter().map(copy).collect(),
-    ))
+    )
+    .cloned()
 }
 
 fn refusal(rejection: Rejection) -> ApiError {

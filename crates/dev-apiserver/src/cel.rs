@@ -464,6 +464,12 @@ impl Default for Reads {
 }
 
 impl Reads {
+    /// Whether nothing of the value is read (but perhaps whether it is
+    /// null).
+    pub fn is_nothing(&self) -> bool {
+        matches!(self, Self::Fields(fields) if fields.is_empty())
+    }
+
     /// Adds the value at `path` (and everything under it).
     fn add(&mut self, path: &[String]) {
         let Self::Fields(fields) = self else {

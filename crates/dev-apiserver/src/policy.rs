@@ -185,14 +185,25 @@ impl RequestScope {
                 attributes.old_object.as_deref(),
                 &reads.old_object,
             );
-            activation.set_read(
-                "request",
-                Some(&admission_request(attributes, None)),
-                &reads.request,
-            );
+            // What no expression reads of them is not built: only whether
+            // they are null can be told.
+            let unread = || Value::Object(Map::new());
+            let request = if reads.request.is_nothing() {
+                unread()
+            } else {
+                admission_request(attributes, None)
+            };
+            activation.set_read("request", Some(&request), &reads.request);
+            let namespace = if reads.namespace_object.is_nothing() {
+                ctx.namespace_object
+                    .filter(|_| has_namespace_object(attributes))
+                    .map(|_| unread())
+            } else {
+                cel_namespace(attributes, ctx.namespace_object)
+            };
             activation.set_read(
                 "namespaceObject",
-                cel_namespace(attributes, ctx.namespace_object).as_ref(),
+                namespace.as_ref(),
                 &reads.namespace_object,
             );
             if let Some(authorize) = ctx.authorizer.as_ref() {
@@ -673,16 +684,7 @@ fn collect_params(
 /// metadata fields kube-apiserver keeps, and null for cluster-scoped
 /// requests and for Namespaces themselves.
 fn cel_namespace(attributes: &Attributes, namespace: Option<&Value>) -> Option<Value> {
-    if attributes.kind.group.is_empty()
-        && attributes.kind.version == "v1"
-        && attributes.kind.name == "Namespace"
-    {
-        return None;
-    }
-    if attributes.namespace.is_empty() {
-        return None;
-    }
-    let namespace = namespace?;
+    let namespace = namespace.filter(|_| has_namespace_object(attributes))?;
     let mut metadata = Map::new();
     for field in [
         "name",
@@ -710,6 +712,15 @@ fn cel_namespace(attributes: &Attributes, namespace: Option<&Value>) -> Option<V
         }
     }
     Some(Value::Object(out))
+}
+
+/// Whether `namespaceObject` is the request's Namespace (if it exists) rather
+/// than null.
+fn has_namespace_object(attributes: &Attributes) -> bool {
+    let namespace_itself = attributes.kind.group.is_empty()
+        && attributes.kind.version == "v1"
+        && attributes.kind.name == "Namespace";
+    !namespace_itself && !attributes.namespace.is_empty()
 }
 
 // ---------------------------------------------------------------------------

@@ -560,6 +560,47 @@ fn namespace_object_is_null_for_namespaces_and_cluster_scoped_objects() {
 }
 
 #[test]
+fn a_variable_compared_with_null_only_is_null_exactly_when_it_would_be() {
+    // Nothing of them is read, so they are not built; whether they are
+    // null must still be what the whole values would give.
+    let policies = [policy(
+        "nulls",
+        json!({
+            "matchConstraints": {"resourceRules": [{
+                "apiGroups": ["*"], "apiVersions": ["*"], "operations": ["DELETE"], "resources": ["*"],
+            }]},
+            "validations": [{
+                "expression": "namespaceObject == null && request != null",
+                "messageExpression": "'namespaceObject is ' + (namespaceObject == null ? 'null' : 'set')",
+            }],
+        }),
+    )];
+    let reads = object_reads(&policies);
+    assert!(reads.namespace_object.is_nothing() && reads.request.is_nothing());
+    let verdict = |namespace: Option<&Value>, attributes: &Attributes| {
+        let ctx = PolicyContext {
+            policies: &policies,
+            bindings: &[binding("b", "nulls", json!({}))],
+            namespace_object: namespace,
+            reads: &reads,
+            params: &no_params,
+            authorizer: None,
+        };
+        evaluate(&ctx, attributes).denial.map(|d| d.message)
+    };
+    let namespace = json!({"metadata": {"name": "team-a"}});
+    let set = Some(
+        "ValidatingAdmissionPolicy 'nulls' with binding 'b' denied request: namespaceObject is set"
+            .to_owned(),
+    );
+    assert_eq!(verdict(Some(&namespace), &unlocked()), set);
+    assert_eq!(verdict(None, &unlocked()), None);
+    let mut cluster_scoped = unlocked();
+    cluster_scoped.namespace = String::new();
+    assert_eq!(verdict(Some(&namespace), &cluster_scoped), None);
+}
+
+#[test]
 fn the_authorizer_answers_custom_verbs_for_the_requests_user() {
     let asked = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
     let seen = asked.clone();
