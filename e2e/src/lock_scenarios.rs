@@ -577,6 +577,86 @@ pub async fn namespaces_crds_and_the_label(env: &LockEnv) {
     k.kubectl_ok(&["delete", "namespace", &ns, "--timeout", "20s"]);
 }
 
+/// Locks created and deleted together, whose reconciles coalesce their
+/// writes of the Namespace marker (some return without waiting for a write
+/// queued by another): once all are done, the marker names the first ten
+/// and counts the rest, and the namespace's deletion is refused saying so.
+pub async fn a_burst_leaves_the_namespace_marker_exact(env: &LockEnv) {
+    env.ready().await;
+    let k = &env.cluster;
+    let ns = k.namespace("burst");
+    let numbers = 1..=24;
+    let stacks: Vec<String> = numbers
+        .clone()
+        .map(|n| stack(&ns, &format!("s-{n:02}")))
+        .collect();
+    k.kubectl_in(&["apply", "-f", "-"], Some(&stacks.join("---\n")));
+    let locks: Vec<String> = numbers
+        .clone()
+        .map(|n| {
+            let (name, target) = (format!("l-{n:02}"), format!("s-{n:02}"));
+            lock(
+                &ns,
+                &name,
+                "core.navique.com/v1alpha1",
+                "Stack",
+                &target,
+                "",
+            )
+        })
+        .collect();
+    k.kubectl_in(&["apply", "-f", "-"], Some(&locks.join("---\n")));
+    let first_ten = |from: usize| (from..from + 10).map(|n| format!("l-{n:02}"));
+    let wanted = format!(
+        "{},and 10+ more",
+        first_ten(1).collect::<Vec<_>>().join(",")
+    );
+    eventually(
+        WAIT,
+        "the namespace marker to name ten and count 14",
+        || async { (env.marker(&["namespace", &ns]) == wanted).then_some(()) },
+    )
+    .await;
+    for n in numbers.clone() {
+        env.until_lock(&ns, &format!("l-{n:02}"), true, "Protecting")
+            .await;
+    }
+    assert_eq!(
+        env.marker(&["namespace", &ns]),
+        wanted,
+        "all active, no write left"
+    );
+    let err = k.kubectl_err(&["delete", "namespace", &ns], None);
+    assert!(
+        err.contains(&format!(
+            "namespace {ns} holds Lock(s) [{}, and 10+ more]; delete the Lock(s) before deleting this namespace",
+            first_ten(1).collect::<Vec<_>>().join(", ")
+        )),
+        "{err}"
+    );
+
+    // Twelve go at once: the marker moves on to the next ten and the two
+    // after them.
+    let gone: Vec<String> = (1..=12).map(|n| format!("l-{n:02}")).collect();
+    let mut delete = vec!["delete", "lock", "-n", &ns, "--wait=false"];
+    delete.extend(gone.iter().map(String::as_str));
+    k.kubectl_ok(&delete);
+    let wanted = format!("{},and 2 more", first_ten(13).collect::<Vec<_>>().join(","));
+    eventually(
+        WAIT,
+        "the namespace marker to name the next ten",
+        || async { (env.marker(&["namespace", &ns]) == wanted).then_some(()) },
+    )
+    .await;
+
+    k.kubectl_ok(&["delete", "locks", "--all", "-n", &ns]);
+    eventually(WAIT, "the namespace marker to clear", || async {
+        env.marker(&["namespace", &ns]).is_empty().then_some(())
+    })
+    .await;
+    k.kubectl_ok(&["delete", "namespace", &ns, "--timeout", "20s"]);
+}
+
 /// The scenarios as `#[tokio::test]`s on one environment per test binary,
 /// with the guard in the given [`GuardMode`](crate::locks::GuardMode).
 #[macro_export]
@@ -620,6 +700,11 @@ macro_rules! lock_guard_tests {
         #[tokio::test]
         async fn namespaces_and_crds_with_locks_stay_and_the_label_lists_locked_objects() {
             $crate::lock_scenarios::namespaces_crds_and_the_label(env()).await;
+        }
+
+        #[tokio::test]
+        async fn a_burst_of_locks_leaves_the_namespace_marker_exact() {
+            $crate::lock_scenarios::a_burst_leaves_the_namespace_marker_exact(env()).await;
         }
     };
 }

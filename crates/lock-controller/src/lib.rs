@@ -12,6 +12,7 @@
 //! `resync` the hourly safety net.
 #![forbid(unsafe_code)]
 
+mod coalesced;
 mod decision;
 mod index;
 mod namespace_wide;

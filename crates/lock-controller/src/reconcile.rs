@@ -3,11 +3,9 @@
 //! the outcome in the Lock's status. A finalizer clears a deleted Lock's
 //! name from all three before it goes.
 
-use std::collections::HashMap;
 use std::convert::Infallible;
 use std::fmt::Debug;
-use std::future::Future;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -36,6 +34,7 @@ use tokio_stream::wrappers::ReceiverStream;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::AbortOnDropHandle;
 
+use crate::coalesced::{Coalesced, Wait};
 use crate::decision::{
     self, Catalog, Classification, Enforceable, LockEvent, LockState, Markers, Outcome, ServedKind,
     StateCounts, Target,
@@ -181,57 +180,6 @@ struct Stamped {
     /// The target's kind, when valid.
     kind: Option<ServedKind>,
     events: StampEvents,
-}
-
-/// Writes of objects every Lock of a namespace or kind stamps, coalesced:
-/// a reconcile waits for one write computed after it asked, so that n Locks
-/// changing at once cost a few writes of their Namespace and CRD, not n.
-#[derive(Default)]
-struct Coalesced {
-    turns: Mutex<HashMap<String, Arc<Turn>>>,
-}
-
-#[derive(Default)]
-struct Turn {
-    /// Requests so far, and how many of them the last write covered.
-    requested: AtomicU64,
-    covered: AtomicU64,
-    writing: tokio::sync::Mutex<()>,
-}
-
-impl Coalesced {
-    /// Runs `write` (which reads the Lock store when it starts) unless a
-    /// write that started after this call already succeeded.
-    async fn write<Fut>(&self, key: &str, write: impl FnOnce() -> Fut) -> Result<(), Error>
-    where
-        Fut: Future<Output = Result<(), Error>>,
-    {
-        let turn = {
-            let mut turns = self.turns.lock().unwrap_or_else(|e| e.into_inner());
-            turns.entry(key.to_owned()).or_default().clone()
-        };
-        let ticket = turn.requested.fetch_add(1, Ordering::SeqCst) + 1;
-        let result = {
-            let _writing = turn.writing.lock().await;
-            if turn.covered.load(Ordering::SeqCst) >= ticket {
-                Ok(())
-            } else {
-                let covers = turn.requested.load(Ordering::SeqCst);
-                let result = write().await;
-                if result.is_ok() {
-                    turn.covered.store(covers, Ordering::SeqCst);
-                }
-                result
-            }
-        };
-        // The last one out forgets the object, so that gone namespaces do
-        // not accumulate.
-        let mut turns = self.turns.lock().unwrap_or_else(|e| e.into_inner());
-        if Arc::strong_count(&turn) == 2 {
-            turns.remove(key);
-        }
-        result
-    }
 }
 
 /// Runs the Lock controller until `token` is cancelled.
@@ -564,16 +512,18 @@ impl Context {
         let namespace = lock.namespace().ok_or(Error::Unnamed)?;
         if let Some(kind) = kind {
             self.shared
-                .write(&kind.crd_name(), || {
+                .write(&kind.crd_name(), Wait::UnlessQueued, || {
                     self.stamp_crd(kind, self.index.crd_marker(&kind.group_kind()))
                 })
                 .await?;
         }
         // Keyed apart from CRDs, whose names hold a dot.
         self.shared
-            .write(&format!("namespace {namespace}"), || {
-                self.stamp_namespace(&namespace, self.index.namespace_marker(&namespace))
-            })
+            .write(
+                &format!("namespace {namespace}"),
+                Wait::UnlessQueued,
+                || self.stamp_namespace(&namespace, self.index.namespace_marker(&namespace)),
+            )
             .await?;
         // Any Lock repairs a namespace-wide marker that is not what it
         // should be (a valid namespace-wide Lock did so with its own stamp;
@@ -615,57 +565,62 @@ impl Context {
         let found = AtomicBool::new(true);
         let events = Mutex::new(Vec::new());
         self.shared
-            .write(&format!("namespace-wide {namespace}"), || async {
-                let api = Api::<Namespace>::all(self.client.clone());
-                let stamp_error = |source| Error::StampNamespace {
-                    name: namespace.to_owned(),
-                    source,
-                };
-                let Some(current) = api.get_metadata_opt(namespace).await.map_err(stamp_error)?
-                else {
-                    found.store(false, Ordering::SeqCst);
-                    return Ok(());
-                };
-                let locks = self.namespace_wide_locks(namespace);
-                let enabled = self.views.catalog().enforceable().namespace_locks;
-                let stamp = namespace_wide::stamp(namespace, &locks, enabled);
-                let before = namespace_wide::Markers::of(&current.metadata);
-                let wanted = namespace_wide::Markers::wanted(stamp.as_ref());
-                if before == wanted {
-                    return Ok(());
-                }
-                let params = PatchParams {
-                    field_manager: Some(MANAGER.to_owned()),
-                    ..PatchParams::default()
-                };
-                api.patch_metadata(
-                    namespace,
-                    &params,
-                    &Patch::Merge(namespace_wide::patch(&wanted)),
-                )
-                .await
-                .map_err(stamp_error)?;
-                tracing::info!(
-                    namespace,
-                    locked = wanted.locked.as_deref().unwrap_or(""),
-                    "stamped namespace-wide marker"
-                );
-                let changed = namespace_wide::stamp_events(
-                    namespace,
-                    before.locked.as_deref(),
-                    wanted.locked.as_deref(),
-                );
-                let mut events = events.lock().unwrap_or_else(|e| e.into_inner());
-                for (lock_name, event) in changed {
-                    if let Some(named) = locks
-                        .iter()
-                        .find(|l| l.metadata.name.as_deref() == Some(lock_name.as_str()))
-                    {
-                        events.push((named.clone(), event));
+            .write(
+                &format!("namespace-wide {namespace}"),
+                Wait::Always,
+                || async {
+                    let api = Api::<Namespace>::all(self.client.clone());
+                    let stamp_error = |source| Error::StampNamespace {
+                        name: namespace.to_owned(),
+                        source,
+                    };
+                    let Some(current) =
+                        api.get_metadata_opt(namespace).await.map_err(stamp_error)?
+                    else {
+                        found.store(false, Ordering::SeqCst);
+                        return Ok(());
+                    };
+                    let locks = self.namespace_wide_locks(namespace);
+                    let enabled = self.views.catalog().enforceable().namespace_locks;
+                    let stamp = namespace_wide::stamp(namespace, &locks, enabled);
+                    let before = namespace_wide::Markers::of(&current.metadata);
+                    let wanted = namespace_wide::Markers::wanted(stamp.as_ref());
+                    if before == wanted {
+                        return Ok(());
                     }
-                }
-                Ok(())
-            })
+                    let params = PatchParams {
+                        field_manager: Some(MANAGER.to_owned()),
+                        ..PatchParams::default()
+                    };
+                    api.patch_metadata(
+                        namespace,
+                        &params,
+                        &Patch::Merge(namespace_wide::patch(&wanted)),
+                    )
+                    .await
+                    .map_err(stamp_error)?;
+                    tracing::info!(
+                        namespace,
+                        locked = wanted.locked.as_deref().unwrap_or(""),
+                        "stamped namespace-wide marker"
+                    );
+                    let changed = namespace_wide::stamp_events(
+                        namespace,
+                        before.locked.as_deref(),
+                        wanted.locked.as_deref(),
+                    );
+                    let mut events = events.lock().unwrap_or_else(|e| e.into_inner());
+                    for (lock_name, event) in changed {
+                        if let Some(named) = locks
+                            .iter()
+                            .find(|l| l.metadata.name.as_deref() == Some(lock_name.as_str()))
+                        {
+                            events.push((named.clone(), event));
+                        }
+                    }
+                    Ok(())
+                },
+            )
             .await?;
         let events = events.into_inner().unwrap_or_else(|e| e.into_inner());
         Ok((found.into_inner(), events))

@@ -1,0 +1,242 @@
+//! Writes of objects every Lock of a namespace or kind stamps, coalesced:
+//! n Locks changing at once cost a few writes of their Namespace and CRD,
+//! not n.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+/// The writes of each object, by a key naming it.
+#[derive(Default)]
+pub struct Coalesced {
+    turns: Mutex<HashMap<String, Arc<Turn>>>,
+}
+
+#[derive(Default)]
+struct Turn {
+    /// Requests so far, and how many of them the last write covered.
+    requested: AtomicU64,
+    covered: AtomicU64,
+    /// Callers waiting for their turn to write, none of which has read
+    /// `requested` yet: each will cover every request made before it does.
+    queued: AtomicUsize,
+    writing: tokio::sync::Mutex<()>,
+}
+
+/// Whether a caller waits for a write that covers its request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Wait {
+    /// Until a write computed after it asked has succeeded (or its own
+    /// write failed): for a caller that needs what the write found.
+    Always,
+    /// Not when another caller is already queued to write: that write is
+    /// computed after this request and covers it. For writes computed from
+    /// shared state whose outcome only the writer needs: should it fail,
+    /// the writer's reconcile is retried, and writes what this one would
+    /// have. So a reconcile does not hold one of the controller's slots
+    /// waiting in a line of writes of the same object.
+    UnlessQueued,
+}
+
+impl Coalesced {
+    /// Runs `write` (which reads the shared state when it starts) unless
+    /// every request so far is covered by a write that succeeded; see
+    /// [`Wait`] for when this returns without either.
+    pub async fn write<Fut, E>(
+        &self,
+        key: &str,
+        wait: Wait,
+        write: impl FnOnce() -> Fut,
+    ) -> Result<(), E>
+    where
+        Fut: Future<Output = Result<(), E>>,
+    {
+        let turn = {
+            let mut turns = self.turns.lock().unwrap_or_else(|e| e.into_inner());
+            turns.entry(key.to_owned()).or_default().clone()
+        };
+        turn.requested.fetch_add(1, Ordering::SeqCst);
+        // A queued caller leaves `queued` before it reads `requested`, so
+        // one still counted there reads this request (SeqCst orders both).
+        let result = if wait == Wait::UnlessQueued && turn.queued.load(Ordering::SeqCst) > 0 {
+            Ok(())
+        } else {
+            turn.queued.fetch_add(1, Ordering::SeqCst);
+            let _writing = turn.writing.lock().await;
+            turn.queued.fetch_sub(1, Ordering::SeqCst);
+            let covers = turn.requested.load(Ordering::SeqCst);
+            if turn.covered.load(Ordering::SeqCst) >= covers {
+                Ok(())
+            } else {
+                let result = write().await;
+                if result.is_ok() {
+                    turn.covered.store(covers, Ordering::SeqCst);
+                }
+                result
+            }
+        };
+        // The last one out forgets the object, so that gone namespaces do
+        // not accumulate.
+        let mut turns = self.turns.lock().unwrap_or_else(|e| e.into_inner());
+        if Arc::strong_count(&turn) == 2 {
+            turns.remove(key);
+        }
+        result
+    }
+
+    #[cfg(test)]
+    fn keys(&self) -> usize {
+        self.turns.lock().unwrap().len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::AtomicUsize;
+    use std::time::Duration;
+
+    use tokio::sync::oneshot;
+
+    use super::*;
+
+    type Result = std::result::Result<(), &'static str>;
+
+    /// Starts a write of `key` that holds its turn until `release` fires.
+    fn hold(
+        shared: &Arc<Coalesced>,
+        writes: &Arc<AtomicUsize>,
+        key: &'static str,
+        outcome: Result,
+    ) -> (oneshot::Sender<()>, tokio::task::JoinHandle<Result>) {
+        let (release, released) = oneshot::channel();
+        let (shared, writes) = (shared.clone(), writes.clone());
+        let task = tokio::spawn(async move {
+            shared
+                .write(key, Wait::Always, || async move {
+                    writes.fetch_add(1, Ordering::SeqCst);
+                    released.await.unwrap();
+                    outcome
+                })
+                .await
+        });
+        (release, task)
+    }
+
+    /// Lets spawned tasks run up to their next wait.
+    async fn settle() {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+
+    fn counting(
+        writes: &Arc<AtomicUsize>,
+        outcome: Result,
+    ) -> impl FnOnce() -> std::future::Ready<Result> {
+        let writes = writes.clone();
+        move || {
+            writes.fetch_add(1, Ordering::SeqCst);
+            std::future::ready(outcome)
+        }
+    }
+
+    #[tokio::test]
+    async fn requests_made_during_a_write_cost_one_more_write_and_a_queued_one_lets_the_rest_go() {
+        let shared = Arc::new(Coalesced::default());
+        let writes = Arc::new(AtomicUsize::new(0));
+        let (release, first) = hold(&shared, &writes, "namespace forge", Ok(()));
+        settle().await;
+        // Queued behind the write in progress.
+        let queued = tokio::spawn({
+            let (shared, writes) = (shared.clone(), writes.clone());
+            async move {
+                shared
+                    .write(
+                        "namespace forge",
+                        Wait::UnlessQueued,
+                        counting(&writes, Ok(())),
+                    )
+                    .await
+            }
+        });
+        settle().await;
+        // Waits, whoever is queued.
+        let waiting = tokio::spawn({
+            let (shared, writes) = (shared.clone(), writes.clone());
+            async move {
+                shared
+                    .write(
+                        "namespace forge",
+                        Wait::Always,
+                        counting(&writes, Err("wrote")),
+                    )
+                    .await
+            }
+        });
+        settle().await;
+        // Returns at once, without writing: the queued write covers it.
+        let left: Result = shared
+            .write(
+                "namespace forge",
+                Wait::UnlessQueued,
+                counting(&writes, Err("wrote")),
+            )
+            .await;
+        assert_eq!(left, Ok(()));
+        assert_eq!(
+            writes.load(Ordering::SeqCst),
+            1,
+            "only the held write so far"
+        );
+        assert!(!waiting.is_finished());
+        // Another object has its own line.
+        let other: Result = shared
+            .write(
+                "namespace shop",
+                Wait::UnlessQueued,
+                counting(&writes, Ok(())),
+            )
+            .await;
+        assert_eq!(other, Ok(()));
+        assert_eq!(writes.load(Ordering::SeqCst), 2);
+        release.send(()).unwrap();
+        assert_eq!(first.await.unwrap(), Ok(()));
+        assert_eq!(queued.await.unwrap(), Ok(()));
+        // The first queued write covered the waiting caller's request.
+        assert_eq!(waiting.await.unwrap(), Ok(()));
+        // The held write, the other object's and one for the three
+        // requests made while it was held.
+        assert_eq!(writes.load(Ordering::SeqCst), 3);
+        assert_eq!(shared.keys(), 0, "nothing is remembered once all are out");
+    }
+
+    #[tokio::test]
+    async fn with_no_writer_queued_a_caller_waits_and_a_failed_write_leaves_its_requests_to_the_next()
+     {
+        let shared = Arc::new(Coalesced::default());
+        let writes = Arc::new(AtomicUsize::new(0));
+        let (release, first) = hold(&shared, &writes, "crd", Err("conflict"));
+        settle().await;
+        // Nobody is queued: this caller waits and writes itself.
+        let waiting = tokio::spawn({
+            let (shared, writes) = (shared.clone(), writes.clone());
+            async move {
+                shared
+                    .write("crd", Wait::UnlessQueued, counting(&writes, Err("refused")))
+                    .await
+            }
+        });
+        settle().await;
+        assert!(!waiting.is_finished(), "waits for the write in progress");
+        release.send(()).unwrap();
+        assert_eq!(first.await.unwrap(), Err("conflict"));
+        // The failed write covered nothing, so the queued one writes, and
+        // its own failure is its caller's.
+        assert_eq!(waiting.await.unwrap(), Err("refused"));
+        assert_eq!(writes.load(Ordering::SeqCst), 2);
+        let retried: Result = shared
+            .write("crd", Wait::UnlessQueued, counting(&writes, Ok(())))
+            .await;
+        assert_eq!(retried, Ok(()));
+        assert_eq!(writes.load(Ordering::SeqCst), 3);
+    }
+}
