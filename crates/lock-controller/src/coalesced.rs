@@ -131,12 +131,25 @@ mod tests {
     fn counting(
         writes: &Arc<AtomicUsize>,
         outcome: Result,
-    ) -> impl FnOnce() -> std::future::Ready<Result> {
+    ) -> impl FnOnce() -> std::future::Ready<Result> + use<> {
         let writes = writes.clone();
         move || {
             writes.fetch_add(1, Ordering::SeqCst);
             std::future::ready(outcome)
         }
+    }
+
+    /// Starts a write of `key` that counts itself in `writes` and returns
+    /// `outcome`.
+    fn spawn_write(
+        shared: &Arc<Coalesced>,
+        writes: &Arc<AtomicUsize>,
+        key: &'static str,
+        wait: Wait,
+        outcome: Result,
+    ) -> tokio::task::JoinHandle<Result> {
+        let (shared, write) = (shared.clone(), counting(writes, outcome));
+        tokio::spawn(async move { shared.write(key, wait, write).await })
     }
 
     #[tokio::test]
@@ -146,32 +159,22 @@ mod tests {
         let (release, first) = hold(&shared, &writes, "namespace forge", Ok(()));
         settle().await;
         // Queued behind the write in progress.
-        let queued = tokio::spawn({
-            let (shared, writes) = (shared.clone(), writes.clone());
-            async move {
-                shared
-                    .write(
-                        "namespace forge",
-                        Wait::UnlessQueued,
-                        counting(&writes, Ok(())),
-                    )
-                    .await
-            }
-        });
+        let queued = spawn_write(
+            &shared,
+            &writes,
+            "namespace forge",
+            Wait::UnlessQueued,
+            Ok(()),
+        );
         settle().await;
         // Waits, whoever is queued.
-        let waiting = tokio::spawn({
-            let (shared, writes) = (shared.clone(), writes.clone());
-            async move {
-                shared
-                    .write(
-                        "namespace forge",
-                        Wait::Always,
-                        counting(&writes, Err("wrote")),
-                    )
-                    .await
-            }
-        });
+        let waiting = spawn_write(
+            &shared,
+            &writes,
+            "namespace forge",
+            Wait::Always,
+            Err("wrote"),
+        );
         settle().await;
         // Returns at once, without writing: the queued write covers it.
         let left: Result = shared
@@ -217,14 +220,7 @@ mod tests {
         let (release, first) = hold(&shared, &writes, "crd", Err("conflict"));
         settle().await;
         // Nobody is queued: this caller waits and writes itself.
-        let waiting = tokio::spawn({
-            let (shared, writes) = (shared.clone(), writes.clone());
-            async move {
-                shared
-                    .write("crd", Wait::UnlessQueued, counting(&writes, Err("refused")))
-                    .await
-            }
-        });
+        let waiting = spawn_write(&shared, &writes, "crd", Wait::UnlessQueued, Err("refused"));
         settle().await;
         assert!(!waiting.is_finished(), "waits for the write in progress");
         release.send(()).unwrap();
