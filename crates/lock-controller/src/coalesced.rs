@@ -24,6 +24,25 @@ struct Turn {
     writing: tokio::sync::Mutex<()>,
 }
 
+/// A caller counted in `queued` until its turn comes, or until it is
+/// dropped while it waits: a caller that is gone must not be counted on to
+/// write. (One that left counting on it is then not covered; reconciles are
+/// dropped only when the controller stops.)
+struct InLine<'a>(&'a AtomicUsize);
+
+impl<'a> InLine<'a> {
+    fn join(queued: &'a AtomicUsize) -> Self {
+        queued.fetch_add(1, Ordering::SeqCst);
+        Self(queued)
+    }
+}
+
+impl Drop for InLine<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
 /// Whether a caller waits for a write that covers its request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Wait {
@@ -62,9 +81,9 @@ impl Coalesced {
         let result = if wait == Wait::UnlessQueued && turn.queued.load(Ordering::SeqCst) > 0 {
             Ok(())
         } else {
-            turn.queued.fetch_add(1, Ordering::SeqCst);
+            let in_line = InLine::join(&turn.queued);
             let _writing = turn.writing.lock().await;
-            turn.queued.fetch_sub(1, Ordering::SeqCst);
+            drop(in_line);
             let covers = turn.requested.load(Ordering::SeqCst);
             if turn.covered.load(Ordering::SeqCst) >= covers {
                 Ok(())
@@ -97,10 +116,13 @@ mod tests {
     use std::time::Duration;
 
     use tokio::sync::oneshot;
+    use tokio::task::JoinHandle;
 
     use super::*;
 
     type Result = std::result::Result<(), &'static str>;
+
+    const FORGE: &str = "namespace forge";
 
     /// Starts a write of `key` that holds its turn until `release` fires.
     fn hold(
@@ -108,7 +130,7 @@ mod tests {
         writes: &Arc<AtomicUsize>,
         key: &'static str,
         outcome: Result,
-    ) -> (oneshot::Sender<()>, tokio::task::JoinHandle<Result>) {
+    ) -> (oneshot::Sender<()>, JoinHandle<Result>) {
         let (release, released) = oneshot::channel();
         let (shared, writes) = (shared.clone(), writes.clone());
         let task = tokio::spawn(async move {
@@ -147,42 +169,38 @@ mod tests {
         key: &'static str,
         wait: Wait,
         outcome: Result,
-    ) -> tokio::task::JoinHandle<Result> {
+    ) -> JoinHandle<Result> {
         let (shared, write) = (shared.clone(), counting(writes, outcome));
         tokio::spawn(async move { shared.write(key, wait, write).await })
     }
 
-    #[tokio::test]
-    async fn requests_made_during_a_write_cost_one_more_write_and_a_queued_one_lets_the_rest_go() {
+    /// A write of `namespace forge` held in progress, and a caller queued
+    /// behind it (`Wait::UnlessQueued`).
+    async fn held_with_one_queued() -> (
+        Arc<Coalesced>,
+        Arc<AtomicUsize>,
+        oneshot::Sender<()>,
+        JoinHandle<Result>,
+        JoinHandle<Result>,
+    ) {
         let shared = Arc::new(Coalesced::default());
         let writes = Arc::new(AtomicUsize::new(0));
-        let (release, first) = hold(&shared, &writes, "namespace forge", Ok(()));
+        let (release, first) = hold(&shared, &writes, FORGE, Ok(()));
         settle().await;
-        // Queued behind the write in progress.
-        let queued = spawn_write(
-            &shared,
-            &writes,
-            "namespace forge",
-            Wait::UnlessQueued,
-            Ok(()),
-        );
+        let queued = spawn_write(&shared, &writes, FORGE, Wait::UnlessQueued, Ok(()));
         settle().await;
+        (shared, writes, release, first, queued)
+    }
+
+    #[tokio::test]
+    async fn requests_made_during_a_write_cost_one_more_write_and_a_queued_one_lets_the_rest_go() {
+        let (shared, writes, release, first, queued) = held_with_one_queued().await;
         // Waits, whoever is queued.
-        let waiting = spawn_write(
-            &shared,
-            &writes,
-            "namespace forge",
-            Wait::Always,
-            Err("wrote"),
-        );
+        let waiting = spawn_write(&shared, &writes, FORGE, Wait::Always, Err("wrote"));
         settle().await;
         // Returns at once, without writing: the queued write covers it.
         let left: Result = shared
-            .write(
-                "namespace forge",
-                Wait::UnlessQueued,
-                counting(&writes, Err("wrote")),
-            )
+            .write(FORGE, Wait::UnlessQueued, counting(&writes, Err("wrote")))
             .await;
         assert_eq!(left, Ok(()));
         assert_eq!(
@@ -210,6 +228,25 @@ mod tests {
         // requests made while it was held.
         assert_eq!(writes.load(Ordering::SeqCst), 3);
         assert_eq!(shared.keys(), 0, "nothing is remembered once all are out");
+    }
+
+    #[tokio::test]
+    async fn a_caller_dropped_while_queued_is_not_counted_on_to_write() {
+        let (shared, writes, release, first, queued) = held_with_one_queued().await;
+        queued.abort();
+        assert!(queued.await.unwrap_err().is_cancelled());
+        // Nobody is queued now: this caller waits and writes.
+        let waiting = spawn_write(&shared, &writes, FORGE, Wait::UnlessQueued, Ok(()));
+        settle().await;
+        assert!(!waiting.is_finished(), "waits for the write in progress");
+        release.send(()).unwrap();
+        assert_eq!(first.await.unwrap(), Ok(()));
+        assert_eq!(waiting.await.unwrap(), Ok(()));
+        assert_eq!(
+            writes.load(Ordering::SeqCst),
+            2,
+            "the held write and its own"
+        );
     }
 
     #[tokio::test]
