@@ -9,7 +9,8 @@
 //! controller, `watches` discovery and what wakes a Lock besides itself, `index` which
 //! Locks point at an object, `superseded` the Lock versions already written
 //! over, `namespace_wide` the Locks on their own Namespace (opt-in),
-//! `resync` the hourly safety net.
+//! `resync` the hourly safety net, `coalesced` the Namespace and CRD marker
+//! writes that concurrent reconciles share.
 #![forbid(unsafe_code)]
 
 mod coalesced;
