@@ -496,6 +496,43 @@ pub fn locked_of(meta: &ObjectMeta) -> Option<&str> {
         .map(String::as_str)
 }
 
+/// What a reconcile does about a Namespace's or CRD's marker, which its
+/// watch shows as `cached` and every Lock together wants as `wanted`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SharedStamp {
+    /// The watch shows what is wanted.
+    Keep,
+    Write,
+    /// None is wanted and the watch shows none, but this process marked the
+    /// object since it last cleared it (`marked_here`): the watch may not
+    /// show that write yet. Read the object from the API server, and clear
+    /// what it carries. Trusting the watch here could leave the marker
+    /// naming a Lock that is gone, with no Lock left whose reconcile would
+    /// clear it, refusing the namespace's or CRD's deletion.
+    Confirm,
+}
+
+/// See [`SharedStamp`]. A stale watch showing a marker that is wanted is
+/// harmless: a Lock that wants it is left to be woken by the watch's event.
+pub fn shared_stamp(cached: Option<&str>, wanted: Option<&str>, marked_here: bool) -> SharedStamp {
+    if cached != wanted {
+        SharedStamp::Write
+    } else if wanted.is_none() && marked_here {
+        SharedStamp::Confirm
+    } else {
+        SharedStamp::Keep
+    }
+}
+
+/// Whether a deleted Lock's last reconcile reads its target from the API
+/// server before taking its markers for clear: the watch shows none and
+/// none is wanted, but the Lock's own stamp may be newer than the watch,
+/// and once the Lock is gone no reconcile would clear it (a target's
+/// event wakes only the Locks still protecting it).
+pub fn confirms_target_clear(lock: &Lock, wanted: Option<&TargetStamp>, cached: &Markers) -> bool {
+    is_deleting(lock) && wanted.is_none() && cached.is_empty()
+}
+
 /// What a Lock's reconcile found.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Outcome {
@@ -1676,6 +1713,59 @@ mod tests {
         ]);
         let woken = lock_woken_by_namespace(&meta_with(&[], &[]), Some("a,b"), &locks).unwrap();
         assert_eq!((namespace(woken), name(woken)), ("forge", "a"));
+    }
+
+    #[test]
+    fn a_shared_marker_is_written_when_the_watch_shows_another_value() {
+        assert_eq!(shared_stamp(None, Some("a"), false), SharedStamp::Write);
+        assert_eq!(
+            shared_stamp(Some("a"), Some("a,b"), true),
+            SharedStamp::Write
+        );
+        assert_eq!(shared_stamp(Some("a"), None, true), SharedStamp::Write);
+        assert_eq!(shared_stamp(Some("a"), Some("a"), true), SharedStamp::Keep);
+        assert_eq!(shared_stamp(None, None, false), SharedStamp::Keep);
+    }
+
+    #[test]
+    fn a_clear_the_watch_shows_is_confirmed_only_after_a_marker_written_here() {
+        // Marked here since its last clear: the watch may lag the write.
+        assert_eq!(shared_stamp(None, None, true), SharedStamp::Confirm);
+        // Never marked here: the watch listed it after any earlier write.
+        assert_eq!(shared_stamp(None, None, false), SharedStamp::Keep);
+    }
+
+    #[test]
+    fn only_a_deleted_locks_last_clear_of_its_target_is_confirmed() {
+        let lock = lock_on_stack("forge", "a", "web");
+        let unmarked = Markers::default();
+        assert!(confirms_target_clear(
+            &deleting(lock.clone()),
+            None,
+            &unmarked
+        ));
+        // Still there, the Lock is woken by the target's event.
+        assert!(!confirms_target_clear(&lock, None, &unmarked));
+        // The watch shows a marker: the clear is written anyway.
+        let marked = Markers {
+            locked: Some("a".into()),
+            ..Markers::default()
+        };
+        assert!(!confirms_target_clear(
+            &deleting(lock.clone()),
+            None,
+            &marked
+        ));
+        // Another Lock still protects it, and is woken by its event.
+        let wanted = TargetStamp {
+            locked: "b".into(),
+            reasons: None,
+        };
+        assert!(!confirms_target_clear(
+            &deleting(lock),
+            Some(&wanted),
+            &unmarked
+        ));
     }
 
     #[test]

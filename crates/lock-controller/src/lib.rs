@@ -10,12 +10,14 @@
 //! Locks point at an object, `superseded` the Lock versions already written
 //! over, `namespace_wide` the Locks on their own Namespace (opt-in),
 //! `resync` the hourly safety net, `coalesced` the Namespace and CRD marker
-//! writes that concurrent reconciles share.
+//! writes that concurrent reconciles share, `marked_here` those of them
+//! the watches may not show yet.
 #![forbid(unsafe_code)]
 
 mod coalesced;
 mod decision;
 mod index;
+mod marked_here;
 mod namespace_wide;
 mod reconcile;
 mod resync;

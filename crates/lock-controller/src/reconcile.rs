@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 use futures::{FutureExt, StreamExt};
 use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use kube::runtime::controller::{Action, Controller};
@@ -37,9 +38,10 @@ use tokio_util::task::AbortOnDropHandle;
 use crate::coalesced::{Coalesced, Wait};
 use crate::decision::{
     self, Catalog, Classification, Enforceable, LockEvent, LockState, Markers, Outcome, ServedKind,
-    StateCounts, Target,
+    SharedStamp, StateCounts, Target,
 };
 use crate::index::LockIndex;
+use crate::marked_here::MarkedHere;
 use crate::namespace_wide;
 use crate::resync;
 use crate::superseded::{self, Superseded};
@@ -166,6 +168,7 @@ pub struct Context {
     states: Mutex<StateCounts<(String, String)>>,
     /// The Namespace and CRD marker writes, coalesced per object.
     shared: Coalesced,
+    marked_here: MarkedHere,
     superseded: Superseded,
     /// The longest break-glass suspension.
     limit: Limit,
@@ -226,6 +229,7 @@ pub async fn run(
         busy,
         states: Mutex::new(StateCounts::default()),
         shared: Coalesced::default(),
+        marked_here: MarkedHere::default(),
         superseded: Superseded::default(),
         limit,
     });
@@ -511,19 +515,19 @@ impl Context {
     async fn stamp_shared(&self, lock: &Lock, kind: Option<&ServedKind>) -> Result<(), Error> {
         let namespace = lock.namespace().ok_or(Error::Unnamed)?;
         if let Some(kind) = kind {
+            let key = kind.crd_name();
             self.shared
-                .write(&kind.crd_name(), Wait::UnlessQueued, || {
-                    self.stamp_crd(kind, self.index.crd_marker(&kind.group_kind()))
+                .write(&key, Wait::UnlessQueued, || {
+                    self.stamp_crd(&key, kind, self.index.crd_marker(&kind.group_kind()))
                 })
                 .await?;
         }
         // Keyed apart from CRDs, whose names hold a dot.
+        let key = format!("namespace {namespace}");
         self.shared
-            .write(
-                &format!("namespace {namespace}"),
-                Wait::UnlessQueued,
-                || self.stamp_namespace(&namespace, self.index.namespace_marker(&namespace)),
-            )
+            .write(&key, Wait::UnlessQueued, || {
+                self.stamp_namespace(&key, &namespace, self.index.namespace_marker(&namespace))
+            })
             .await?;
         // Any Lock repairs a namespace-wide marker that is not what it
         // should be (a valid namespace-wide Lock did so with its own stamp;
@@ -641,6 +645,16 @@ impl Context {
         if let Some(cached) = self.views.targets.get(&kind.group_kind(), namespace, name) {
             return Ok(Some(cached));
         }
+        self.live_target_markers(api, kind, name).await
+    }
+
+    /// The target's markers as the API server has them.
+    async fn live_target_markers(
+        &self,
+        api: &Api<DynamicObject>,
+        kind: &ServedKind,
+        name: &str,
+    ) -> Result<Option<Markers>, Error> {
         let current = api
             .get_metadata_opt(name)
             .await
@@ -662,7 +676,7 @@ impl Context {
         let name = &lock.spec.target_ref.name;
         let api: Api<DynamicObject> =
             Api::namespaced_with(self.client.clone(), namespace, &kind.api_resource());
-        let Some(markers) = self.target_markers(&api, kind, name).await? else {
+        let Some(mut markers) = self.target_markers(&api, kind, name).await? else {
             return Ok((Outcome::MissingReference, Vec::new()));
         };
         let mut locks = self.index.pointing_at(namespace, name);
@@ -675,6 +689,12 @@ impl Context {
             name,
         };
         let stamp = decision::target_stamp(target, &locks, catalog);
+        if decision::confirms_target_clear(lock, stamp.as_ref(), &markers) {
+            let Some(live) = self.live_target_markers(&api, kind, name).await? else {
+                return Ok((Outcome::MissingReference, Vec::new()));
+            };
+            markers = live;
+        }
         let mut events = Vec::new();
         if markers != Markers::wanted(stamp.as_ref()) {
             let patch = decision::target_patch(kind, namespace, name, stamp.as_ref());
@@ -706,53 +726,92 @@ impl Context {
         Ok((Outcome::Protecting, events))
     }
 
-    async fn stamp_namespace(&self, name: &str, locked: Option<String>) -> Result<(), Error> {
+    async fn stamp_namespace(
+        &self,
+        key: &str,
+        name: &str,
+        locked: Option<String>,
+    ) -> Result<(), Error> {
         // Not seen yet: its watch event will ask again. Never apply blindly,
         // which would create it.
         let Some(current) = self.views.namespaces.get(&ObjectRef::new(name)) else {
+            self.marked_here.record(key, false);
             return Ok(());
         };
-        if decision::locked_of(&current.metadata) == locked.as_deref() {
-            return Ok(());
-        }
         let api = Api::<Namespace>::all(self.client.clone());
-        let patch = decision::namespace_patch(name, locked.as_deref());
-        apply_markers(&api, name, patch, locked.is_none())
+        let patch = || decision::namespace_patch(name, locked.as_deref());
+        self.stamp_locked(&api, key, name, &current.metadata, locked.as_deref(), patch)
             .await
             .map_err(|source| Error::StampNamespace {
                 name: name.to_owned(),
                 source,
-            })?;
-        tracing::debug!(
-            namespace = name,
-            locked = locked.as_deref().unwrap_or(""),
-            "stamped namespace"
-        );
-        Ok(())
+            })
     }
 
-    async fn stamp_crd(&self, kind: &ServedKind, locked: Option<String>) -> Result<(), Error> {
+    async fn stamp_crd(
+        &self,
+        key: &str,
+        kind: &ServedKind,
+        locked: Option<String>,
+    ) -> Result<(), Error> {
         let name = kind.crd_name();
         // Built-in kinds have no CRD; a CRD not seen yet asks again.
         let Some(current) = self.views.crds.get(&ObjectRef::new(&name)) else {
+            self.marked_here.record(key, false);
             return Ok(());
         };
-        if decision::locked_of(&current.metadata) == locked.as_deref() {
-            return Ok(());
-        }
         let api = Api::<CustomResourceDefinition>::all(self.client.clone());
-        let patch = decision::crd_patch(&name, locked.as_deref());
-        apply_markers(&api, &name, patch, locked.is_none())
-            .await
-            .map_err(|source| Error::StampCrd {
-                name: name.clone(),
-                source,
-            })?;
-        tracing::debug!(
-            crd = name,
-            locked = locked.as_deref().unwrap_or(""),
-            "stamped CRD"
-        );
+        let patch = || decision::crd_patch(&name, locked.as_deref());
+        self.stamp_locked(
+            &api,
+            key,
+            &name,
+            &current.metadata,
+            locked.as_deref(),
+            patch,
+        )
+        .await
+        .map_err(|source| Error::StampCrd {
+            name: name.clone(),
+            source,
+        })
+    }
+
+    /// Brings the `core.navique.com/locked` marker of a Namespace or CRD,
+    /// whose watch shows `cached`, to `locked` (see
+    /// [`decision::SharedStamp`]). Run in the object's line of
+    /// [`Coalesced`] writes, keyed `key`.
+    async fn stamp_locked<K>(
+        &self,
+        api: &Api<K>,
+        key: &str,
+        name: &str,
+        cached: &ObjectMeta,
+        locked: Option<&str>,
+        patch: impl FnOnce() -> serde_json::Value,
+    ) -> Result<(), kube::Error>
+    where
+        K: Resource + Clone + DeserializeOwned + Debug,
+    {
+        let marked_here = self.marked_here.contains(key);
+        match decision::shared_stamp(decision::locked_of(cached), locked, marked_here) {
+            SharedStamp::Keep => return Ok(()),
+            SharedStamp::Write => {}
+            SharedStamp::Confirm => {
+                let live = api.get_metadata_opt(name).await?;
+                if live.is_none_or(|live| decision::locked_of(&live.metadata).is_none()) {
+                    self.marked_here.record(key, false);
+                    return Ok(());
+                }
+                tracing::info!(
+                    object = key,
+                    "clearing a marker the watch does not show yet"
+                );
+            }
+        }
+        apply_markers(api, name, patch(), locked.is_none()).await?;
+        self.marked_here.record(key, locked.is_some());
+        tracing::debug!(object = key, locked = locked.unwrap_or(""), "stamped");
         Ok(())
     }
 

@@ -1,0 +1,97 @@
+//! A Lock deleted before the lock-controller's watches show the markers it
+//! wrote still takes its name off its target, its Namespace and its kind's
+//! CRD: nothing is left refusing deletes in the name of a Lock that is gone.
+//! The watches are held back with the dev API server's faults (a delayed
+//! watch after every watch is dropped), so the test has a binary of its own.
+
+use std::time::Duration;
+
+use navique_e2e::eventually;
+use navique_e2e::locks::{GuardMode, LOCK_CONTROLLER_USER, LockEnv, lock, stack};
+
+const WAIT: Duration = Duration::from_secs(30);
+/// How long the controller's watches of the marked kinds are held back:
+/// longer than creating, activating and deleting a Lock takes.
+const HELD_MS: u64 = 8_000;
+const CRD: &str = "stacks.core.navique.com";
+
+#[tokio::test]
+async fn a_lock_deleted_before_the_watches_show_its_markers_leaves_none() {
+    let env = LockEnv::start(GuardMode::Policy);
+    env.ready().await;
+    let k = &env.cluster;
+    let ns = k.namespace("lagging");
+    let apply = |name: &str| {
+        let manifest = lock(&ns, name, "core.navique.com/v1alpha1", "Stack", "web", "");
+        k.kubectl_in(&["apply", "-f", "-"], Some(&manifest));
+    };
+    let markers = || {
+        [
+            env.marker(&["stack", "web", "-n", &ns]),
+            env.marker(&["namespace", &ns]),
+            env.marker(&["crd", CRD]),
+        ]
+    };
+    k.kubectl_in(&["apply", "-f", "-"], Some(&stack(&ns, "web")));
+    // A first Lock, marked and cleared with the watches keeping up: they
+    // have seen the Stack, the Namespace and the CRD as they are.
+    apply("first");
+    env.until_lock(&ns, "first", true, "Protecting").await;
+    eventually(WAIT, "the first Lock's markers", || async {
+        (markers() == ["first", "first", &format!("{ns}/first")]).then_some(())
+    })
+    .await;
+    k.kubectl_ok(&["delete", "lock", "first", "-n", &ns]);
+    eventually(WAIT, "the first Lock's markers to clear", || async {
+        markers().iter().all(String::is_empty).then_some(())
+    })
+    .await;
+    // A moment for the controller's watches to show the clear too.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+
+    // Every watch ends, and the controller's new watches of Stacks,
+    // Namespaces and CRDs wait: what it caches of them stays as it was.
+    let held: Vec<_> = ["stacks", "namespaces", "customresourcedefinitions"]
+        .into_iter()
+        .flat_map(|resource| {
+            ["watch", "list"].map(|verb| {
+                serde_json::json!({
+                    "verb": verb, "resource": resource,
+                    "user": LOCK_CONTROLLER_USER, "delayMs": HELD_MS,
+                })
+            })
+        })
+        .collect();
+    k.post_raw(
+        "/debug/faults",
+        &serde_json::json!({ "faults": held }).to_string(),
+    );
+    k.post_raw("/debug/drop-watches", "");
+
+    apply("brief");
+    env.until_lock(&ns, "brief", true, "Protecting").await;
+    eventually(WAIT, "the brief Lock's markers", || async {
+        (markers() == ["brief", "brief", &format!("{ns}/brief")]).then_some(())
+    })
+    .await;
+    k.kubectl_ok(&["delete", "lock", "brief", "-n", &ns]);
+    let cleared_while_held = markers();
+    k.kubectl_ok(&["delete", "--raw", "/debug/faults"]);
+    assert_eq!(
+        cleared_while_held,
+        ["", "", ""],
+        "the markers once the Lock is gone, its watches still held back\n{}",
+        env.controller_log()
+    );
+
+    // Once the watches catch up, nothing brings a marker back, and what
+    // the Lock protected can go.
+    tokio::time::sleep(Duration::from_millis(HELD_MS + 2_000)).await;
+    assert_eq!(
+        markers(),
+        ["", "", ""],
+        "the markers after the watches caught up"
+    );
+    k.kubectl_ok(&["delete", "stack", "web", "-n", &ns]);
+    k.kubectl_ok(&["delete", "namespace", &ns, "--timeout", "20s"]);
+}
