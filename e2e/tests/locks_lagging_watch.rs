@@ -21,10 +21,6 @@ async fn a_lock_deleted_before_the_watches_show_its_markers_leaves_none() {
     env.ready().await;
     let k = &env.cluster;
     let ns = k.namespace("lagging");
-    let apply = |name: &str| {
-        let manifest = lock(&ns, name, "core.navique.com/v1alpha1", "Stack", "web", "");
-        k.kubectl_in(&["apply", "-f", "-"], Some(&manifest));
-    };
     let markers = || {
         [
             env.marker(&["stack", "web", "-n", &ns]),
@@ -32,15 +28,20 @@ async fn a_lock_deleted_before_the_watches_show_its_markers_leaves_none() {
             env.marker(&["crd", CRD]),
         ]
     };
+    // Creates a Lock on the Stack and waits until all three name it.
+    let protect = async |name: &str| {
+        let manifest = lock(&ns, name, "core.navique.com/v1alpha1", "Stack", "web", "");
+        k.kubectl_in(&["apply", "-f", "-"], Some(&manifest));
+        env.until_lock(&ns, name, true, "Protecting").await;
+        eventually(WAIT, &format!("the {name} Lock's markers"), || async {
+            (markers() == [name, name, &format!("{ns}/{name}")]).then_some(())
+        })
+        .await;
+    };
     k.kubectl_in(&["apply", "-f", "-"], Some(&stack(&ns, "web")));
     // A first Lock, marked and cleared with the watches keeping up: they
     // have seen the Stack, the Namespace and the CRD as they are.
-    apply("first");
-    env.until_lock(&ns, "first", true, "Protecting").await;
-    eventually(WAIT, "the first Lock's markers", || async {
-        (markers() == ["first", "first", &format!("{ns}/first")]).then_some(())
-    })
-    .await;
+    protect("first").await;
     k.kubectl_ok(&["delete", "lock", "first", "-n", &ns]);
     eventually(WAIT, "the first Lock's markers to clear", || async {
         markers().iter().all(String::is_empty).then_some(())
@@ -68,12 +69,7 @@ async fn a_lock_deleted_before_the_watches_show_its_markers_leaves_none() {
     );
     k.post_raw("/debug/drop-watches", "");
 
-    apply("brief");
-    env.until_lock(&ns, "brief", true, "Protecting").await;
-    eventually(WAIT, "the brief Lock's markers", || async {
-        (markers() == ["brief", "brief", &format!("{ns}/brief")]).then_some(())
-    })
-    .await;
+    protect("brief").await;
     k.kubectl_ok(&["delete", "lock", "brief", "-n", &ns]);
     let cleared_while_held = markers();
     k.kubectl_ok(&["delete", "--raw", "/debug/faults"]);
