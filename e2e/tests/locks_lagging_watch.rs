@@ -1,18 +1,20 @@
 //! A Lock deleted before the lock-controller's watches show the markers it
 //! wrote still takes its name off its target, its Namespace and its kind's
 //! CRD: nothing is left refusing deletes in the name of a Lock that is gone.
+//! A Lock suspended then leaves them too, for its suspension.
 //! The watches are held back with the dev API server's faults (a delayed
 //! watch after every watch is dropped), so the test has a binary of its own.
 
 use std::time::Duration;
 
+use k8s_openapi::jiff::Timestamp;
 use navique_e2e::eventually;
 use navique_e2e::locks::{GuardMode, LOCK_CONTROLLER_USER, LockEnv, lock, stack};
 
 const WAIT: Duration = Duration::from_secs(30);
-/// How long the controller's watches of the marked kinds are held back:
-/// longer than creating, activating and deleting a Lock takes.
-const HELD_MS: u64 = 8_000;
+/// How long the controller's watches of the marked kinds are held back at
+/// most: the test lets them go (clearing the faults) once it has checked.
+const HELD_MS: u64 = 120_000;
 const CRD: &str = "stacks.core.navique.com";
 
 #[tokio::test]
@@ -70,19 +72,53 @@ async fn a_lock_deleted_before_the_watches_show_its_markers_leaves_none() {
     k.post_raw("/debug/drop-watches", "");
 
     protect("brief").await;
-    k.kubectl_ok(&["delete", "lock", "brief", "-n", &ns]);
+    // The deletion does not wait for the watches: the delete is done (its
+    // finalizer off) long before they are let go.
+    k.kubectl_ok(&["delete", "lock", "brief", "-n", &ns, "--timeout=20s"]);
     let cleared_while_held = markers();
+
+    // A Lock suspended before the watches show its stamp leaves its
+    // target (and, no longer active, the Namespace and CRD) for the
+    // suspension, as a break-glass must.
+    k.bind_role(&ns, "oncall", "navique-lock-suspender");
+    protect("pause").await;
+    let until = Timestamp::from_second(Timestamp::now().as_second() + 600).expect("time");
+    k.kubectl_ok(&[
+        "annotate",
+        "lock",
+        "pause",
+        "-n",
+        &ns,
+        "--as",
+        "oncall",
+        &format!("core.navique.com/suspended-until={until}"),
+        "core.navique.com/suspend-reason=restore drill",
+        "core.navique.com/suspended-by=oncall",
+    ]);
+    env.until_lock(&ns, "pause", false, "Suspended").await;
+    let suspended_while_held = markers();
+    k.kubectl_ok(&["delete", "lock", "pause", "-n", &ns, "--timeout=20s"]);
+    let log = env.controller_log();
+    // Lets the held watches go.
     k.kubectl_ok(&["delete", "--raw", "/debug/faults"]);
     assert_eq!(
         cleared_while_held,
         ["", "", ""],
-        "the markers once the Lock is gone, its watches still held back\n{}",
-        env.controller_log()
+        "the markers once the Lock is gone, its watches still held back\n{log}"
+    );
+    assert_eq!(
+        suspended_while_held,
+        ["", "", ""],
+        "the markers while the Lock is suspended, its watches still held back\n{log}"
+    );
+    assert!(
+        !log.contains("reconcile failed"),
+        "every reconcile succeeded (each confirmation is allowed by the chart's RBAC)\n{log}"
     );
 
     // Once the watches catch up, nothing brings a marker back, and what
     // the Lock protected can go.
-    tokio::time::sleep(Duration::from_millis(HELD_MS + 2_000)).await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
     assert_eq!(
         markers(),
         ["", "", ""],

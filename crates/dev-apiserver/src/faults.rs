@@ -1,12 +1,14 @@
 //! Faults tests inject through `POST /debug/faults`: delayed or failed
 //! responses for chosen verbs and resources. `DELETE /debug/faults` clears
-//! them; `POST /debug/drop-watches` ends every open watch.
+//! them and lets the delayed requests go on at once; `POST
+//! /debug/drop-watches` ends every open watch.
 
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
 use serde::Deserialize;
 use serde_json::json;
+use tokio::sync::watch;
 
 use crate::status::ApiError;
 
@@ -50,8 +52,21 @@ pub struct Target<'a> {
 }
 
 /// The fault rules in force; the first that matches a request applies.
-#[derive(Default)]
-pub struct Faults(Mutex<Vec<Fault>>);
+pub struct Faults {
+    rules: Mutex<Vec<Fault>>,
+    /// Counts the clears, which end the delays under way: a test can hold
+    /// requests back for long and let them go once it has seen enough.
+    clears: watch::Sender<u64>,
+}
+
+impl Default for Faults {
+    fn default() -> Self {
+        Self {
+            rules: Mutex::default(),
+            clears: watch::Sender::new(0),
+        }
+    }
+}
 
 impl Faults {
     pub fn add(&self, faults: Vec<Fault>) {
@@ -59,11 +74,15 @@ impl Faults {
     }
 
     pub fn clear(&self) {
-        self.rules().clear();
+        let mut rules = self.rules();
+        rules.clear();
+        // Under the rules' lock, so that a request that matched a rule
+        // before has subscribed and sees it.
+        self.clears.send_modify(|n| *n += 1);
     }
 
     fn rules(&self) -> MutexGuard<'_, Vec<Fault>> {
-        self.0.lock().unwrap_or_else(|p| p.into_inner())
+        self.rules.lock().unwrap_or_else(|p| p.into_inner())
     }
 }
 
@@ -77,8 +96,8 @@ pub async fn inject(faults: &Faults, target: Target<'_>) -> Result<(), ApiError>
         namespace,
         user,
     } = target;
-    let fault = {
-        let mut faults = faults.rules();
+    let (fault, mut clears) = {
+        let mut rules = faults.rules();
         let matches = |f: &Fault| {
             f.verb.as_deref().is_none_or(|v| v == verb)
                 && f.group.as_deref().is_none_or(|g| g == group)
@@ -87,20 +106,23 @@ pub async fn inject(faults: &Faults, target: Target<'_>) -> Result<(), ApiError>
                 && f.namespace.as_deref().is_none_or(|n| n == namespace)
                 && f.user.as_deref().is_none_or(|u| u == user)
         };
-        let Some(index) = faults.iter().position(matches) else {
+        let Some(index) = rules.iter().position(matches) else {
             return Ok(());
         };
-        let fault = faults[index].clone();
-        if let Some(times) = &mut faults[index].times {
+        let fault = rules[index].clone();
+        if let Some(times) = &mut rules[index].times {
             *times = times.saturating_sub(1);
             if *times == 0 {
-                faults.remove(index);
+                rules.remove(index);
             }
         }
-        fault
+        (fault, faults.clears.subscribe())
     };
     if fault.delay_ms > 0 {
-        tokio::time::sleep(Duration::from_millis(fault.delay_ms)).await;
+        tokio::select! {
+            () = tokio::time::sleep(Duration::from_millis(fault.delay_ms)) => {}
+            _ = clears.changed() => {}
+        }
     }
     match fault.code {
         None => Ok(()),
@@ -120,5 +142,46 @@ pub async fn inject(faults: &Faults, target: Target<'_>) -> Result<(), ApiError>
                 body: json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure", "message": message, "reason": reason, "code": code}),
             })
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn get_secrets() -> Target<'static> {
+        Target {
+            verb: "get",
+            group: "",
+            resource: "secrets",
+            subresource: "",
+            namespace: "forge",
+            user: "alice",
+        }
+    }
+
+    #[tokio::test]
+    async fn a_clear_lets_the_delayed_requests_go_at_once() {
+        let faults = std::sync::Arc::new(Faults::default());
+        let rule: Fault = serde_json::from_value(json!({
+            "verb": "get", "resource": "secrets", "delayMs": 3_600_000, "code": 503,
+        }))
+        .expect("fault");
+        faults.add(vec![rule]);
+        let held = tokio::spawn({
+            let faults = faults.clone();
+            async move { inject(&faults, get_secrets()).await }
+        });
+        // Until the clear, the request waits.
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        assert!(!held.is_finished());
+        faults.clear();
+        let result = tokio::time::timeout(Duration::from_secs(10), held)
+            .await
+            .expect("released by the clear")
+            .expect("task");
+        // It goes on as the rule said, and later requests meet no rule.
+        assert_eq!(result.expect_err("the rule's failure").code, 503);
+        assert!(inject(&faults, get_secrets()).await.is_ok());
     }
 }

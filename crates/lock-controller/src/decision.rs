@@ -15,7 +15,9 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::jiff::Timestamp;
 use kube::core::ApiResource;
 use navique_api::conditions;
-use navique_api::constants::{CORE_GROUP, annotations, condition_types, events, labels, reasons};
+use navique_api::constants::{
+    CORE_GROUP, annotations, condition_types, events, finalizers, labels, reasons,
+};
 use navique_api::core::{Lock, LockStatus, TargetRef};
 use navique_api::{messages, names};
 use serde_json::{Map, Value, json};
@@ -496,41 +498,47 @@ pub fn locked_of(meta: &ObjectMeta) -> Option<&str> {
         .map(String::as_str)
 }
 
-/// What a reconcile does about a Namespace's or CRD's marker, which its
-/// watch shows as `cached` and every Lock together wants as `wanted`.
+/// What a reconcile does about a Namespace's or CRD's marker, which every
+/// Lock together wants as `wanted`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SharedStamp {
-    /// The watch shows what is wanted.
+    /// The watch shows what is wanted, or has not seen the object (its
+    /// event will ask again; never apply blindly, which would create it).
     Keep,
     Write,
-    /// None is wanted and the watch shows none, but this process marked the
-    /// object since it last cleared it (`marked_here`): the watch may not
-    /// show that write yet. Read the object from the API server, and clear
-    /// what it carries. Trusting the watch here could leave the marker
-    /// naming a Lock that is gone, with no Lock left whose reconcile would
-    /// clear it, refusing the namespace's or CRD's deletion.
+    /// Clear the marker with a patch that cannot create the object. None
+    /// is wanted and the watch shows none, or has not seen the object, but
+    /// this process marked it since it last cleared it (`marked_here`): the
+    /// watch may not show that write yet. Trusting the watch here could
+    /// leave the marker naming a Lock that is gone, with no Lock left whose
+    /// reconcile would clear it, refusing the namespace's or CRD's deletion.
     Confirm,
 }
 
-/// See [`SharedStamp`]. A stale watch showing a marker that is wanted is
-/// harmless: a Lock that wants it is left to be woken by the watch's event.
-pub fn shared_stamp(cached: Option<&str>, wanted: Option<&str>, marked_here: bool) -> SharedStamp {
-    if cached != wanted {
-        SharedStamp::Write
-    } else if wanted.is_none() && marked_here {
-        SharedStamp::Confirm
-    } else {
-        SharedStamp::Keep
+/// See [`SharedStamp`]; `cached` is the marker the watch shows, `None`
+/// when it has not seen the object. A stale watch showing a marker that is
+/// wanted is harmless: a Lock that wants it is woken by the watch's event.
+pub fn shared_stamp(
+    cached: Option<Option<&str>>,
+    wanted: Option<&str>,
+    marked_here: bool,
+) -> SharedStamp {
+    match cached {
+        Some(cached) if cached != wanted => SharedStamp::Write,
+        _ if wanted.is_none() && marked_here => SharedStamp::Confirm,
+        _ => SharedStamp::Keep,
     }
 }
 
-/// Whether a deleted Lock's last reconcile reads its target from the API
-/// server before taking its markers for clear: the watch shows none and
-/// none is wanted, but the Lock's own stamp may be newer than the watch,
-/// and once the Lock is gone no reconcile would clear it (a target's
-/// event wakes only the Locks still protecting it).
-pub fn confirms_target_clear(lock: &Lock, wanted: Option<&TargetStamp>, cached: &Markers) -> bool {
-    is_deleting(lock) && wanted.is_none() && cached.is_empty()
+/// Whether a reconcile reads the target from the API server before taking
+/// its markers for clear: none is wanted and the watch shows none, but the
+/// watch may not show the Lock's own earlier stamp yet. None is wanted
+/// only when the reconciled Lock is deleted or suspended, and then no
+/// target event would wake it to clear a stamp the watch showed late (a
+/// target's event wakes the Locks whose stamp differs from the marker, and
+/// counts a suspended Lock in).
+pub fn confirms_target_clear(wanted: Option<&TargetStamp>, cached: &Markers) -> bool {
+    wanted.is_none() && cached.is_empty()
 }
 
 /// What a Lock's reconcile found.
@@ -825,8 +833,21 @@ pub fn lock_woken_by_namespace<'a>(
         return None;
     }
     all(locks)
-        .filter(|lock| namespace(lock) == ns)
+        .filter(|lock| namespace(lock) == ns && restamps(lock))
         .min_by_key(|lock| name(lock))
+}
+
+/// Whether a reconcile of `lock` restamps what it shares with the others:
+/// all but a Lock being deleted that no longer holds the controller's
+/// finalizer (another's keeps it), whose reconcile does nothing.
+fn restamps(lock: &Lock) -> bool {
+    !is_deleting(lock)
+        || lock
+            .metadata
+            .finalizers
+            .iter()
+            .flatten()
+            .any(|f| f == finalizers::LOCK)
 }
 
 /// The Lock a CustomResourceDefinition event wakes: like
@@ -844,7 +865,9 @@ pub fn lock_woken_by_crd<'a>(
     }
     all(locks)
         .filter(|lock| {
-            kind.is_kind_of(&lock.spec.target_ref) && valid_kind(lock, catalog).is_some()
+            kind.is_kind_of(&lock.spec.target_ref)
+                && valid_kind(lock, catalog).is_some()
+                && restamps(lock)
         })
         .min_by_key(|lock| (namespace(lock), name(lock)))
 }
@@ -1706,66 +1729,67 @@ mod tests {
 
     #[test]
     fn a_namespace_with_a_wrong_marker_wakes_one_of_its_locks() {
-        let locks = arcs(vec![
+        let mut finalized_elsewhere = deleting(lock_on_stack("forge", "0", "x"));
+        finalized_elsewhere.metadata.finalizers = Some(vec!["example.com/keep".into()]);
+        let mut leaving = deleting(lock_on_stack("forge", "1", "x"));
+        leaving.metadata.finalizers = Some(vec![finalizers::LOCK.into()]);
+        let mut locks = arcs(vec![
             active(lock_on_stack("forge", "b", "x")),
             active(lock_on_stack("forge", "a", "y")),
             active(lock_on_stack("elsewhere", "0", "y")),
+            // Its reconcile would do nothing: not this one.
+            finalized_elsewhere,
         ]);
         let woken = lock_woken_by_namespace(&meta_with(&[], &[]), Some("a,b"), &locks).unwrap();
         assert_eq!((namespace(woken), name(woken)), ("forge", "a"));
+        // A Lock being deleted still restamps, before its finalizer goes.
+        locks.push(Arc::new(leaving));
+        let woken = lock_woken_by_namespace(&meta_with(&[], &[]), Some("a,b"), &locks).unwrap();
+        assert_eq!(name(woken), "1");
     }
 
     #[test]
     fn a_shared_marker_is_written_when_the_watch_shows_another_value() {
-        assert_eq!(shared_stamp(None, Some("a"), false), SharedStamp::Write);
+        let write = SharedStamp::Write;
+        assert_eq!(shared_stamp(Some(None), Some("a"), false), write);
+        assert_eq!(shared_stamp(Some(Some("a")), Some("a,b"), true), write);
+        assert_eq!(shared_stamp(Some(Some("a")), None, true), write);
         assert_eq!(
-            shared_stamp(Some("a"), Some("a,b"), true),
-            SharedStamp::Write
+            shared_stamp(Some(Some("a")), Some("a"), true),
+            SharedStamp::Keep
         );
-        assert_eq!(shared_stamp(Some("a"), None, true), SharedStamp::Write);
-        assert_eq!(shared_stamp(Some("a"), Some("a"), true), SharedStamp::Keep);
-        assert_eq!(shared_stamp(None, None, false), SharedStamp::Keep);
+        assert_eq!(shared_stamp(Some(None), None, false), SharedStamp::Keep);
+        // Not seen yet: its watch event asks again.
+        assert_eq!(shared_stamp(None, Some("a"), true), SharedStamp::Keep);
     }
 
     #[test]
     fn a_clear_the_watch_shows_is_confirmed_only_after_a_marker_written_here() {
         // Marked here since its last clear: the watch may lag the write.
+        assert_eq!(shared_stamp(Some(None), None, true), SharedStamp::Confirm);
+        // Or the watch lost sight of it (deleted and created again).
         assert_eq!(shared_stamp(None, None, true), SharedStamp::Confirm);
         // Never marked here: the watch listed it after any earlier write.
+        assert_eq!(shared_stamp(Some(None), None, false), SharedStamp::Keep);
         assert_eq!(shared_stamp(None, None, false), SharedStamp::Keep);
     }
 
     #[test]
-    fn only_a_deleted_locks_last_clear_of_its_target_is_confirmed() {
-        let lock = lock_on_stack("forge", "a", "web");
+    fn a_targets_clear_is_confirmed_when_it_looks_done_already() {
         let unmarked = Markers::default();
-        assert!(confirms_target_clear(
-            &deleting(lock.clone()),
-            None,
-            &unmarked
-        ));
-        // Still there, the Lock is woken by the target's event.
-        assert!(!confirms_target_clear(&lock, None, &unmarked));
+        assert!(confirms_target_clear(None, &unmarked));
         // The watch shows a marker: the clear is written anyway.
         let marked = Markers {
             locked: Some("a".into()),
             ..Markers::default()
         };
-        assert!(!confirms_target_clear(
-            &deleting(lock.clone()),
-            None,
-            &marked
-        ));
+        assert!(!confirms_target_clear(None, &marked));
         // Another Lock still protects it, and is woken by its event.
         let wanted = TargetStamp {
             locked: "b".into(),
             reasons: None,
         };
-        assert!(!confirms_target_clear(
-            &deleting(lock),
-            Some(&wanted),
-            &unmarked
-        ));
+        assert!(!confirms_target_clear(Some(&wanted), &unmarked));
     }
 
     #[test]

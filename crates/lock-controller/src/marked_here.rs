@@ -1,7 +1,7 @@
 //! The Namespaces and CRDs this process has marked and not cleared since.
 //! The watches may not show such a write yet, so a clear they show as done
-//! is confirmed against the API server ([`decision::SharedStamp::Confirm`]).
-//! An entry per marked object, not per Lock.
+//! is written all the same ([`decision::SharedStamp::Confirm`]). An entry
+//! per marked object, not per Lock.
 //!
 //! [`decision::SharedStamp::Confirm`]: crate::decision::SharedStamp::Confirm
 
@@ -18,7 +18,8 @@ impl MarkedHere {
         self.keys().contains(key)
     }
 
-    /// Records what a write left on the object (or that it is gone).
+    /// Records that the object may carry a marker written here (before
+    /// the write is sent), or that a clear of it is done.
     pub fn record(&self, key: &str, marked: bool) {
         let mut keys = self.keys();
         if !marked {

@@ -630,24 +630,6 @@ impl Context {
         Ok((found.into_inner(), events))
     }
 
-    /// The target's metadata from its kind's watch. From the API server
-    /// when the watch has not seen it (not listed yet, or the target is
-    /// newer than the watch's last event), so that a target created with
-    /// its Lock is never reported missing.
-    /// The target's markers, `None` when it does not exist.
-    async fn target_markers(
-        &self,
-        api: &Api<DynamicObject>,
-        kind: &ServedKind,
-        name: &str,
-    ) -> Result<Option<Markers>, Error> {
-        let namespace = api.namespace().unwrap_or_default();
-        if let Some(cached) = self.views.targets.get(&kind.group_kind(), namespace, name) {
-            return Ok(Some(cached));
-        }
-        self.live_target_markers(api, kind, name).await
-    }
-
     /// The target's markers as the API server has them.
     async fn live_target_markers(
         &self,
@@ -676,7 +658,17 @@ impl Context {
         let name = &lock.spec.target_ref.name;
         let api: Api<DynamicObject> =
             Api::namespaced_with(self.client.clone(), namespace, &kind.api_resource());
-        let Some(mut markers) = self.target_markers(&api, kind, name).await? else {
+        // From its kind's watch; from the API server when the watch has not
+        // seen it (not listed yet, or the target is newer than the watch's
+        // last event), so that a target created with its Lock is never
+        // reported missing.
+        let cached = self.views.targets.get(&kind.group_kind(), namespace, name);
+        let from_watch = cached.is_some();
+        let markers = match cached {
+            Some(cached) => Some(cached),
+            None => self.live_target_markers(&api, kind, name).await?,
+        };
+        let Some(mut markers) = markers else {
             return Ok((Outcome::MissingReference, Vec::new()));
         };
         let mut locks = self.index.pointing_at(namespace, name);
@@ -689,7 +681,7 @@ impl Context {
             name,
         };
         let stamp = decision::target_stamp(target, &locks, catalog);
-        if decision::confirms_target_clear(lock, stamp.as_ref(), &markers) {
+        if from_watch && decision::confirms_target_clear(stamp.as_ref(), &markers) {
             let Some(live) = self.live_target_markers(&api, kind, name).await? else {
                 return Ok((Outcome::MissingReference, Vec::new()));
             };
@@ -732,15 +724,11 @@ impl Context {
         name: &str,
         locked: Option<String>,
     ) -> Result<(), Error> {
-        // Not seen yet: its watch event will ask again. Never apply blindly,
-        // which would create it.
-        let Some(current) = self.views.namespaces.get(&ObjectRef::new(name)) else {
-            self.marked_here.record(key, false);
-            return Ok(());
-        };
+        let cached = self.views.namespaces.get(&ObjectRef::new(name));
         let api = Api::<Namespace>::all(self.client.clone());
         let patch = || decision::namespace_patch(name, locked.as_deref());
-        self.stamp_locked(&api, key, name, &current.metadata, locked.as_deref(), patch)
+        let cached = cached.as_ref().map(|ns| &ns.metadata);
+        self.stamp_locked(&api, key, name, cached, locked.as_deref(), patch)
             .await
             .map_err(|source| Error::StampNamespace {
                 name: name.to_owned(),
@@ -748,6 +736,8 @@ impl Context {
             })
     }
 
+    /// Built-in kinds have no CRD, and nothing is written to one the CRD
+    /// watch has not seen.
     async fn stamp_crd(
         &self,
         key: &str,
@@ -755,38 +745,31 @@ impl Context {
         locked: Option<String>,
     ) -> Result<(), Error> {
         let name = kind.crd_name();
-        // Built-in kinds have no CRD; a CRD not seen yet asks again.
-        let Some(current) = self.views.crds.get(&ObjectRef::new(&name)) else {
-            self.marked_here.record(key, false);
-            return Ok(());
-        };
+        let cached = self.views.crds.get(&ObjectRef::new(&name));
         let api = Api::<CustomResourceDefinition>::all(self.client.clone());
         let patch = || decision::crd_patch(&name, locked.as_deref());
-        self.stamp_locked(
-            &api,
-            key,
-            &name,
-            &current.metadata,
-            locked.as_deref(),
-            patch,
-        )
-        .await
-        .map_err(|source| Error::StampCrd {
-            name: name.clone(),
-            source,
-        })
+        let cached = cached.as_ref().map(|crd| &crd.metadata);
+        self.stamp_locked(&api, key, &name, cached, locked.as_deref(), patch)
+            .await
+            .map_err(|source| Error::StampCrd {
+                name: name.clone(),
+                source,
+            })
     }
 
     /// Brings the `core.navique.com/locked` marker of a Namespace or CRD,
-    /// whose watch shows `cached`, to `locked` (see
+    /// whose watch shows `cached` (`None`: not seen), to `locked` (see
     /// [`decision::SharedStamp`]). Run in the object's line of
-    /// [`Coalesced`] writes, keyed `key`.
+    /// [`Coalesced`] writes, keyed `key`, which also orders the updates of
+    /// its [`MarkedHere`] entry: marked before a marking write is sent
+    /// (should the client see an error for a write the server made, the
+    /// entry is there), forgotten only once a clear is known to be done.
     async fn stamp_locked<K>(
         &self,
         api: &Api<K>,
         key: &str,
         name: &str,
-        cached: &ObjectMeta,
+        cached: Option<&ObjectMeta>,
         locked: Option<&str>,
         patch: impl FnOnce() -> serde_json::Value,
     ) -> Result<(), kube::Error>
@@ -794,23 +777,34 @@ impl Context {
         K: Resource + Clone + DeserializeOwned + Debug,
     {
         let marked_here = self.marked_here.contains(key);
-        match decision::shared_stamp(decision::locked_of(cached), locked, marked_here) {
+        let cached = cached.map(decision::locked_of);
+        match decision::shared_stamp(cached, locked, marked_here) {
             SharedStamp::Keep => return Ok(()),
-            SharedStamp::Write => {}
-            SharedStamp::Confirm => {
-                let live = api.get_metadata_opt(name).await?;
-                if live.is_none_or(|live| decision::locked_of(&live.metadata).is_none()) {
-                    self.marked_here.record(key, false);
-                    return Ok(());
+            SharedStamp::Write => {
+                if locked.is_some() {
+                    self.marked_here.record(key, true);
                 }
-                tracing::info!(
-                    object = key,
-                    "clearing a marker the watch does not show yet"
-                );
+                apply_markers(api, name, patch(), locked.is_none()).await?;
+            }
+            // A merge patch, which a missing object refuses rather than
+            // being created by it, as an apply would be; it needs only the
+            // `patch` verb, which the controller holds on CRDs.
+            SharedStamp::Confirm => {
+                let params = PatchParams {
+                    field_manager: Some(MANAGER.to_owned()),
+                    ..PatchParams::default()
+                };
+                let clear = Patch::Merge(decision::remove_markers());
+                match api.patch_metadata(name, &params, &clear).await {
+                    Ok(_) => {}
+                    Err(kube::Error::Api(status)) if status.is_not_found() => {}
+                    Err(error) => return Err(error),
+                }
             }
         }
-        apply_markers(api, name, patch(), locked.is_none()).await?;
-        self.marked_here.record(key, locked.is_some());
+        if locked.is_none() {
+            self.marked_here.record(key, false);
+        }
         tracing::debug!(object = key, locked = locked.unwrap_or(""), "stamped");
         Ok(())
     }
