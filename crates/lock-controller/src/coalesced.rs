@@ -1,6 +1,6 @@
-//! Writes of objects every Lock of a namespace or kind stamps, coalesced:
-//! n Locks changing at once cost a few writes of their Namespace and CRD,
-//! not n.
+//! Lines of writes per object. Those of objects every Lock of a namespace
+//! or kind stamps are coalesced: n Locks changing at once cost a few
+//! writes of their Namespace and CRD, not n. A target's run one at a time.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -71,10 +71,7 @@ impl Coalesced {
     where
         Fut: Future<Output = Result<(), E>>,
     {
-        let turn = {
-            let mut turns = self.turns.lock().unwrap_or_else(|e| e.into_inner());
-            turns.entry(key.to_owned()).or_default().clone()
-        };
+        let turn = self.enter(key);
         turn.requested.fetch_add(1, Ordering::SeqCst);
         // A queued caller leaves `queued` before it reads `requested`, so
         // one still counted there reads this request (SeqCst orders both).
@@ -95,13 +92,36 @@ impl Coalesced {
                 result
             }
         };
-        // The last one out forgets the object, so that gone namespaces do
-        // not accumulate.
+        self.leave(key, turn);
+        result
+    }
+
+    /// Runs `run` in `key`'s line, alone, whatever the others asked: for
+    /// writes whose every caller needs what its own found, and computes
+    /// them from shared state once its turn has come, so that a write
+    /// computed earlier never lands after one computed later.
+    pub async fn alone<Fut: Future>(&self, key: &str, run: impl FnOnce() -> Fut) -> Fut::Output {
+        let turn = self.enter(key);
+        let output = {
+            let _writing = turn.writing.lock().await;
+            run().await
+        };
+        self.leave(key, turn);
+        output
+    }
+
+    fn enter(&self, key: &str) -> Arc<Turn> {
+        let mut turns = self.turns.lock().unwrap_or_else(|e| e.into_inner());
+        turns.entry(key.to_owned()).or_default().clone()
+    }
+
+    /// The last one out forgets the object, so that gone namespaces and
+    /// objects do not accumulate.
+    fn leave(&self, key: &str, turn: Arc<Turn>) {
         let mut turns = self.turns.lock().unwrap_or_else(|e| e.into_inner());
         if Arc::strong_count(&turn) == 2 {
             turns.remove(key);
         }
-        result
     }
 
     #[cfg(test)]
@@ -228,6 +248,39 @@ mod tests {
         // requests made while it was held.
         assert_eq!(writes.load(Ordering::SeqCst), 3);
         assert_eq!(shared.keys(), 0, "nothing is remembered once all are out");
+    }
+
+    #[tokio::test]
+    async fn callers_alone_in_a_line_run_one_at_a_time_in_turn() {
+        let shared = Arc::new(Coalesced::default());
+        let writes = Arc::new(AtomicUsize::new(0));
+        let (release, first) = hold(&shared, &writes, FORGE, Ok(()));
+        settle().await;
+        let (seen, second) = {
+            let (shared, writes) = (shared.clone(), writes.clone());
+            let (tx, rx) = oneshot::channel();
+            let task = tokio::spawn(async move {
+                shared
+                    .alone(FORGE, || async move {
+                        // Runs once the held write is done, and sees it.
+                        tx.send(writes.load(Ordering::SeqCst)).unwrap();
+                        "second"
+                    })
+                    .await
+            });
+            (rx, task)
+        };
+        settle().await;
+        assert!(!second.is_finished(), "waits for the write in progress");
+        release.send(()).unwrap();
+        assert_eq!(first.await.unwrap(), Ok(()));
+        assert_eq!(second.await.unwrap(), "second");
+        assert_eq!(seen.await.unwrap(), 1);
+        // Each caller runs its own, even with nobody else in line.
+        for _ in 0..2 {
+            assert_eq!(shared.alone(FORGE, || async { 7 }).await, 7);
+        }
+        assert_eq!(shared.keys(), 0);
     }
 
     #[tokio::test]

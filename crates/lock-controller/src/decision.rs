@@ -786,18 +786,23 @@ pub fn lock_status(lock: &Lock, outcome: &Outcome, now: Timestamp) -> Option<Loc
 /// report the change. Otherwise only the Locks that reported it missing (it
 /// reappeared already stamped, from a backup say): waking the others on the
 /// echo of their own stamp would only race their status write.
+/// A Lock whose break-glass suspension is in effect (`suspended`) counts
+/// in no stamp, as in the reconcile's, but is woken with the others when
+/// the marker is wrong: it may name it still.
 pub fn locks_woken_by_target<'a>(
     target: Target<'_>,
     meta: Option<&ObjectMeta>,
     locks: &'a [Arc<Lock>],
     catalog: &Catalog,
+    suspended: impl Fn(&Lock) -> bool,
 ) -> Vec<&'a Lock> {
     let protecting =
         all(locks).filter(|lock| !is_deleting(lock) && validly_targets(lock, target, catalog));
     let Some(meta) = meta else {
         return protecting.collect();
     };
-    let stamp = target_stamp(target, locks, catalog);
+    let stamped: Vec<Arc<Lock>> = locks.iter().filter(|l| !suspended(l)).cloned().collect();
+    let stamp = target_stamp(target, &stamped, catalog);
     if Markers::of(meta) != Markers::wanted(stamp.as_ref()) {
         return protecting.collect();
     }
@@ -840,7 +845,7 @@ pub fn lock_woken_by_namespace<'a>(
 /// Whether a reconcile of `lock` restamps what it shares with the others:
 /// all but a Lock being deleted that no longer holds the controller's
 /// finalizer (another's keeps it), whose reconcile does nothing.
-fn restamps(lock: &Lock) -> bool {
+pub(crate) fn restamps(lock: &Lock) -> bool {
     !is_deleting(lock)
         || lock
             .metadata
@@ -1625,6 +1630,7 @@ mod tests {
             Some(&meta_with(&[], &[])),
             &locks,
             &catalog(),
+            |_| false,
         );
         assert_eq!(woken.iter().map(|l| name(l)).collect::<Vec<_>>(), ["early"]);
     }
@@ -1642,6 +1648,7 @@ mod tests {
             Some(&stamped),
             &locks,
             &catalog(),
+            |_| false,
         );
         assert_eq!(woken.iter().map(|l| name(l)).collect::<Vec<_>>(), ["a"]);
     }
@@ -1659,6 +1666,7 @@ mod tests {
             Some(&tampered),
             &locks,
             &catalog(),
+            |_| false,
         );
         assert_eq!(woken.len(), 2);
     }
@@ -1673,10 +1681,33 @@ mod tests {
                 stack(&kind, "forge", "forge"),
                 Some(&stamped),
                 &locks,
-                &catalog()
+                &catalog(),
+                |_| false
             )
             .is_empty()
         );
+    }
+
+    #[test]
+    fn a_suspended_lock_counts_in_no_stamp_and_is_woken_while_the_target_names_it() {
+        let locks = arcs(vec![
+            active(lock_on_stack("forge", "a", "forge")),
+            active(lock_on_stack("forge", "pause", "forge")),
+        ]);
+        let kind = stack_kind();
+        let target = stack(&kind, "forge", "forge");
+        let suspended = |lock: &Lock| name(lock) == "pause";
+        let woken = |markers: &[(&str, &str)]| {
+            let meta = meta_with(markers, &[(labels::LOCKED, "true")]);
+            locks_woken_by_target(target, Some(&meta), &locks, &catalog(), suspended)
+                .iter()
+                .map(|l| name(l).to_owned())
+                .collect::<Vec<_>>()
+        };
+        // Its stamp left: nothing to do.
+        assert!(woken(&[(annotations::LOCKED, "a")]).is_empty());
+        // Still named (a stamp written late): both are woken, and restamp.
+        assert_eq!(woken(&[(annotations::LOCKED, "a,pause")]), ["a", "pause"]);
     }
 
     #[test]
@@ -1684,7 +1715,14 @@ mod tests {
         let locks = arcs(vec![active(lock_on_stack("forge", "a", "forge"))]);
         let kind = stack_kind();
         assert_eq!(
-            locks_woken_by_target(stack(&kind, "forge", "forge"), None, &locks, &catalog()).len(),
+            locks_woken_by_target(
+                stack(&kind, "forge", "forge"),
+                None,
+                &locks,
+                &catalog(),
+                |_| false
+            )
+            .len(),
             1
         );
     }
@@ -1698,7 +1736,8 @@ mod tests {
                 stack(&kind, "forge", "forge"),
                 Some(&meta_with(&[], &[])),
                 &locks,
-                &catalog()
+                &catalog(),
+                |_| false
             )
             .is_empty()
         );

@@ -155,7 +155,7 @@ pub fn lock_woken<'a>(
         return None;
     }
     decision::all(locks)
-        .filter(|lock| decision::namespace(lock) == ns)
+        .filter(|lock| decision::namespace(lock) == ns && decision::restamps(lock))
         .min_by_key(|lock| decision::name(lock))
 }
 
@@ -367,6 +367,17 @@ mod tests {
         )]);
         assert_eq!(
             lock_woken(&forged, &plain, true).and_then(|l| l.metadata.name.as_deref()),
+            Some("z-stack")
+        );
+        // Not a Lock being deleted that only another's finalizer keeps:
+        // its reconcile would do nothing.
+        let mut kept = lock_on("forge", "a-kept", "core.navique.com/v1alpha1", "Stack", "a");
+        kept.metadata.deletion_timestamp = Some(Time(Timestamp::UNIX_EPOCH));
+        kept.metadata.finalizers = Some(vec!["example.com/keep".into()]);
+        let mut with_kept = plain.clone();
+        with_kept.push(Arc::new(kept));
+        assert_eq!(
+            lock_woken(&forged, &with_kept, true).and_then(|l| l.metadata.name.as_deref()),
             Some("z-stack")
         );
         // Turned off: the marker should go.

@@ -211,7 +211,13 @@ pub async fn run(
         })
         .touched_objects();
     let controller = Controller::for_stream(lock_events, locks.clone());
-    let (triggers, views) = Triggers::new(client.clone(), locks.clone(), index.clone(), catalog);
+    let (triggers, views) = Triggers::new(
+        client.clone(),
+        locks.clone(),
+        index.clone(),
+        catalog,
+        limit.clone(),
+    );
     let (wake, woken) = mpsc::channel(WAKE_QUEUE);
     let busy = Busy::default();
     let (events, publish_events) = Queued::new(
@@ -648,7 +654,31 @@ impl Context {
         Ok(current.map(|current| Markers::of(&current.metadata)))
     }
 
+    /// Brings the target's markers to what its Locks call for, in the
+    /// target's line: the reconciles of two Locks on it (both deleted at
+    /// once, say) compute and write one after the other, so that a marker
+    /// computed before a Lock left never lands after the one computed
+    /// without it.
     async fn stamp_target(
+        &self,
+        lock: &Lock,
+        kind: &ServedKind,
+        namespace: &str,
+        catalog: &Catalog,
+    ) -> Result<(Outcome, StampEvents), Error> {
+        // Keyed apart from Namespaces' and CRDs' lines (see stamp_shared).
+        let key = format!(
+            "target {}/{} {namespace}/{}",
+            kind.group, kind.kind, lock.spec.target_ref.name
+        );
+        self.shared
+            .alone(&key, || {
+                self.stamp_target_in_line(lock, kind, namespace, catalog)
+            })
+            .await
+    }
+
+    async fn stamp_target_in_line(
         &self,
         lock: &Lock,
         kind: &ServedKind,
@@ -685,6 +715,12 @@ impl Context {
             let Some(live) = self.live_target_markers(&api, kind, name).await? else {
                 return Ok((Outcome::MissingReference, Vec::new()));
             };
+            if !live.is_empty() {
+                tracing::info!(
+                    target = %format!("{}/{namespace}/{name}", kind.kind),
+                    "the watch does not show the target's marker yet"
+                );
+            }
             markers = live;
         }
         let mut events = Vec::new();
@@ -790,6 +826,7 @@ impl Context {
             // being created by it, as an apply would be; it needs only the
             // `patch` verb, which the controller holds on CRDs.
             SharedStamp::Confirm => {
+                tracing::info!(object = key, "clearing a marker the watch may not show yet");
                 let params = PatchParams {
                     field_manager: Some(MANAGER.to_owned()),
                     ..PatchParams::default()

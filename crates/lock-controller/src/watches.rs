@@ -13,6 +13,7 @@ use std::time::Duration;
 use futures::{Stream, StreamExt};
 use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, DynamicObject};
 use kube::core::PartialObjectMeta;
 use kube::discovery::{Discovery, Scope};
@@ -30,6 +31,7 @@ use tokio_util::sync::CancellationToken;
 use crate::decision::{self, Catalog, Enforceable, GroupKind, Markers, ServedKind, Target};
 use crate::index::LockIndex;
 use crate::namespace_wide;
+use crate::suspension::{self, Limit};
 
 type Wake = mpsc::Sender<ObjectRef<Lock>>;
 type NamespaceMeta = PartialObjectMeta<Namespace>;
@@ -218,6 +220,7 @@ pub struct Triggers {
     client: Client,
     locks: Store<Lock>,
     index: LockIndex,
+    limit: Limit,
     targets: TargetCache,
     catalog: watch::Sender<Arc<Catalog>>,
     namespaces: Writer<NamespaceMeta>,
@@ -230,6 +233,7 @@ impl Triggers {
         locks: Store<Lock>,
         index: LockIndex,
         catalog: Catalog,
+        limit: Limit,
     ) -> (Self, Views) {
         let (catalog, catalog_view) = watch::channel(Arc::new(catalog));
         let (namespaces_view, namespaces) = reflector::store();
@@ -244,6 +248,7 @@ impl Triggers {
             client,
             locks,
             index,
+            limit,
             targets: views.targets.clone(),
             catalog,
             namespaces,
@@ -272,6 +277,7 @@ impl Triggers {
             client: self.client,
             locks: self.locks,
             index: self.index,
+            limit: self.limit,
             cache: self.targets,
             catalog: self.catalog,
             wake,
@@ -291,6 +297,8 @@ struct Watches {
     client: Client,
     locks: Store<Lock>,
     index: LockIndex,
+    /// The longest break-glass suspension, to tell one in effect.
+    limit: Limit,
     cache: TargetCache,
     catalog: watch::Sender<Arc<Catalog>>,
     wake: Wake,
@@ -459,6 +467,7 @@ impl Watches {
                         index: self.index.clone(),
                         cache: self.cache.clone(),
                         catalog: self.catalog.subscribe(),
+                        limit: self.limit.clone(),
                     },
                     self.wake.clone(),
                 ));
@@ -493,6 +502,7 @@ struct Known {
     index: LockIndex,
     cache: TargetCache,
     catalog: watch::Receiver<Arc<Catalog>>,
+    limit: Limit,
 }
 
 /// Watches the metadata of one kind's objects, caches it without what
@@ -526,7 +536,9 @@ async fn watch_targets(client: Client, kind: ServedKind, known: Known, wake: Wak
                 };
                 let meta = (!gone).then_some(&object.metadata);
                 let locks = known.index.pointing_at(&namespace, &name);
-                decision::locks_woken_by_target(target, meta, &locks, &catalog)
+                let now = Timestamp::now();
+                let suspended = |lock: &Lock| suspension::in_effect(lock, now, &known.limit);
+                decision::locks_woken_by_target(target, meta, &locks, &catalog, suspended)
                     .into_iter()
                     .map(ObjectRef::from_obj)
                     .collect()
