@@ -1,9 +1,11 @@
 //! A Lock deleted before the lock-controller's watches show the markers it
 //! wrote still takes its name off its target, its Namespace and its kind's
 //! CRD: nothing is left refusing deletes in the name of a Lock that is gone.
-//! A Lock suspended then leaves them too, for its suspension.
-//! The watches are held back with the dev API server's faults (a delayed
-//! watch after every watch is dropped), so the test has a binary of its own.
+//! A Lock suspended then leaves them too, for its suspension; two Locks on
+//! one object deleted together leave it unmarked. The watches and writes
+//! are held back with the dev API server's faults (a delayed watch after
+//! every watch is dropped, a delayed write), so these tests have a binary
+//! of their own, each with its own API server.
 
 use std::time::Duration;
 
@@ -141,4 +143,52 @@ async fn a_lock_deleted_before_the_watches_show_its_markers_leaves_none() {
     );
     k.kubectl_ok(&["delete", "stack", "web", "-n", &ns]);
     k.kubectl_ok(&["delete", "namespace", &ns, "--timeout", "20s"]);
+}
+
+/// Two Locks on one Stack deleted together: the marker the first one's
+/// reconcile computed (naming the other, still there) is held back by the
+/// dev API server until after the second's deletion has cleared the Stack.
+/// Written in the target's line, one after the other, the last word is the
+/// clear computed without either.
+#[tokio::test]
+async fn two_locks_on_one_object_deleted_together_leave_no_marker() {
+    let env = LockEnv::start(GuardMode::Policy);
+    env.ready().await;
+    let k = &env.cluster;
+    let ns = k.namespace("together");
+    k.kubectl_in(&["apply", "-f", "-"], Some(&stack(&ns, "web")));
+    for name in ["a", "b"] {
+        let manifest = lock(&ns, name, "core.navique.com/v1alpha1", "Stack", "web", "");
+        k.kubectl_in(&["apply", "-f", "-"], Some(&manifest));
+    }
+    for name in ["a", "b"] {
+        env.until_lock(&ns, name, true, "Protecting").await;
+    }
+    let marker = || env.marker(&["stack", "web", "-n", &ns]);
+    eventually(WAIT, "the Stack to name both Locks", || async {
+        (marker() == "a,b").then_some(())
+    })
+    .await;
+
+    // The controller's next write of a Stack waits 3 s at the server.
+    let held = serde_json::json!({"faults": [{
+        "verb": "patch", "resource": "stacks", "user": LOCK_CONTROLLER_USER,
+        "delayMs": 3_000, "times": 1,
+    }]});
+    k.post_raw("/debug/faults", &held.to_string());
+    k.kubectl_ok(&["delete", "lock", "b", "-n", &ns, "--wait=false"]);
+    // b's reconcile has sent its marker, naming a, and waits on it.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    k.kubectl_ok(&["delete", "lock", "a", "-n", &ns, "--wait=false"]);
+    k.kubectl_ok(&[
+        "wait",
+        "--for=delete",
+        "lock/a",
+        "lock/b",
+        "-n",
+        &ns,
+        "--timeout=30s",
+    ]);
+    assert_eq!(marker(), "", "{}", env.controller_log());
+    k.kubectl_ok(&["delete", "stack", "web", "-n", &ns]);
 }
