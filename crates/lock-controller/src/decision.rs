@@ -533,10 +533,9 @@ pub fn shared_stamp(
 /// Whether a reconcile reads the target from the API server before taking
 /// its markers for clear: none is wanted and the watch shows none, but the
 /// watch may not show the Lock's own earlier stamp yet. None is wanted
-/// only when the reconciled Lock is deleted or suspended, and then no
-/// target event would wake it to clear a stamp the watch showed late (a
-/// target's event wakes the Locks whose stamp differs from the marker, and
-/// counts a suspended Lock in).
+/// only when the reconciled Lock is deleted or suspended: once deleted, no
+/// target event would wake it to clear a stamp the watch showed late;
+/// suspended, the break-glass would wait for the watch to catch up.
 pub fn confirms_target_clear(wanted: Option<&TargetStamp>, cached: &Markers) -> bool {
     wanted.is_none() && cached.is_empty()
 }

@@ -827,13 +827,8 @@ impl Context {
             // `patch` verb, which the controller holds on CRDs.
             SharedStamp::Confirm => {
                 tracing::info!(object = key, "clearing a marker the watch may not show yet");
-                let params = PatchParams {
-                    field_manager: Some(MANAGER.to_owned()),
-                    ..PatchParams::default()
-                };
-                let clear = Patch::Merge(decision::remove_markers());
-                match api.patch_metadata(name, &params, &clear).await {
-                    Ok(_) => {}
+                match remove_markers(api, name).await {
+                    Ok(()) => {}
                     Err(kube::Error::Api(status)) if status.is_not_found() => {}
                     Err(error) => return Err(error),
                 }
@@ -904,12 +899,19 @@ where
         )
         .await?;
     if clearing && !Markers::of(&applied.metadata).is_empty() {
-        api.patch_metadata(
-            name,
-            &PatchParams::default(),
-            &Patch::Merge(decision::remove_markers()),
-        )
-        .await?;
+        remove_markers(api, name).await?;
     }
+    Ok(())
+}
+
+/// Removes every marker with a JSON merge patch: whoever set them, and
+/// without creating the object should it be gone (a 404 then).
+async fn remove_markers<K>(api: &Api<K>, name: &str) -> Result<(), kube::Error>
+where
+    K: Resource + Clone + DeserializeOwned + Debug,
+{
+    let clear = Patch::Merge(decision::remove_markers());
+    api.patch_metadata(name, &PatchParams::default(), &clear)
+        .await?;
     Ok(())
 }
