@@ -211,14 +211,17 @@ step "The provider's catalogue the seeds' manifests refer to"
 run kubectl get serviceclasses,serviceplans
 
 step "The components: each alive, ready, and exporting metrics; one replica per controller leads"
-port=${DEV_ADMIN_PORT:-18081}
-for component in lock-controller service-lifecycle-controller backup-runner webhook; do
-  printf '%-30s healthz: %-4s readyz: %s\n' "$component" \
+# The admin ports as scripts/dev-up.sh gives them.
+read -r -a admin_ports <<<"${DEV_ADMIN_PORTS:-}"
+components=(lock-controller service-lifecycle-controller backup-runner webhook)
+for i in "${!components[@]}"; do
+  port=${admin_ports[$i]:-$((${DEV_ADMIN_PORT:-18081} + i))}
+  printf '%-30s healthz: %-4s readyz: %s\n' "${components[$i]}" \
     "$(curl -s "127.0.0.1:$port/healthz")" "$(curl -s "127.0.0.1:$port/readyz")"
-  port=$((port + 1))
 done
 run kubectl get leases -n navique-system
-printf '\033[36m$ curl -s 127.0.0.1:18081/metrics | grep leader\033[0m\n'
-curl -s 127.0.0.1:18081/metrics | grep leader
+lock_controller=${admin_ports[0]:-${DEV_ADMIN_PORT:-18081}}
+printf '\033[36m$ curl -s 127.0.0.1:%s/metrics | grep leader\033[0m\n' "$lock_controller"
+curl -s "127.0.0.1:$lock_controller/metrics" | grep leader
 
 step "Done. The environment keeps running: 'source .dev/env' to use it, 'make dev-down' to stop it."

@@ -100,8 +100,13 @@ kubectl -n navique-system create secret generic provider-postgresql-admin \
 kubectl apply -f deploy/examples/catalogue.yaml >/dev/null
 echo "catalogue: ServiceClass postgresql, ServicePlan postgresql-platform-ha (PostgreSQL on 127.0.0.1:$postgres_port)"
 
-port=${DEV_ADMIN_PORT:-18081}
-for component in "${components[@]}"; do
+# Admin ports: DEV_ADMIN_PORTS names one per component, in the order above;
+# otherwise they run on from DEV_ADMIN_PORT.
+read -r -a admin_ports <<<"${DEV_ADMIN_PORTS:-}"
+base=${DEV_ADMIN_PORT:-18081}
+for i in "${!components[@]}"; do
+  component=${components[$i]}
+  port=${admin_ports[$i]:-$((base + i))}
   # The component's own kubeconfig: the admin's, with its token.
   sed "s/token: .*/token: $component-dev-token/" "$dev/kubeconfig" >"$dev/kubeconfig-$component"
   args=(--kubeconfig "$dev/kubeconfig-$component" --admin-addr "127.0.0.1:$port")
@@ -116,7 +121,6 @@ for component in "${components[@]}"; do
     webhook) args+=(--listen-addr "127.0.0.1:$webhook_port" --tls-cert-file "$tls/tls.crt" --tls-key-file "$tls/tls.key") ;;
   esac
   start "$component" "target/debug/$component" "${args[@]}"
-  port=$((port + 1))
 done
 
 # The webhook configurations came with the chart; wait until it answers,

@@ -109,8 +109,12 @@ impl DevEnv {
                 port("DEV_WEBHOOK_PORT"),
                 port("DEV_BACKUP_RUNNER_PORT"),
                 port("DEV_APPROVALS_PORT"),
-                // Four admin ports from here; a free one is likely followed by free ones.
-                port("DEV_ADMIN_PORT"),
+                // One admin port per component: a run of ports from one
+                // free port could reach a port given above.
+                (
+                    "DEV_ADMIN_PORTS".to_owned(),
+                    [(); 4].map(|()| free_port().to_string()).join(" "),
+                ),
             ])
             .current_dir(repo_root())
             .output()
