@@ -144,14 +144,18 @@ pub fn stamp_events(
 /// The Lock a Namespace event wakes when its namespace-wide marker is not
 /// what it should be (tampered with, or left from a Lock gone while the
 /// controller was down): one Lock of the namespace, since every Lock's
-/// reconcile repairs it. `locks` are the namespace's Locks.
+/// reconcile repairs it. `locks` are the namespace's Locks; one whose
+/// break-glass suspension is in effect (`suspended`) counts in no stamp, as
+/// in the reconcile's, so that its Namespace's every event does not wake it.
 pub fn lock_woken<'a>(
     meta: &ObjectMeta,
     locks: &'a [Arc<Lock>],
     enabled: bool,
+    suspended: impl Fn(&Lock) -> bool,
 ) -> Option<&'a Lock> {
     let ns = meta.name.as_deref()?;
-    if Markers::of(meta) == Markers::wanted(stamp(ns, locks, enabled).as_ref()) {
+    let stamped: Vec<Arc<Lock>> = locks.iter().filter(|l| !suspended(l)).cloned().collect();
+    if Markers::of(meta) == Markers::wanted(stamp(ns, &stamped, enabled).as_ref()) {
         return None;
     }
     decision::all(locks)
@@ -339,6 +343,7 @@ mod tests {
 
     #[test]
     fn a_tampered_or_stale_namespace_marker_wakes_one_lock_of_the_namespace() {
+        let none = |_: &Lock| false;
         let locks = arcs(vec![
             lock_on(
                 "forge",
@@ -350,10 +355,10 @@ mod tests {
             on_namespace("forge", "freeze", "forge", None),
         ]);
         let right = namespace_meta("forge", &[(annotations::NAMESPACE_LOCKED, "freeze")]);
-        assert!(lock_woken(&right, &locks, true).is_none());
+        assert!(lock_woken(&right, &locks, true, none).is_none());
         let removed = namespace_meta("forge", &[]);
         assert_eq!(
-            lock_woken(&removed, &locks, true).and_then(|l| l.metadata.name.as_deref()),
+            lock_woken(&removed, &locks, true, none).and_then(|l| l.metadata.name.as_deref()),
             Some("freeze")
         );
         // Forged by hand (or left over), with no namespace-wide Lock.
@@ -366,7 +371,7 @@ mod tests {
             "a",
         )]);
         assert_eq!(
-            lock_woken(&forged, &plain, true).and_then(|l| l.metadata.name.as_deref()),
+            lock_woken(&forged, &plain, true, none).and_then(|l| l.metadata.name.as_deref()),
             Some("z-stack")
         );
         // Not a Lock being deleted that only another's finalizer keeps:
@@ -377,11 +382,26 @@ mod tests {
         let mut with_kept = plain.clone();
         with_kept.push(Arc::new(kept));
         assert_eq!(
-            lock_woken(&forged, &with_kept, true).and_then(|l| l.metadata.name.as_deref()),
+            lock_woken(&forged, &with_kept, true, none).and_then(|l| l.metadata.name.as_deref()),
             Some("z-stack")
         );
         // Turned off: the marker should go.
-        assert!(lock_woken(&right, &locks, false).is_some());
+        assert!(lock_woken(&right, &locks, false, none).is_some());
+    }
+
+    #[test]
+    fn a_suspended_namespace_wide_lock_counts_in_no_stamp() {
+        let locks = arcs(vec![on_namespace("forge", "freeze", "forge", None)]);
+        let suspended = |lock: &Lock| lock.metadata.name.as_deref() == Some("freeze");
+        // Its marker cleared for the break-glass: nothing to repair.
+        let cleared = namespace_meta("forge", &[]);
+        assert!(lock_woken(&cleared, &locks, true, suspended).is_none());
+        // Still naming it (the clear not written yet): it is woken to clear it.
+        let named = namespace_meta("forge", &[(annotations::NAMESPACE_LOCKED, "freeze")]);
+        assert_eq!(
+            lock_woken(&named, &locks, true, suspended).and_then(|l| l.metadata.name.as_deref()),
+            Some("freeze")
+        );
     }
 
     #[test]

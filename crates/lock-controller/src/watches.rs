@@ -349,7 +349,10 @@ impl Watches {
                 );
                 self.send(woken).await;
                 let enabled = self.catalog.borrow().enforceable().namespace_locks;
-                let woken = namespace_wide::lock_woken(&namespace.metadata, &locks, enabled);
+                let now = Timestamp::now();
+                let suspended = |lock: &Lock| suspension::in_effect(lock, now, &self.limit);
+                let woken =
+                    namespace_wide::lock_woken(&namespace.metadata, &locks, enabled, suspended);
                 self.send(woken).await;
             }
             Ok(_) => {}
