@@ -5,7 +5,9 @@
 //! one object deleted together leave it unmarked. The watches and writes
 //! are held back with the dev API server's faults (a delayed watch after
 //! every watch is dropped, a delayed write), so these tests have a binary
-//! of their own, each with its own API server.
+//! of their own, each with its own API server. Markers that name only
+//! Locks that are gone, with no Lock left to clear them, are cleared by
+//! the controller itself.
 
 use std::time::Duration;
 
@@ -191,4 +193,138 @@ async fn two_locks_on_one_object_deleted_together_leave_no_marker() {
     ]);
     assert_eq!(marker(), "", "{}", env.controller_log());
     k.kubectl_ok(&["delete", "stack", "web", "-n", &ns]);
+}
+
+/// Markers naming only Locks that are gone, with no Lock left whose
+/// reconcile would clear them (a previous leader's write landing after
+/// this one listed, or an earlier version's race), are cleared by the
+/// controller itself once the API server confirms no such Lock exists; a
+/// marker naming a Lock that exists but that the controller has not seen
+/// yet is left to that Lock.
+#[tokio::test]
+async fn markers_naming_only_locks_that_are_gone_are_cleared() {
+    let env = LockEnv::start(GuardMode::Policy);
+    env.ready().await;
+    let k = &env.cluster;
+    let ns = k.namespace("orphans");
+    let empty = k.namespace("orphans-empty");
+    for name in ["web", "kept", "fresh"] {
+        k.kubectl_in(&["apply", "-f", "-"], Some(&stack(&ns, name)));
+    }
+    let keep = lock(
+        &ns,
+        "keep",
+        "core.navique.com/v1alpha1",
+        "Stack",
+        "kept",
+        "",
+    );
+    k.kubectl_in(&["apply", "-f", "-"], Some(&keep));
+    env.until_lock(&ns, "keep", true, "Protecting").await;
+
+    // The controller's watch of Locks is held back from here (it watches
+    // again from where it was; its lists go on): a Lock created now is one
+    // it has not seen.
+    let held = serde_json::json!({"faults": [{
+        "verb": "watch", "resource": "locks", "user": LOCK_CONTROLLER_USER, "delayMs": HELD_MS,
+    }]});
+    k.post_raw("/debug/faults", &held.to_string());
+    k.post_raw("/debug/drop-watches", "");
+    let unseen = lock(
+        &ns,
+        "unseen",
+        "core.navique.com/v1alpha1",
+        "Stack",
+        "fresh",
+        "",
+    );
+    k.kubectl_in(&["apply", "-f", "-"], Some(&unseen));
+
+    // Markers as a controller would have written them (the marker guard
+    // lets only its identity): for a Lock gone, and for the unseen one.
+    let as_controller = format!("--token={LOCK_CONTROLLER_USER}-token");
+    let mark = |args: &[&str], annotations: serde_json::Value, labels: serde_json::Value| {
+        let patch = serde_json::json!({"metadata": {"annotations": annotations, "labels": labels}});
+        let patch = patch.to_string();
+        let mut all = vec!["patch"];
+        all.extend_from_slice(args);
+        all.extend(["--type=merge", "-p", &patch, &as_controller]);
+        k.kubectl_ok(&all);
+    };
+    mark(
+        &["stack", "web", "-n", &ns],
+        serde_json::json!({"core.navique.com/locked": "gone", "core.navique.com/lock-reasons": "gone: migration"}),
+        serde_json::json!({"core.navique.com/locked": "true"}),
+    );
+    mark(
+        &["stack", "fresh", "-n", &ns],
+        serde_json::json!({"core.navique.com/locked": "unseen"}),
+        serde_json::json!({"core.navique.com/locked": "true"}),
+    );
+    mark(
+        &["namespace", &empty],
+        serde_json::json!({"core.navique.com/locked": "gone", "core.navique.com/namespace-locked": "gone"}),
+        serde_json::json!({}),
+    );
+    let cleared = "cleared markers naming only Locks that no longer exist";
+    let logged = |message: &str, object: &str| {
+        env.controller_log()
+            .lines()
+            .any(|l| l.contains(message) && l.contains(object))
+    };
+    let web = format!("Stack/{ns}/web");
+    let namespace = format!("Namespace/{empty}");
+    let fresh = format!("Stack/{ns}/fresh");
+    let deadline = std::time::Instant::now() + WAIT;
+    while !(logged(cleared, &web)
+        && logged(cleared, &namespace)
+        && logged("Lock unseen exists", &fresh))
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the controller's word on the three\n{}",
+            env.controller_log()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let labels = |args: &[&str]| {
+        let mut all = vec!["get"];
+        all.extend_from_slice(args);
+        all.extend(["-o", "jsonpath={.metadata.labels}"]);
+        k.kubectl_ok(&all)
+    };
+    let namespace_wide = k.kubectl_ok(&[
+        "get",
+        "namespace",
+        &empty,
+        "-o",
+        r#"jsonpath={.metadata.annotations.core\.navique\.com/namespace-locked}"#,
+    ]);
+    let log = env.controller_log();
+    assert_eq!(
+        [
+            env.marker(&["stack", "web", "-n", &ns]),
+            env.marker(&["namespace", &empty]),
+            namespace_wide,
+            env.marker(&["stack", "fresh", "-n", &ns]),
+            env.marker(&["stack", "kept", "-n", &ns]),
+        ],
+        ["", "", "", "unseen", "keep"],
+        "{log}"
+    );
+    assert!(
+        !labels(&["stack", "web", "-n", &ns]).contains("core.navique.com/locked"),
+        "{log}"
+    );
+    // What they held can go; the rest stays protected.
+    k.kubectl_ok(&["delete", "stack", "web", "-n", &ns]);
+    k.kubectl_ok(&["delete", "namespace", &empty, "--timeout", "20s"]);
+    let denied = k.kubectl_err(&["delete", "stack", "fresh", "-n", &ns], None);
+    assert!(denied.contains("protected by Lock(s) [unseen]"), "{denied}");
+
+    // Once the controller sees the Lock, it protects as any other.
+    k.kubectl_ok(&["delete", "--raw", "/debug/faults"]);
+    env.until_lock(&ns, "unseen", true, "Protecting").await;
+    assert_eq!(env.marker(&["stack", "fresh", "-n", &ns]), "unseen");
+    assert!(!env.controller_log().contains("reconcile failed"));
 }

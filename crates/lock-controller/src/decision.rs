@@ -296,14 +296,14 @@ pub struct Target<'a> {
 }
 
 /// Whether `lock` names `target`, whether or not it is valid.
-fn points_at(lock: &Lock, target: Target<'_>) -> bool {
+pub(crate) fn points_at(lock: &Lock, target: Target<'_>) -> bool {
     namespace(lock) == target.namespace
         && lock.spec.target_ref.name == target.name
         && target.kind.is_kind_of(&lock.spec.target_ref)
 }
 
 /// Whether `lock` validly targets `target`, deleting or not.
-fn validly_targets(lock: &Lock, target: Target<'_>, catalog: &Catalog) -> bool {
+pub(crate) fn validly_targets(lock: &Lock, target: Target<'_>, catalog: &Catalog) -> bool {
     points_at(lock, target) && valid_kind(lock, catalog).is_some()
 }
 
@@ -889,7 +889,7 @@ pub fn locks_of_kinds<'a>(kinds: &BTreeSet<GroupKind>, locks: &'a [Arc<Lock>]) -
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use std::collections::BTreeMap;
 
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -913,7 +913,7 @@ mod tests {
     }
 
     /// What the dev API server serves with the project's CRDs installed.
-    fn catalog() -> Catalog {
+    pub(crate) fn catalog() -> Catalog {
         let mut catalog = Catalog::new(Enforceable::groups(
             DEFAULT_ENFORCEABLE_GROUPS.map(String::from).to_vec(),
         ));
@@ -938,7 +938,7 @@ mod tests {
         catalog
     }
 
-    fn stack_kind() -> GroupKind {
+    pub(crate) fn stack_kind() -> GroupKind {
         GroupKind {
             group: CORE_GROUP.into(),
             kind: "Stack".into(),
@@ -966,7 +966,7 @@ mod tests {
         lock
     }
 
-    fn lock_on_stack(ns: &str, name: &str, stack: &str) -> Lock {
+    pub(crate) fn lock_on_stack(ns: &str, name: &str, stack: &str) -> Lock {
         lock_on(
             ns,
             name,
@@ -983,16 +983,16 @@ mod tests {
         lock
     }
 
-    fn deleting(mut lock: Lock) -> Lock {
+    pub(crate) fn deleting(mut lock: Lock) -> Lock {
         lock.metadata.deletion_timestamp = Some(Time(at(5)));
         lock
     }
 
-    fn arcs(locks: Vec<Lock>) -> Vec<Arc<Lock>> {
+    pub(crate) fn arcs(locks: Vec<Lock>) -> Vec<Arc<Lock>> {
         locks.into_iter().map(Arc::new).collect()
     }
 
-    fn stack<'a>(kind: &'a GroupKind, ns: &'a str, name: &'a str) -> Target<'a> {
+    pub(crate) fn stack<'a>(kind: &'a GroupKind, ns: &'a str, name: &'a str) -> Target<'a> {
         Target {
             kind,
             namespace: ns,

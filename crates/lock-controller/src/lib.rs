@@ -19,6 +19,7 @@ mod decision;
 mod index;
 mod marked_here;
 mod namespace_wide;
+mod orphans;
 mod reconcile;
 mod resync;
 mod superseded;

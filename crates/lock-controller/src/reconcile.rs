@@ -43,6 +43,7 @@ use crate::decision::{
 use crate::index::LockIndex;
 use crate::marked_here::MarkedHere;
 use crate::namespace_wide;
+use crate::orphans::{Found, Repairs};
 use crate::resync;
 use crate::superseded::{self, Superseded};
 use crate::suspension::{self, Limit};
@@ -211,13 +212,21 @@ pub async fn run(
         })
         .touched_objects();
     let controller = Controller::for_stream(lock_events, locks.clone());
+    let found = Found::default();
     let (triggers, views) = Triggers::new(
         client.clone(),
         locks.clone(),
         index.clone(),
         catalog,
         limit.clone(),
+        found.clone(),
     );
+    let repairs = Repairs {
+        client: client.clone(),
+        locks: locks.clone(),
+        index: index.clone(),
+        views: views.clone(),
+    };
     let (wake, woken) = mpsc::channel(WAKE_QUEUE);
     let busy = Busy::default();
     let (events, publish_events) = Queued::new(
@@ -264,9 +273,11 @@ pub async fn run(
     // Event's response) does not poll the controller's every stream, nor
     // the controller theirs; dropped with this future, they stop.
     let triggers = AbortOnDropHandle::new(tokio::spawn(triggers.run(wake)));
+    let repairs = AbortOnDropHandle::new(tokio::spawn(repairs.run(found)));
     let mut publish_events = AbortOnDropHandle::new(tokio::spawn(publish_events));
     tokio::select! {
         ended = triggers => propagate_panic(ended),
+        ended = repairs => propagate_panic(ended),
         () = resync => {}
         () = reconcile_when_ready => {}
         ended = &mut publish_events => {

@@ -10,7 +10,7 @@ use std::pin::pin;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
-use futures::{Stream, StreamExt};
+use futures::{FutureExt, Stream, StreamExt};
 use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::jiff::Timestamp;
@@ -31,6 +31,7 @@ use tokio_util::sync::CancellationToken;
 use crate::decision::{self, Catalog, Enforceable, GroupKind, Markers, ServedKind, Target};
 use crate::index::LockIndex;
 use crate::namespace_wide;
+use crate::orphans::{self, Found, Orphan};
 use crate::suspension::{self, Limit};
 
 type Wake = mpsc::Sender<ObjectRef<Lock>>;
@@ -188,6 +189,31 @@ impl KindTargets {
 }
 
 impl TargetCache {
+    /// The objects whose markers are not empty, of every kind listed.
+    pub fn marked(&self) -> Vec<(GroupKind, String, String, Markers)> {
+        let kinds: Vec<_> = {
+            let kinds = self.0.read().unwrap_or_else(|e| e.into_inner());
+            kinds.iter().map(|(k, t)| (k.clone(), t.clone())).collect()
+        };
+        let mut marked = Vec::new();
+        for (kind, targets) in kinds {
+            let targets = targets.read().unwrap_or_else(|e| e.into_inner());
+            for (namespace, names) in &targets.markers.0 {
+                for (name, markers) in names {
+                    if let Some(markers) = markers {
+                        marked.push((
+                            kind.clone(),
+                            namespace.clone(),
+                            name.clone(),
+                            (**markers).clone(),
+                        ));
+                    }
+                }
+            }
+        }
+        marked
+    }
+
     /// The target's markers, if its kind's watch has listed and seen it.
     pub fn get(&self, kind: &GroupKind, namespace: &str, name: &str) -> Option<Markers> {
         let targets = {
@@ -221,6 +247,7 @@ pub struct Triggers {
     locks: Store<Lock>,
     index: LockIndex,
     limit: Limit,
+    found: Found,
     targets: TargetCache,
     catalog: watch::Sender<Arc<Catalog>>,
     namespaces: Writer<NamespaceMeta>,
@@ -234,6 +261,7 @@ impl Triggers {
         index: LockIndex,
         catalog: Catalog,
         limit: Limit,
+        found: Found,
     ) -> (Self, Views) {
         let (catalog, catalog_view) = watch::channel(Arc::new(catalog));
         let (namespaces_view, namespaces) = reflector::store();
@@ -249,6 +277,7 @@ impl Triggers {
             locks,
             index,
             limit,
+            found,
             targets: views.targets.clone(),
             catalog,
             namespaces,
@@ -278,6 +307,7 @@ impl Triggers {
             locks: self.locks,
             index: self.index,
             limit: self.limit,
+            found: self.found,
             cache: self.targets,
             catalog: self.catalog,
             wake,
@@ -299,6 +329,7 @@ struct Watches {
     index: LockIndex,
     /// The longest break-glass suspension, to tell one in effect.
     limit: Limit,
+    found: Found,
     cache: TargetCache,
     catalog: watch::Sender<Arc<Catalog>>,
     wake: Wake,
@@ -354,6 +385,9 @@ impl Watches {
                 let woken =
                     namespace_wide::lock_woken(&namespace.metadata, &locks, enabled, suspended);
                 self.send(woken).await;
+                if listed(&self.locks) && orphans::namespace_orphaned(&namespace.metadata, &locks) {
+                    self.found.report(Orphan::Namespace(name));
+                }
             }
             Ok(_) => {}
             Err(e) => tracing::warn!(error = %one_line(&e), "namespace watch failed"),
@@ -471,6 +505,7 @@ impl Watches {
                         cache: self.cache.clone(),
                         catalog: self.catalog.subscribe(),
                         limit: self.limit.clone(),
+                        found: self.found.clone(),
                     },
                     self.wake.clone(),
                 ));
@@ -506,6 +541,13 @@ struct Known {
     cache: TargetCache,
     catalog: watch::Receiver<Arc<Catalog>>,
     limit: Limit,
+    found: Found,
+}
+
+/// Whether the Locks have been listed: until then, an object marked for
+/// Locks the controller does not know of yet is no orphan.
+pub fn listed(locks: &Store<Lock>) -> bool {
+    locks.wait_until_ready().now_or_never().is_some()
 }
 
 /// Watches the metadata of one kind's objects, caches it without what
@@ -539,6 +581,16 @@ async fn watch_targets(client: Client, kind: ServedKind, known: Known, wake: Wak
                 };
                 let meta = (!gone).then_some(&object.metadata);
                 let locks = known.index.pointing_at(&namespace, &name);
+                if let Some(meta) = meta
+                    && listed(&known.locks)
+                    && orphans::target_orphaned(target, &Markers::of(meta), &locks, &catalog)
+                {
+                    known.found.report(Orphan::Target {
+                        kind: group_kind.clone(),
+                        namespace: namespace.clone(),
+                        name: name.clone(),
+                    });
+                }
                 let now = Timestamp::now();
                 let suspended = |lock: &Lock| suspension::in_effect(lock, now, &known.limit);
                 decision::locks_woken_by_target(target, meta, &locks, &catalog, suspended)

@@ -1,0 +1,539 @@
+//! Markers that no Lock's reconcile would clear: a target or a Namespace
+//! naming Locks when the controller knows of none that would rewrite its
+//! markers. The guard keeps refusing its deletion in their name, and only
+//! the controller may change markers, so without this it stays so. Such a
+//! marker comes from a write of a previous leader that landed after this
+//! one listed (a request held past the lease handover), or from a version
+//! before the confirmed clears (docs/locks.md).
+//!
+//! The watches report them ([`Found`]); [`Repairs`] clears each once the
+//! API server confirms it: the object still carries markers, and no Lock of
+//! its namespace that would rewrite them exists. The clear carries the
+//! object's resourceVersion, so a stamp written meanwhile wins (a conflict,
+//! tried again). Anything it cannot confirm, it leaves, and logs.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams};
+use kube::runtime::reflector::Store;
+use kube::{Client, ResourceExt};
+use navique_api::constants::annotations;
+use navique_api::core::Lock;
+use navique_runtime::one_line;
+use serde_json::{Value, json};
+use tokio::sync::Notify;
+use tokio::task::JoinSet;
+
+use crate::decision::{self, Catalog, GroupKind, Markers, Target};
+use crate::index::LockIndex;
+use crate::namespace_wide;
+use crate::watches::Views;
+
+const RETRY_FIRST: Duration = Duration::from_secs(1);
+const RETRY_MAX: Duration = Duration::from_secs(30);
+/// How often to look whether the Locks are listed, at the start.
+const LISTED_POLL: Duration = Duration::from_millis(200);
+/// Locks read per request when confirming.
+const PAGE: u32 = 500;
+
+/// An object whose markers may name only Locks that are gone.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Orphan {
+    Target {
+        kind: GroupKind,
+        namespace: String,
+        name: String,
+    },
+    Namespace(String),
+}
+
+/// Whether `target`, carrying `markers`, has some that none of `locks`
+/// (those pointing at it) would rewrite: none validly targets it and
+/// restamps (a Lock being deleted keeps doing so while it holds the
+/// controller's finalizer).
+pub fn target_orphaned(
+    target: Target<'_>,
+    markers: &Markers,
+    locks: &[Arc<Lock>],
+    catalog: &Catalog,
+) -> bool {
+    !markers.is_empty()
+        && !decision::all(locks).any(|lock| {
+            decision::validly_targets(lock, target, catalog) && decision::restamps(lock)
+        })
+}
+
+/// Whether Namespace `meta` has a Lock marker (its own, or the
+/// namespace-wide one) that none of `locks`, the namespace's, would
+/// rewrite: every Lock's reconcile rewrites both.
+pub fn namespace_orphaned(meta: &ObjectMeta, locks: &[Arc<Lock>]) -> bool {
+    namespace_marked(meta) && !decision::all(locks).any(decision::restamps)
+}
+
+fn namespace_marked(meta: &ObjectMeta) -> bool {
+    decision::locked_of(meta).is_some()
+        || namespace_wide::Markers::of(meta) != namespace_wide::Markers::default()
+}
+
+/// Whether a Lock the API server lists keeps `orphan`'s markers: one that
+/// would rewrite them, or that may own them (named by them, or pointing at
+/// the target, valid or not: the controller's view of it lags).
+fn keeps(orphan: &Orphan, named: &[&str], lock: &Lock) -> bool {
+    if !decision::restamps(lock) {
+        return false;
+    }
+    match orphan {
+        Orphan::Namespace(_) => true,
+        Orphan::Target {
+            kind,
+            namespace,
+            name,
+        } => {
+            let target = Target {
+                kind,
+                namespace,
+                name,
+            };
+            named.contains(&decision::name(lock)) || decision::points_at(lock, target)
+        }
+    }
+}
+
+/// The Lock names a `core.navique.com/locked` value lists.
+fn named(locked: Option<&str>) -> Vec<&str> {
+    locked
+        .unwrap_or_default()
+        .split(',')
+        .map(str::trim)
+        .filter(|name| !name.is_empty())
+        .collect()
+}
+
+/// The JSON merge patch clearing `orphan`'s markers, if the object is still
+/// at `resource_version`.
+fn clear_patch(orphan: &Orphan, resource_version: &str) -> Value {
+    let mut patch = match orphan {
+        Orphan::Target { .. } => decision::remove_markers(),
+        Orphan::Namespace(_) => json!({"metadata": {"annotations": {
+            annotations::LOCKED: null,
+            annotations::NAMESPACE_LOCKED: null,
+            annotations::NAMESPACE_LOCK_REASONS: null,
+        }}}),
+    };
+    patch["metadata"]["resourceVersion"] = resource_version.into();
+    patch
+}
+
+/// Orphans reported and not repaired yet: reported by the watches without
+/// waiting, taken by [`Repairs::run`]. Each object at most once.
+#[derive(Clone, Default)]
+pub struct Found(Arc<(Mutex<HashSet<Orphan>>, Notify)>);
+
+impl Found {
+    pub fn report(&self, orphan: Orphan) {
+        let (pending, notify) = &*self.0;
+        if pending
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(orphan)
+        {
+            notify.notify_one();
+        }
+    }
+
+    async fn next(&self) -> Orphan {
+        let (pending, notify) = &*self.0;
+        loop {
+            {
+                let mut pending = pending.lock().unwrap_or_else(|e| e.into_inner());
+                if let Some(orphan) = pending.iter().next().cloned() {
+                    pending.remove(&orphan);
+                    if pending.is_empty() {
+                        pending.shrink_to_fit();
+                    }
+                    return orphan;
+                }
+            }
+            notify.notified().await;
+        }
+    }
+}
+
+/// What a repair did.
+#[derive(Debug, PartialEq, Eq)]
+enum Repaired {
+    /// Nothing to do: gone, unmarked, or a Lock the controller knows will
+    /// rewrite the markers.
+    Nothing,
+    /// A Lock exists that the controller has not seen yet: left to it.
+    Kept(String),
+    Cleared,
+}
+
+/// Clears orphaned markers, one object at a time.
+pub struct Repairs {
+    pub client: Client,
+    pub locks: Store<Lock>,
+    pub index: LockIndex,
+    pub views: Views,
+}
+
+impl Repairs {
+    /// Once the Locks are listed, looks through what the watches hold for
+    /// orphans reported before (judged against no Locks, they were not),
+    /// then repairs what is reported, backing off while repairs fail.
+    pub async fn run(self, found: Found) {
+        // Polled: the store's readiness wakes only its last waiter (the
+        // controller's), never this task.
+        while !crate::watches::listed(&self.locks) {
+            tokio::time::sleep(LISTED_POLL).await;
+        }
+        for orphan in self.sweep() {
+            found.report(orphan);
+        }
+        // Each failing object is tried again after its own backoff, so
+        // that one the controller may not write does not hold up others.
+        let mut failing: HashMap<Orphan, Duration> = HashMap::new();
+        let mut retries = JoinSet::new();
+        loop {
+            while retries.try_join_next().is_some() {}
+            let orphan = found.next().await;
+            match self.repair(&orphan).await {
+                Ok(repaired) => {
+                    failing.remove(&orphan);
+                    match repaired {
+                        Repaired::Nothing => {}
+                        Repaired::Kept(lock) => tracing::info!(
+                            object = %describe(&orphan), lock,
+                            "left markers the controller's Locks do not explain: Lock {lock} exists"
+                        ),
+                        Repaired::Cleared => tracing::info!(
+                            object = %describe(&orphan),
+                            "cleared markers naming only Locks that no longer exist"
+                        ),
+                    }
+                }
+                Err(e) => {
+                    let delay = failing
+                        .get(&orphan)
+                        .map_or(RETRY_FIRST, |last| (*last * 2).min(RETRY_MAX));
+                    failing.insert(orphan.clone(), delay);
+                    tracing::warn!(
+                        object = %describe(&orphan), error = %one_line(&e), retry_in = ?delay,
+                        "cannot clear markers naming only Locks that no longer exist"
+                    );
+                    let found = found.clone();
+                    retries.spawn(async move {
+                        tokio::time::sleep(delay).await;
+                        found.report(orphan);
+                    });
+                }
+            }
+        }
+    }
+
+    /// The orphans among the Namespaces and targets the watches hold.
+    fn sweep(&self) -> Vec<Orphan> {
+        let catalog = self.views.catalog();
+        let namespaces = self.views.namespaces.state().into_iter().filter_map(|ns| {
+            let name = ns.name_any();
+            namespace_orphaned(&ns.metadata, &self.index.in_namespace(&name))
+                .then_some(Orphan::Namespace(name))
+        });
+        let targets = self.views.targets.marked().into_iter().filter_map(
+            |(kind, namespace, name, markers)| {
+                let target = Target {
+                    kind: &kind,
+                    namespace: &namespace,
+                    name: &name,
+                };
+                let locks = self.index.pointing_at(&namespace, &name);
+                target_orphaned(target, &markers, &locks, &catalog).then_some(Orphan::Target {
+                    kind,
+                    namespace,
+                    name,
+                })
+            },
+        );
+        namespaces.chain(targets).collect()
+    }
+
+    async fn repair(&self, orphan: &Orphan) -> Result<Repaired, kube::Error> {
+        let catalog = self.views.catalog();
+        match orphan {
+            Orphan::Namespace(name) => {
+                let api = Api::<Namespace>::all(self.client.clone());
+                let Some(live) = api.get_metadata_opt(name).await? else {
+                    return Ok(Repaired::Nothing);
+                };
+                if !namespace_orphaned(&live.metadata, &self.index.in_namespace(name)) {
+                    return Ok(Repaired::Nothing);
+                }
+                self.clear_unless_kept(orphan, &api, name, &live.metadata, &[])
+                    .await
+            }
+            Orphan::Target {
+                kind,
+                namespace,
+                name,
+            } => {
+                let Some(served) = catalog.watched_kinds().find(|k| k.group_kind() == *kind) else {
+                    return Ok(Repaired::Nothing);
+                };
+                let api = Api::<DynamicObject>::namespaced_with(
+                    self.client.clone(),
+                    namespace,
+                    &served.api_resource(),
+                );
+                let Some(live) = api.get_metadata_opt(name).await? else {
+                    return Ok(Repaired::Nothing);
+                };
+                let target = Target {
+                    kind,
+                    namespace,
+                    name,
+                };
+                let locks = self.index.pointing_at(namespace, name);
+                let markers = Markers::of(&live.metadata);
+                if !target_orphaned(target, &markers, &locks, &catalog) {
+                    return Ok(Repaired::Nothing);
+                }
+                let named = named(markers.locked.as_deref());
+                self.clear_unless_kept(orphan, &api, name, &live.metadata, &named)
+                    .await
+            }
+        }
+    }
+
+    /// Lists the Locks of the object's namespace from the API server and
+    /// clears the markers unless one of them [`keeps`] them.
+    async fn clear_unless_kept<K>(
+        &self,
+        orphan: &Orphan,
+        api: &Api<K>,
+        name: &str,
+        live: &ObjectMeta,
+        named: &[&str],
+    ) -> Result<Repaired, kube::Error>
+    where
+        K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+    {
+        let namespace = match orphan {
+            Orphan::Namespace(namespace) | Orphan::Target { namespace, .. } => namespace,
+        };
+        let locks = Api::<Lock>::namespaced(self.client.clone(), namespace);
+        let mut params = ListParams::default().limit(PAGE);
+        loop {
+            let page = locks.list(&params).await?;
+            if let Some(lock) = page.items.iter().find(|lock| keeps(orphan, named, lock)) {
+                return Ok(Repaired::Kept(lock.name_any()));
+            }
+            match page.metadata.continue_ {
+                Some(token) if !token.is_empty() => params = params.continue_token(&token),
+                _ => break,
+            }
+        }
+        let Some(resource_version) = live.resource_version.as_deref() else {
+            return Ok(Repaired::Nothing);
+        };
+        let patch = clear_patch(orphan, resource_version);
+        match api
+            .patch_metadata(name, &PatchParams::default(), &Patch::Merge(patch))
+            .await
+        {
+            Ok(_) => Ok(Repaired::Cleared),
+            Err(kube::Error::Api(status)) if status.code == 404 => Ok(Repaired::Nothing),
+            Err(e) => Err(e),
+        }
+    }
+}
+
+fn describe(orphan: &Orphan) -> String {
+    match orphan {
+        Orphan::Target {
+            kind,
+            namespace,
+            name,
+        } => format!("{}/{namespace}/{name}", kind.kind),
+        Orphan::Namespace(name) => format!("Namespace/{name}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use navique_api::constants::finalizers;
+
+    use super::*;
+    use crate::decision::tests::{arcs, catalog, deleting, lock_on_stack, stack, stack_kind};
+
+    fn annotated(name: &str, pairs: &[(&str, &str)]) -> ObjectMeta {
+        ObjectMeta {
+            name: Some(name.into()),
+            resource_version: Some("7".into()),
+            annotations: Some(
+                pairs
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect::<BTreeMap<_, _>>(),
+            ),
+            ..ObjectMeta::default()
+        }
+    }
+
+    fn marked(locked: &str) -> Markers {
+        Markers {
+            locked: Some(locked.into()),
+            ..Markers::default()
+        }
+    }
+
+    fn with_finalizer(mut lock: Lock, finalizer: &str) -> Lock {
+        lock.metadata.finalizers = Some(vec![finalizer.into()]);
+        lock
+    }
+
+    #[test]
+    fn a_target_marked_for_locks_none_of_which_would_rewrite_it_is_orphaned() {
+        let kind = stack_kind();
+        let web = stack(&kind, "forge", "web");
+        let catalog = catalog();
+        // No Lock at all points at it.
+        assert!(target_orphaned(web, &marked("gone"), &[], &catalog));
+        // A label left alone counts too.
+        let label_only = Markers {
+            label: Some("true".into()),
+            ..Markers::default()
+        };
+        assert!(target_orphaned(web, &label_only, &[], &catalog));
+        // Unmarked: nothing to repair.
+        assert!(!target_orphaned(web, &Markers::default(), &[], &catalog));
+        // A Lock on it rewrites it, whatever its marker says.
+        let on_web = arcs(vec![lock_on_stack("forge", "keep", "web")]);
+        assert!(!target_orphaned(web, &marked("gone"), &on_web, &catalog));
+        // So does one being deleted while it holds the controller's
+        // finalizer; not one only another party's finalizer keeps.
+        let mine = arcs(vec![with_finalizer(
+            deleting(lock_on_stack("forge", "keep", "web")),
+            finalizers::LOCK,
+        )]);
+        assert!(!target_orphaned(web, &marked("keep"), &mine, &catalog));
+        let theirs = arcs(vec![with_finalizer(
+            deleting(lock_on_stack("forge", "keep", "web")),
+            "example.com/keep",
+        )]);
+        assert!(target_orphaned(web, &marked("keep"), &theirs, &catalog));
+        // A Lock on another object of that name (another kind) does not.
+        let mut on_other_kind = lock_on_stack("forge", "keep", "web");
+        on_other_kind.spec.target_ref.kind = "ManagedService".into();
+        on_other_kind.spec.target_ref.api_version = "services.kube-dc.com/v1alpha1".into();
+        assert!(target_orphaned(
+            web,
+            &marked("keep"),
+            &arcs(vec![on_other_kind]),
+            &catalog
+        ));
+    }
+
+    #[test]
+    fn a_namespace_marked_with_no_lock_left_in_it_is_orphaned() {
+        let marked = annotated("forge", &[(annotations::LOCKED, "gone")]);
+        let wide = annotated("forge", &[(annotations::NAMESPACE_LOCKED, "freeze")]);
+        let plain = annotated("forge", &[("team", "a")]);
+        assert!(namespace_orphaned(&marked, &[]));
+        assert!(namespace_orphaned(&wide, &[]));
+        assert!(!namespace_orphaned(&plain, &[]));
+        // Any Lock of the namespace rewrites both markers.
+        let any = arcs(vec![lock_on_stack("forge", "other", "db")]);
+        assert!(!namespace_orphaned(&marked, &any));
+        assert!(!namespace_orphaned(&wide, &any));
+        let theirs = arcs(vec![with_finalizer(
+            deleting(lock_on_stack("forge", "other", "db")),
+            "example.com/keep",
+        )]);
+        assert!(namespace_orphaned(&marked, &theirs));
+    }
+
+    #[test]
+    fn a_listed_lock_that_may_own_the_markers_keeps_them() {
+        let orphan = Orphan::Target {
+            kind: stack_kind(),
+            namespace: "forge".into(),
+            name: "web".into(),
+        };
+        let named = named(Some("a, b,,"));
+        assert_eq!(named, ["a", "b"]);
+        // Named by the marker, on whatever target.
+        assert!(keeps(&orphan, &named, &lock_on_stack("forge", "a", "db")));
+        // Pointing at the target, unnamed (the controller has not seen it).
+        assert!(keeps(
+            &orphan,
+            &named,
+            &lock_on_stack("forge", "new", "web")
+        ));
+        // Neither.
+        assert!(!keeps(&orphan, &named, &lock_on_stack("forge", "c", "db")));
+        // Going, and only another party's finalizer keeps it.
+        let theirs = with_finalizer(
+            deleting(lock_on_stack("forge", "a", "web")),
+            "example.com/keep",
+        );
+        assert!(!keeps(&orphan, &named, &theirs));
+        // In a namespace, any Lock that restamps keeps them.
+        let namespace = Orphan::Namespace("forge".into());
+        assert!(keeps(&namespace, &[], &lock_on_stack("forge", "c", "db")));
+        assert!(!keeps(&namespace, &[], &theirs));
+    }
+
+    #[test]
+    fn the_clear_removes_every_marker_only_at_the_read_version() {
+        let target = Orphan::Target {
+            kind: stack_kind(),
+            namespace: "forge".into(),
+            name: "web".into(),
+        };
+        assert_eq!(
+            clear_patch(&target, "41"),
+            json!({"metadata": {
+                "resourceVersion": "41",
+                "annotations": {annotations::LOCKED: null, annotations::LOCK_REASONS: null},
+                "labels": {navique_api::constants::labels::LOCKED: null},
+            }})
+        );
+        assert_eq!(
+            clear_patch(&Orphan::Namespace("forge".into()), "42"),
+            json!({"metadata": {
+                "resourceVersion": "42",
+                "annotations": {
+                    annotations::LOCKED: null,
+                    annotations::NAMESPACE_LOCKED: null,
+                    annotations::NAMESPACE_LOCK_REASONS: null,
+                },
+            }})
+        );
+    }
+
+    #[tokio::test]
+    async fn found_orphans_are_taken_once_each() {
+        let found = Found::default();
+        found.report(Orphan::Namespace("a".into()));
+        found.report(Orphan::Namespace("a".into()));
+        found.report(Orphan::Namespace("b".into()));
+        let mut taken = vec![found.next().await, found.next().await];
+        taken.sort_by_key(describe);
+        assert_eq!(
+            taken,
+            [Orphan::Namespace("a".into()), Orphan::Namespace("b".into())]
+        );
+        // Nothing left: the next waits for a report.
+        let waiting = tokio::time::timeout(Duration::from_millis(50), found.next()).await;
+        assert!(waiting.is_err());
+        found.report(Orphan::Namespace("c".into()));
+        assert_eq!(found.next().await, Orphan::Namespace("c".into()));
+    }
+}
