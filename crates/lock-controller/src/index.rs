@@ -7,6 +7,7 @@
 use std::borrow::Borrow;
 use std::collections::{BTreeSet, HashMap};
 use std::hash::Hash;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
 
 use kube::ResourceExt;
@@ -163,6 +164,8 @@ pub struct LockIndex {
     maps: Arc<RwLock<Maps>>,
     /// The index a relist is building, swapped in when it ends.
     relisting: Arc<RwLock<Option<Maps>>>,
+    /// Whether a list has ended: until then, the index knows no Lock.
+    listed: Arc<AtomicBool>,
 }
 
 impl LockIndex {
@@ -171,7 +174,14 @@ impl LockIndex {
             store,
             maps: Arc::default(),
             relisting: Arc::default(),
+            listed: Arc::default(),
         }
+    }
+
+    /// Whether the Locks have been listed (the store's own readiness
+    /// wakes only one waiter, the controller, and polling it takes that).
+    pub fn listed(&self) -> bool {
+        self.listed.load(Ordering::SeqCst)
     }
 
     /// Follows the Lock watch, after the store has applied `event`.
@@ -193,6 +203,7 @@ impl LockIndex {
                 if let Some(maps) = write(&self.relisting).take() {
                     *write(&self.maps) = maps;
                 }
+                self.listed.store(true, Ordering::SeqCst);
             }
         }
     }

@@ -6,20 +6,22 @@
 //! one listed (a request held past the lease handover), or from a version
 //! before the confirmed clears (docs/locks.md).
 //!
-//! The watches report them ([`Found`]); [`Repairs`] clears each once the
+//! The watches report them ([`Found`]); [`Repairs`] clears each in the
+//! object's line of writes, where the Locks' reconciles stamp it, once the
 //! API server confirms it: the object still carries markers, and no Lock of
 //! its namespace that would rewrite them exists. The clear carries the
-//! object's resourceVersion, so a stamp written meanwhile wins (a conflict,
-//! tried again). Anything it cannot confirm, it leaves, and logs.
+//! object's resourceVersion, so a write meanwhile wins (a conflict, tried
+//! again), and the next reconcile in the line takes the object for
+//! unmarked whatever its watch still shows. Anything it cannot confirm, it
+//! leaves, and logs.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams};
-use kube::runtime::reflector::Store;
 use kube::{Client, ResourceExt};
 use navique_api::constants::annotations;
 use navique_api::core::Lock;
@@ -27,14 +29,19 @@ use navique_runtime::one_line;
 use serde_json::{Value, json};
 use tokio::sync::Notify;
 use tokio::task::JoinSet;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
 
+use crate::coalesced::Coalesced;
 use crate::decision::{self, Catalog, GroupKind, Markers, Target};
 use crate::index::LockIndex;
+use crate::marked_here::MarkedHere;
 use crate::namespace_wide;
 use crate::watches::Views;
 
-const RETRY_FIRST: Duration = Duration::from_secs(1);
-const RETRY_MAX: Duration = Duration::from_secs(30);
+/// The first wait after a failed or kept repair, doubling to the last.
+const QUIET_FIRST: Duration = Duration::from_secs(1);
+const QUIET_MAX: Duration = Duration::from_secs(30);
 /// How often to look whether the Locks are listed, at the start.
 const LISTED_POLL: Duration = Duration::from_millis(200);
 /// Locks read per request when confirming.
@@ -51,6 +58,23 @@ pub enum Orphan {
     Namespace(String),
 }
 
+/// The key of a target's line of writes (see [`Coalesced`]), kept apart
+/// from Namespaces' and CRDs'.
+pub fn target_line(kind: &GroupKind, namespace: &str, name: &str) -> String {
+    format!("target {}/{} {namespace}/{name}", kind.group, kind.kind)
+}
+
+/// The key of Namespace `name`'s line of `core.navique.com/locked` writes
+/// (CRDs' names hold a dot, Namespaces' cannot).
+pub fn namespace_line(name: &str) -> String {
+    format!("namespace {name}")
+}
+
+/// The key of Namespace `name`'s line of namespace-wide marker writes.
+pub fn namespace_wide_line(name: &str) -> String {
+    format!("namespace-wide {name}")
+}
+
 /// Whether `target`, carrying `markers`, has some that none of `locks`
 /// (those pointing at it) would rewrite: none validly targets it and
 /// restamps (a Lock being deleted keeps doing so while it holds the
@@ -61,10 +85,11 @@ pub fn target_orphaned(
     locks: &[Arc<Lock>],
     catalog: &Catalog,
 ) -> bool {
-    !markers.is_empty()
-        && !decision::all(locks).any(|lock| {
-            decision::validly_targets(lock, target, catalog) && decision::restamps(lock)
-        })
+    !markers.is_empty() && !decision::all(locks).any(|lock| keeps_target(lock, target, catalog))
+}
+
+fn keeps_target(lock: &Lock, target: Target<'_>, catalog: &Catalog) -> bool {
+    decision::validly_targets(lock, target, catalog) && decision::restamps(lock)
 }
 
 /// Whether Namespace `meta` has a Lock marker (its own, or the
@@ -79,15 +104,36 @@ fn namespace_marked(meta: &ObjectMeta) -> bool {
         || namespace_wide::Markers::of(meta) != namespace_wide::Markers::default()
 }
 
+/// The orphans among `marked` targets (kind, namespace, name, markers).
+pub fn among(
+    marked: Vec<(GroupKind, String, String, Markers)>,
+    index: &LockIndex,
+    catalog: &Catalog,
+) -> Vec<Orphan> {
+    marked
+        .into_iter()
+        .filter_map(|(kind, namespace, name, markers)| {
+            let target = Target {
+                kind: &kind,
+                namespace: &namespace,
+                name: &name,
+            };
+            let locks = index.pointing_at(&namespace, &name);
+            target_orphaned(target, &markers, &locks, catalog).then_some(Orphan::Target {
+                kind,
+                namespace,
+                name,
+            })
+        })
+        .collect()
+}
+
 /// Whether a Lock the API server lists keeps `orphan`'s markers: one that
-/// would rewrite them, or that may own them (named by them, or pointing at
-/// the target, valid or not: the controller's view of it lags).
-fn keeps(orphan: &Orphan, named: &[&str], lock: &Lock) -> bool {
-    if !decision::restamps(lock) {
-        return false;
-    }
+/// would rewrite them (for a target, one that validly targets it: the
+/// controller has not seen it yet).
+fn keeps(orphan: &Orphan, lock: &Lock, catalog: &Catalog) -> bool {
     match orphan {
-        Orphan::Namespace(_) => true,
+        Orphan::Namespace(_) => decision::restamps(lock),
         Orphan::Target {
             kind,
             namespace,
@@ -98,19 +144,9 @@ fn keeps(orphan: &Orphan, named: &[&str], lock: &Lock) -> bool {
                 namespace,
                 name,
             };
-            named.contains(&decision::name(lock)) || decision::points_at(lock, target)
+            keeps_target(lock, target, catalog)
         }
     }
-}
-
-/// The Lock names a `core.navique.com/locked` value lists.
-fn named(locked: Option<&str>) -> Vec<&str> {
-    locked
-        .unwrap_or_default()
-        .split(',')
-        .map(str::trim)
-        .filter(|name| !name.is_empty())
-        .collect()
 }
 
 /// The JSON merge patch clearing `orphan`'s markers, if the object is still
@@ -128,19 +164,24 @@ fn clear_patch(orphan: &Orphan, resource_version: &str) -> Value {
     patch
 }
 
-/// Orphans reported and not repaired yet: reported by the watches without
-/// waiting, taken by [`Repairs::run`]. Each object at most once.
+/// Orphans reported and not repaired yet, in the order reported: reported
+/// by the watches without waiting, taken by [`Repairs::run`]. Each object
+/// at most once.
 #[derive(Clone, Default)]
-pub struct Found(Arc<(Mutex<HashSet<Orphan>>, Notify)>);
+pub struct Found(Arc<(Mutex<Pending>, Notify)>);
+
+#[derive(Default)]
+struct Pending {
+    order: VecDeque<Orphan>,
+    queued: HashSet<Orphan>,
+}
 
 impl Found {
     pub fn report(&self, orphan: Orphan) {
         let (pending, notify) = &*self.0;
-        if pending
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(orphan)
-        {
+        let mut pending = pending.lock().unwrap_or_else(|e| e.into_inner());
+        if pending.queued.insert(orphan.clone()) {
+            pending.order.push_back(orphan);
             notify.notify_one();
         }
     }
@@ -150,10 +191,11 @@ impl Found {
         loop {
             {
                 let mut pending = pending.lock().unwrap_or_else(|e| e.into_inner());
-                if let Some(orphan) = pending.iter().next().cloned() {
-                    pending.remove(&orphan);
-                    if pending.is_empty() {
-                        pending.shrink_to_fit();
+                if let Some(orphan) = pending.order.pop_front() {
+                    pending.queued.remove(&orphan);
+                    if pending.order.is_empty() {
+                        pending.order.shrink_to_fit();
+                        pending.queued.shrink_to_fit();
                     }
                     return orphan;
                 }
@@ -174,54 +216,90 @@ enum Repaired {
     Cleared,
 }
 
-/// Clears orphaned markers, one object at a time.
+/// Objects whose last repair failed or was kept, and until when their
+/// reports are let go (a failed one is tried again then; a kept one waits
+/// for its Lock, or its next report after that).
+#[derive(Default)]
+struct Quiet(HashMap<Orphan, (Duration, Instant)>);
+
+impl Quiet {
+    fn holds(&self, orphan: &Orphan, now: Instant) -> bool {
+        self.0.get(orphan).is_some_and(|(_, until)| *until > now)
+    }
+
+    /// Quiets `orphan` for twice as long as last time; for how long.
+    fn quiet(&mut self, orphan: &Orphan, now: Instant) -> Duration {
+        let delay = self
+            .0
+            .get(orphan)
+            .map_or(QUIET_FIRST, |(last, _)| (*last * 2).min(QUIET_MAX));
+        self.0.insert(orphan.clone(), (delay, now + delay));
+        delay
+    }
+
+    fn forget(&mut self, orphan: &Orphan, now: Instant) {
+        self.0.remove(orphan);
+        // Entries long past start again from the first wait.
+        self.0.retain(|_, (_, until)| *until + QUIET_MAX > now);
+    }
+}
+
+/// Clears orphaned markers, one object at a time, in the objects' lines
+/// of writes.
 pub struct Repairs {
     pub client: Client,
-    pub locks: Store<Lock>,
     pub index: LockIndex,
     pub views: Views,
+    /// The reconciles' lines of writes.
+    pub lines: Arc<Coalesced>,
+    /// The lines whose object a repair cleared and whose watch may not
+    /// show it yet.
+    pub cleared: Arc<MarkedHere>,
 }
 
 impl Repairs {
     /// Once the Locks are listed, looks through what the watches hold for
     /// orphans reported before (judged against no Locks, they were not),
-    /// then repairs what is reported, backing off while repairs fail.
-    pub async fn run(self, found: Found) {
-        // Polled: the store's readiness wakes only its last waiter (the
-        // controller's), never this task.
-        while !crate::watches::listed(&self.locks) {
+    /// then repairs what is reported, until `token` is cancelled.
+    pub async fn run(self, found: Found, token: CancellationToken) {
+        token.run_until_cancelled(self.repair_reported(found)).await;
+    }
+
+    async fn repair_reported(self, found: Found) {
+        while !self.index.listed() {
             tokio::time::sleep(LISTED_POLL).await;
         }
         for orphan in self.sweep() {
             found.report(orphan);
         }
-        // Each failing object is tried again after its own backoff, so
-        // that one the controller may not write does not hold up others.
-        let mut failing: HashMap<Orphan, Duration> = HashMap::new();
+        let mut quiet = Quiet::default();
         let mut retries = JoinSet::new();
         loop {
             while retries.try_join_next().is_some() {}
             let orphan = found.next().await;
-            match self.repair(&orphan).await {
-                Ok(repaired) => {
-                    failing.remove(&orphan);
-                    match repaired {
-                        Repaired::Nothing => {}
-                        Repaired::Kept(lock) => tracing::info!(
-                            object = %describe(&orphan), lock,
-                            "left markers the controller's Locks do not explain: Lock {lock} exists"
-                        ),
-                        Repaired::Cleared => tracing::info!(
-                            object = %describe(&orphan),
-                            "cleared markers naming only Locks that no longer exist"
-                        ),
-                    }
+            if quiet.holds(&orphan, Instant::now()) {
+                continue;
+            }
+            let repaired = self.repair(&orphan).await;
+            let now = Instant::now();
+            match repaired {
+                Ok(Repaired::Nothing) => quiet.forget(&orphan, now),
+                Ok(Repaired::Cleared) => {
+                    quiet.forget(&orphan, now);
+                    tracing::info!(
+                        object = %describe(&orphan),
+                        "cleared markers naming only Locks that no longer exist"
+                    );
+                }
+                Ok(Repaired::Kept(lock)) => {
+                    quiet.quiet(&orphan, now);
+                    tracing::info!(
+                        object = %describe(&orphan), lock,
+                        "left markers the controller's Locks do not explain: Lock {lock} exists"
+                    );
                 }
                 Err(e) => {
-                    let delay = failing
-                        .get(&orphan)
-                        .map_or(RETRY_FIRST, |last| (*last * 2).min(RETRY_MAX));
-                    failing.insert(orphan.clone(), delay);
+                    let delay = quiet.quiet(&orphan, now);
                     tracing::warn!(
                         object = %describe(&orphan), error = %one_line(&e), retry_in = ?delay,
                         "cannot clear markers naming only Locks that no longer exist"
@@ -244,80 +322,102 @@ impl Repairs {
             namespace_orphaned(&ns.metadata, &self.index.in_namespace(&name))
                 .then_some(Orphan::Namespace(name))
         });
-        let targets = self.views.targets.marked().into_iter().filter_map(
-            |(kind, namespace, name, markers)| {
-                let target = Target {
-                    kind: &kind,
-                    namespace: &namespace,
-                    name: &name,
-                };
-                let locks = self.index.pointing_at(&namespace, &name);
-                target_orphaned(target, &markers, &locks, &catalog).then_some(Orphan::Target {
-                    kind,
-                    namespace,
-                    name,
-                })
-            },
-        );
-        namespaces.chain(targets).collect()
+        let mut orphans: Vec<Orphan> = namespaces.collect();
+        orphans.extend(among(self.views.targets.marked(), &self.index, &catalog));
+        orphans
     }
 
     async fn repair(&self, orphan: &Orphan) -> Result<Repaired, kube::Error> {
-        let catalog = self.views.catalog();
         match orphan {
             Orphan::Namespace(name) => {
-                let api = Api::<Namespace>::all(self.client.clone());
-                let Some(live) = api.get_metadata_opt(name).await? else {
-                    return Ok(Repaired::Nothing);
-                };
-                if !namespace_orphaned(&live.metadata, &self.index.in_namespace(name)) {
-                    return Ok(Repaired::Nothing);
+                // Both of its lines: the repair clears both markers.
+                let line = namespace_line(name);
+                let wide = namespace_wide_line(name);
+                let repaired = self
+                    .lines
+                    .alone(&line, || {
+                        self.lines
+                            .alone(&wide, || self.repair_namespace(orphan, name))
+                    })
+                    .await?;
+                if repaired == Repaired::Cleared {
+                    self.cleared.record(&line, true);
                 }
-                self.clear_unless_kept(orphan, &api, name, &live.metadata, &[])
-                    .await
+                Ok(repaired)
             }
             Orphan::Target {
                 kind,
                 namespace,
                 name,
             } => {
-                let Some(served) = catalog.watched_kinds().find(|k| k.group_kind() == *kind) else {
-                    return Ok(Repaired::Nothing);
-                };
-                let api = Api::<DynamicObject>::namespaced_with(
-                    self.client.clone(),
-                    namespace,
-                    &served.api_resource(),
-                );
-                let Some(live) = api.get_metadata_opt(name).await? else {
-                    return Ok(Repaired::Nothing);
-                };
-                let target = Target {
-                    kind,
-                    namespace,
-                    name,
-                };
-                let locks = self.index.pointing_at(namespace, name);
-                let markers = Markers::of(&live.metadata);
-                if !target_orphaned(target, &markers, &locks, &catalog) {
-                    return Ok(Repaired::Nothing);
+                let line = target_line(kind, namespace, name);
+                let repaired = self
+                    .lines
+                    .alone(&line, || self.repair_target(orphan, kind, namespace, name))
+                    .await?;
+                if repaired == Repaired::Cleared {
+                    self.cleared.record(&line, true);
                 }
-                let named = named(markers.locked.as_deref());
-                self.clear_unless_kept(orphan, &api, name, &live.metadata, &named)
-                    .await
+                Ok(repaired)
             }
         }
     }
 
+    async fn repair_namespace(&self, orphan: &Orphan, name: &str) -> Result<Repaired, kube::Error> {
+        let api = Api::<Namespace>::all(self.client.clone());
+        let Some(live) = api.get_metadata_opt(name).await? else {
+            return Ok(Repaired::Nothing);
+        };
+        if !namespace_orphaned(&live.metadata, &self.index.in_namespace(name)) {
+            return Ok(Repaired::Nothing);
+        }
+        self.clear_unless_kept(orphan, &api, name, &live.metadata)
+            .await
+    }
+
+    async fn repair_target(
+        &self,
+        orphan: &Orphan,
+        kind: &GroupKind,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Repaired, kube::Error> {
+        let catalog = self.views.catalog();
+        let Some(served) = catalog.watched_kinds().find(|k| k.group_kind() == *kind) else {
+            return Ok(Repaired::Nothing);
+        };
+        let api = Api::<DynamicObject>::namespaced_with(
+            self.client.clone(),
+            namespace,
+            &served.api_resource(),
+        );
+        let Some(live) = api.get_metadata_opt(name).await? else {
+            return Ok(Repaired::Nothing);
+        };
+        let target = Target {
+            kind,
+            namespace,
+            name,
+        };
+        let locks = self.index.pointing_at(namespace, name);
+        if !target_orphaned(target, &Markers::of(&live.metadata), &locks, &catalog) {
+            return Ok(Repaired::Nothing);
+        }
+        self.clear_unless_kept(orphan, &api, name, &live.metadata)
+            .await
+    }
+
     /// Lists the Locks of the object's namespace from the API server and
-    /// clears the markers unless one of them [`keeps`] them.
+    /// clears the markers unless one of them [`keeps`] them. The object is
+    /// read before the Locks are listed: a Lock created after the list
+    /// that marked the object (another process's) changed the
+    /// resourceVersion the clear is conditional on.
     async fn clear_unless_kept<K>(
         &self,
         orphan: &Orphan,
         api: &Api<K>,
         name: &str,
         live: &ObjectMeta,
-        named: &[&str],
     ) -> Result<Repaired, kube::Error>
     where
         K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
@@ -325,11 +425,12 @@ impl Repairs {
         let namespace = match orphan {
             Orphan::Namespace(namespace) | Orphan::Target { namespace, .. } => namespace,
         };
+        let catalog = self.views.catalog();
         let locks = Api::<Lock>::namespaced(self.client.clone(), namespace);
         let mut params = ListParams::default().limit(PAGE);
         loop {
             let page = locks.list(&params).await?;
-            if let Some(lock) = page.items.iter().find(|lock| keeps(orphan, named, lock)) {
+            if let Some(lock) = page.items.iter().find(|lock| keeps(orphan, lock, &catalog)) {
                 return Ok(Repaired::Kept(lock.name_any()));
             }
             match page.metadata.continue_ {
@@ -346,7 +447,7 @@ impl Repairs {
             .await
         {
             Ok(_) => Ok(Repaired::Cleared),
-            Err(kube::Error::Api(status)) if status.code == 404 => Ok(Repaired::Nothing),
+            Err(kube::Error::Api(status)) if status.is_not_found() => Ok(Repaired::Nothing),
             Err(e) => Err(e),
         }
     }
@@ -460,34 +561,71 @@ mod tests {
     }
 
     #[test]
-    fn a_listed_lock_that_may_own_the_markers_keeps_them() {
+    fn a_listed_lock_that_would_rewrite_the_markers_keeps_them() {
+        let catalog = catalog();
         let orphan = Orphan::Target {
             kind: stack_kind(),
             namespace: "forge".into(),
             name: "web".into(),
         };
-        let named = named(Some("a, b,,"));
-        assert_eq!(named, ["a", "b"]);
-        // Named by the marker, on whatever target.
-        assert!(keeps(&orphan, &named, &lock_on_stack("forge", "a", "db")));
-        // Pointing at the target, unnamed (the controller has not seen it).
+        // On the target (the controller has not seen it).
         assert!(keeps(
             &orphan,
-            &named,
-            &lock_on_stack("forge", "new", "web")
+            &lock_on_stack("forge", "new", "web"),
+            &catalog
         ));
-        // Neither.
-        assert!(!keeps(&orphan, &named, &lock_on_stack("forge", "c", "db")));
+        // On another object, whatever the marker names.
+        assert!(!keeps(
+            &orphan,
+            &lock_on_stack("forge", "gone", "db"),
+            &catalog
+        ));
+        // On the target but invalid (its kind's version not served): its
+        // reconcile does not touch the target.
+        let mut unserved = lock_on_stack("forge", "new", "web");
+        unserved.spec.target_ref.api_version = "core.navique.com/v9".into();
+        assert!(!keeps(&orphan, &unserved, &catalog));
         // Going, and only another party's finalizer keeps it.
         let theirs = with_finalizer(
-            deleting(lock_on_stack("forge", "a", "web")),
+            deleting(lock_on_stack("forge", "new", "web")),
             "example.com/keep",
         );
-        assert!(!keeps(&orphan, &named, &theirs));
+        assert!(!keeps(&orphan, &theirs, &catalog));
         // In a namespace, any Lock that restamps keeps them.
         let namespace = Orphan::Namespace("forge".into());
-        assert!(keeps(&namespace, &[], &lock_on_stack("forge", "c", "db")));
-        assert!(!keeps(&namespace, &[], &theirs));
+        assert!(keeps(
+            &namespace,
+            &lock_on_stack("forge", "c", "db"),
+            &catalog
+        ));
+        assert!(!keeps(&namespace, &theirs, &catalog));
+    }
+
+    #[test]
+    fn a_failed_or_kept_repair_lets_reports_go_for_longer_each_time() {
+        let orphan = Orphan::Namespace("forge".into());
+        let other = Orphan::Namespace("other".into());
+        let mut quiet = Quiet::default();
+        let start = Instant::now();
+        assert!(!quiet.holds(&orphan, start));
+        assert_eq!(quiet.quiet(&orphan, start), QUIET_FIRST);
+        assert!(quiet.holds(&orphan, start));
+        assert!(!quiet.holds(&other, start));
+        assert!(!quiet.holds(&orphan, start + QUIET_FIRST));
+        let later = start + QUIET_FIRST;
+        assert_eq!(quiet.quiet(&orphan, later), QUIET_FIRST * 2);
+        for _ in 0..10 {
+            quiet.quiet(&orphan, later);
+        }
+        assert_eq!(quiet.quiet(&orphan, later), QUIET_MAX);
+        // Repaired: reports count again, from the first wait.
+        quiet.forget(&orphan, later);
+        assert!(!quiet.holds(&orphan, later));
+        assert_eq!(quiet.quiet(&orphan, later), QUIET_FIRST);
+        // Entries long past are dropped when another is forgotten.
+        quiet.quiet(&other, later);
+        quiet.forget(&orphan, later + QUIET_MAX * 3);
+        assert!(quiet.0.is_empty());
     }
 
     #[test]
@@ -519,16 +657,15 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn found_orphans_are_taken_once_each() {
+    async fn found_orphans_are_taken_once_each_in_the_order_reported() {
         let found = Found::default();
-        found.report(Orphan::Namespace("a".into()));
+        found.report(Orphan::Namespace("b".into()));
         found.report(Orphan::Namespace("a".into()));
         found.report(Orphan::Namespace("b".into()));
-        let mut taken = vec![found.next().await, found.next().await];
-        taken.sort_by_key(describe);
+        let taken = vec![found.next().await, found.next().await];
         assert_eq!(
             taken,
-            [Orphan::Namespace("a".into()), Orphan::Namespace("b".into())]
+            [Orphan::Namespace("b".into()), Orphan::Namespace("a".into())]
         );
         // Nothing left: the next waits for a report.
         let waiting = tokio::time::timeout(Duration::from_millis(50), found.next()).await;

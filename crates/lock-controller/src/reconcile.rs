@@ -43,7 +43,7 @@ use crate::decision::{
 use crate::index::LockIndex;
 use crate::marked_here::MarkedHere;
 use crate::namespace_wide;
-use crate::orphans::{Found, Repairs};
+use crate::orphans::{self, Found, Repairs};
 use crate::resync;
 use crate::superseded::{self, Superseded};
 use crate::suspension::{self, Limit};
@@ -167,9 +167,13 @@ pub struct Context {
     /// What each Lock's last reconcile reported, for the `locks` gauges.
     /// By namespace and name: a whole ObjectRef would double the key.
     states: Mutex<StateCounts<(String, String)>>,
-    /// The Namespace and CRD marker writes, coalesced per object.
-    shared: Coalesced,
+    /// The lines of marker writes per object: the Namespace and CRD ones
+    /// coalesced, a target's one at a time.
+    shared: Arc<Coalesced>,
     marked_here: MarkedHere,
+    /// The lines whose object [`orphans`] cleared, which the next stamp in
+    /// the line takes for unmarked whatever the watch shows.
+    cleared: Arc<MarkedHere>,
     superseded: Superseded,
     /// The longest break-glass suspension.
     limit: Limit,
@@ -221,11 +225,14 @@ pub async fn run(
         limit.clone(),
         found.clone(),
     );
+    let lines = Arc::new(Coalesced::default());
+    let cleared = Arc::new(MarkedHere::default());
     let repairs = Repairs {
         client: client.clone(),
-        locks: locks.clone(),
         index: index.clone(),
         views: views.clone(),
+        lines: lines.clone(),
+        cleared: cleared.clone(),
     };
     let (wake, woken) = mpsc::channel(WAKE_QUEUE);
     let busy = Busy::default();
@@ -243,8 +250,9 @@ pub async fn run(
         events,
         busy,
         states: Mutex::new(StateCounts::default()),
-        shared: Coalesced::default(),
+        shared: lines,
         marked_here: MarkedHere::default(),
+        cleared,
         superseded: Superseded::default(),
         limit,
     });
@@ -273,7 +281,7 @@ pub async fn run(
     // Event's response) does not poll the controller's every stream, nor
     // the controller theirs; dropped with this future, they stop.
     let triggers = AbortOnDropHandle::new(tokio::spawn(triggers.run(wake)));
-    let repairs = AbortOnDropHandle::new(tokio::spawn(repairs.run(found)));
+    let repairs = AbortOnDropHandle::new(tokio::spawn(repairs.run(found, token.clone())));
     let mut publish_events = AbortOnDropHandle::new(tokio::spawn(publish_events));
     tokio::select! {
         ended = triggers => propagate_panic(ended),
@@ -539,8 +547,7 @@ impl Context {
                 })
                 .await?;
         }
-        // Keyed apart from CRDs, whose names hold a dot.
-        let key = format!("namespace {namespace}");
+        let key = orphans::namespace_line(&namespace);
         self.shared
             .write(&key, Wait::UnlessQueued, || {
                 self.stamp_namespace(&key, &namespace, self.index.namespace_marker(&namespace))
@@ -587,7 +594,7 @@ impl Context {
         let events = Mutex::new(Vec::new());
         self.shared
             .write(
-                &format!("namespace-wide {namespace}"),
+                &orphans::namespace_wide_line(namespace),
                 Wait::Always,
                 || async {
                     let api = Api::<Namespace>::all(self.client.clone());
@@ -677,20 +684,23 @@ impl Context {
         namespace: &str,
         catalog: &Catalog,
     ) -> Result<(Outcome, StampEvents), Error> {
-        // Keyed apart from Namespaces' and CRDs' lines (see stamp_shared).
-        let key = format!(
-            "target {}/{} {namespace}/{}",
-            kind.group, kind.kind, lock.spec.target_ref.name
-        );
+        let key = orphans::target_line(&kind.group_kind(), namespace, &lock.spec.target_ref.name);
         self.shared
-            .alone(&key, || {
-                self.stamp_target_in_line(lock, kind, namespace, catalog)
+            .alone(&key, || async {
+                let stamped = self
+                    .stamp_target_in_line(&key, lock, kind, namespace, catalog)
+                    .await;
+                if stamped.is_ok() {
+                    self.cleared.record(&key, false);
+                }
+                stamped
             })
             .await
     }
 
     async fn stamp_target_in_line(
         &self,
+        key: &str,
         lock: &Lock,
         kind: &ServedKind,
         namespace: &str,
@@ -703,7 +713,12 @@ impl Context {
         // seen it (not listed yet, or the target is newer than the watch's
         // last event), so that a target created with its Lock is never
         // reported missing.
-        let cached = self.views.targets.get(&kind.group_kind(), namespace, name);
+        // Cleared by a repair in this line: unmarked, whatever the watch shows.
+        let cached = if self.cleared.contains(key) {
+            Some(Markers::default())
+        } else {
+            self.views.targets.get(&kind.group_kind(), namespace, name)
+        };
         let from_watch = cached.is_some();
         let markers = match cached {
             Some(cached) => Some(cached),
@@ -824,7 +839,13 @@ impl Context {
         K: Resource + Clone + DeserializeOwned + Debug,
     {
         let marked_here = self.marked_here.contains(key);
-        let cached = cached.map(decision::locked_of);
+        // Cleared by a repair in this line: unmarked, whatever the watch shows.
+        let cleared = self.cleared.contains(key);
+        let cached = if cleared {
+            Some(None)
+        } else {
+            cached.map(decision::locked_of)
+        };
         match decision::shared_stamp(cached, locked, marked_here) {
             SharedStamp::Keep => return Ok(()),
             SharedStamp::Write => {
@@ -847,6 +868,9 @@ impl Context {
         }
         if locked.is_none() {
             self.marked_here.record(key, false);
+        }
+        if cleared {
+            self.cleared.record(key, false);
         }
         tracing::debug!(object = key, locked = locked.unwrap_or(""), "stamped");
         Ok(())

@@ -10,7 +10,7 @@ use std::pin::pin;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
-use futures::{FutureExt, Stream, StreamExt};
+use futures::{Stream, StreamExt};
 use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::jiff::Timestamp;
@@ -191,23 +191,29 @@ impl KindTargets {
 impl TargetCache {
     /// The objects whose markers are not empty, of every kind listed.
     pub fn marked(&self) -> Vec<(GroupKind, String, String, Markers)> {
-        let kinds: Vec<_> = {
+        let kinds: Vec<GroupKind> = {
             let kinds = self.0.read().unwrap_or_else(|e| e.into_inner());
-            kinds.iter().map(|(k, t)| (k.clone(), t.clone())).collect()
+            kinds.keys().cloned().collect()
         };
+        kinds.iter().flat_map(|kind| self.marked_of(kind)).collect()
+    }
+
+    /// [`TargetCache::marked`], of one kind.
+    pub fn marked_of(&self, kind: &GroupKind) -> Vec<(GroupKind, String, String, Markers)> {
+        let targets = {
+            let kinds = self.0.read().unwrap_or_else(|e| e.into_inner());
+            kinds.get(kind).cloned()
+        };
+        let Some(targets) = targets else {
+            return Vec::new();
+        };
+        let targets = targets.read().unwrap_or_else(|e| e.into_inner());
         let mut marked = Vec::new();
-        for (kind, targets) in kinds {
-            let targets = targets.read().unwrap_or_else(|e| e.into_inner());
-            for (namespace, names) in &targets.markers.0 {
-                for (name, markers) in names {
-                    if let Some(markers) = markers {
-                        marked.push((
-                            kind.clone(),
-                            namespace.clone(),
-                            name.clone(),
-                            (**markers).clone(),
-                        ));
-                    }
+        for (namespace, names) in &targets.markers.0 {
+            for (name, markers) in names {
+                if let Some(markers) = markers {
+                    let markers = (**markers).clone();
+                    marked.push((kind.clone(), namespace.clone(), name.clone(), markers));
                 }
             }
         }
@@ -251,6 +257,7 @@ pub struct Triggers {
     targets: TargetCache,
     catalog: watch::Sender<Arc<Catalog>>,
     namespaces: Writer<NamespaceMeta>,
+    namespace_view: Store<NamespaceMeta>,
     crds: Writer<CrdMeta>,
 }
 
@@ -281,6 +288,7 @@ impl Triggers {
             targets: views.targets.clone(),
             catalog,
             namespaces,
+            namespace_view: views.namespaces.clone(),
             crds,
         };
         (triggers, views)
@@ -308,6 +316,7 @@ impl Triggers {
             index: self.index,
             limit: self.limit,
             found: self.found,
+            namespace_view: self.namespace_view,
             cache: self.targets,
             catalog: self.catalog,
             wake,
@@ -330,6 +339,7 @@ struct Watches {
     /// The longest break-glass suspension, to tell one in effect.
     limit: Limit,
     found: Found,
+    namespace_view: Store<NamespaceMeta>,
     cache: TargetCache,
     catalog: watch::Sender<Arc<Catalog>>,
     wake: Wake,
@@ -385,8 +395,21 @@ impl Watches {
                 let woken =
                     namespace_wide::lock_woken(&namespace.metadata, &locks, enabled, suspended);
                 self.send(woken).await;
-                if listed(&self.locks) && orphans::namespace_orphaned(&namespace.metadata, &locks) {
+                // Until the Locks are listed, the index knows none.
+                if self.index.listed() && orphans::namespace_orphaned(&namespace.metadata, &locks) {
                     self.found.report(Orphan::Namespace(name));
+                }
+            }
+            // What was listed before the Locks were is looked through
+            // once they are (orphans::Repairs::run); what is listed after,
+            // here.
+            Ok(Event::InitDone) if self.index.listed() => {
+                for namespace in self.namespace_view.state() {
+                    let name = namespace.name_any();
+                    let locks = self.index.in_namespace(&name);
+                    if orphans::namespace_orphaned(&namespace.metadata, &locks) {
+                        self.found.report(Orphan::Namespace(name));
+                    }
                 }
             }
             Ok(_) => {}
@@ -544,12 +567,6 @@ struct Known {
     found: Found,
 }
 
-/// Whether the Locks have been listed: until then, an object marked for
-/// Locks the controller does not know of yet is no orphan.
-pub fn listed(locks: &Store<Lock>) -> bool {
-    locks.wait_until_ready().now_or_never().is_some()
-}
-
 /// Watches the metadata of one kind's objects, caches it without what
 /// reconciles never read, and wakes the Locks whose target appeared, went,
 /// or carries the wrong markers.
@@ -582,7 +599,7 @@ async fn watch_targets(client: Client, kind: ServedKind, known: Known, wake: Wak
                 let meta = (!gone).then_some(&object.metadata);
                 let locks = known.index.pointing_at(&namespace, &name);
                 if let Some(meta) = meta
-                    && listed(&known.locks)
+                    && known.index.listed()
                     && orphans::target_orphaned(target, &Markers::of(meta), &locks, &catalog)
                 {
                     known.found.report(Orphan::Target {
@@ -602,6 +619,9 @@ async fn watch_targets(client: Client, kind: ServedKind, known: Known, wake: Wak
                 Ok(Event::Apply(object) | Event::InitApply(object)) => on_target(&object, false),
                 Ok(Event::Delete(object)) => on_target(&object, true),
                 Ok(Event::InitDone) => {
+                    if known.index.listed() {
+                        report_orphans(&known, &group_kind, &catalog);
+                    }
                     decision::locks_woken_by_relist(&group_kind, &known.locks.state())
                         .into_iter()
                         .map(ObjectRef::from_obj)
@@ -619,6 +639,14 @@ async fn watch_targets(client: Client, kind: ServedKind, known: Known, wake: Wak
                 return;
             }
         }
+    }
+}
+
+/// Reports the orphans among `kind`'s objects, once listed: those its
+/// list showed before the Locks were listed were judged against none.
+fn report_orphans(known: &Known, kind: &GroupKind, catalog: &Catalog) {
+    for orphan in orphans::among(known.cache.marked_of(kind), &known.index, catalog) {
+        known.found.report(orphan);
     }
 }
 
