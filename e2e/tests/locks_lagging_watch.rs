@@ -200,7 +200,7 @@ async fn two_locks_on_one_object_deleted_together_leave_no_marker() {
 /// this one listed, or an earlier version's race), are cleared by the
 /// controller itself once the API server confirms no such Lock exists; a
 /// marker naming a Lock that exists but that the controller has not seen
-/// yet is left to that Lock.
+/// yet is left to that Lock, and one it did not write is left alone.
 #[tokio::test]
 async fn markers_naming_only_locks_that_are_gone_are_cleared() {
     let env = LockEnv::start(GuardMode::Policy);
@@ -208,7 +208,7 @@ async fn markers_naming_only_locks_that_are_gone_are_cleared() {
     let k = &env.cluster;
     let ns = k.namespace("orphans");
     let empty = k.namespace("orphans-empty");
-    for name in ["web", "kept", "fresh"] {
+    for name in ["web", "kept", "fresh", "by-hand"] {
         k.kubectl_in(&["apply", "-f", "-"], Some(&stack(&ns, name)));
     }
     let keep = lock(
@@ -241,15 +241,23 @@ async fn markers_naming_only_locks_that_are_gone_are_cleared() {
     k.kubectl_in(&["apply", "-f", "-"], Some(&unseen));
 
     // Markers as a controller would have written them (the marker guard
-    // lets only its identity): for a Lock gone, and for the unseen one.
+    // lets only its identity; its field manager): for a Lock gone, and for
+    // the unseen one.
     let as_controller = format!("--token={LOCK_CONTROLLER_USER}-token");
-    let mark = |args: &[&str], annotations: serde_json::Value, labels: serde_json::Value| {
+    let mark_as = |manager: &str,
+                   args: &[&str],
+                   annotations: serde_json::Value,
+                   labels: serde_json::Value| {
         let patch = serde_json::json!({"metadata": {"annotations": annotations, "labels": labels}});
         let patch = patch.to_string();
+        let manager = format!("--field-manager={manager}");
         let mut all = vec!["patch"];
         all.extend_from_slice(args);
-        all.extend(["--type=merge", "-p", &patch, &as_controller]);
+        all.extend(["--type=merge", "-p", &patch, &as_controller, &manager]);
         k.kubectl_ok(&all);
+    };
+    let mark = |args: &[&str], annotations: serde_json::Value, labels: serde_json::Value| {
+        mark_as("lock-controller", args, annotations, labels);
     };
     mark(
         &["stack", "web", "-n", &ns],
@@ -260,6 +268,14 @@ async fn markers_naming_only_locks_that_are_gone_are_cleared() {
         &["stack", "fresh", "-n", &ns],
         serde_json::json!({"core.navique.com/locked": "unseen"}),
         serde_json::json!({"core.navique.com/locked": "true"}),
+    );
+    // Not the controller's own write (another field manager): not its to
+    // clear.
+    mark_as(
+        "kubectl-patch",
+        &["stack", "by-hand", "-n", &ns],
+        serde_json::json!({"core.navique.com/locked": "gone"}),
+        serde_json::json!({}),
     );
     mark(
         &["namespace", &empty],
@@ -275,10 +291,12 @@ async fn markers_naming_only_locks_that_are_gone_are_cleared() {
     let web = format!("Stack/{ns}/web");
     let namespace = format!("Namespace/{empty}");
     let fresh = format!("Stack/{ns}/fresh");
+    let by_hand = format!("Stack/{ns}/by-hand");
     let deadline = std::time::Instant::now() + WAIT;
     while !(logged(cleared, &web)
         && logged(cleared, &namespace)
-        && logged("Lock unseen exists", &fresh))
+        && logged("Lock unseen exists", &fresh)
+        && logged("the lock-controller did not write them", &by_hand))
     {
         assert!(
             std::time::Instant::now() < deadline,
@@ -308,8 +326,9 @@ async fn markers_naming_only_locks_that_are_gone_are_cleared() {
             namespace_wide,
             env.marker(&["stack", "fresh", "-n", &ns]),
             env.marker(&["stack", "kept", "-n", &ns]),
+            env.marker(&["stack", "by-hand", "-n", &ns]),
         ],
-        ["", "", "", "unseen", "keep"],
+        ["", "", "", "unseen", "keep", "gone"],
         "{log}"
     );
     assert!(

@@ -23,7 +23,7 @@ use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams};
 use kube::{Client, ResourceExt};
-use navique_api::constants::annotations;
+use navique_api::constants::{annotations, labels};
 use navique_api::core::Lock;
 use navique_runtime::one_line;
 use serde_json::{Value, json};
@@ -128,6 +128,32 @@ pub fn among(
         .collect()
 }
 
+/// Whether a field manager of this controller set one of the object's
+/// Lock markers (its managedFields, as the API server keeps them): it
+/// clears only what it wrote. With the marker guard off
+/// (`lockGuard.protectMarker=false`) anyone may set one.
+fn written_here(meta: &ObjectMeta) -> bool {
+    let ours = meta
+        .managed_fields
+        .iter()
+        .flatten()
+        .filter(|entry| entry.manager.as_deref() == Some(crate::NAME));
+    ours.filter_map(|entry| entry.fields_v1.as_ref())
+        .any(|fields| {
+            let metadata = &fields.0["f:metadata"];
+            let owns = |map: &str, key: &str| metadata[map].get(format!("f:{key}")).is_some();
+            [
+                annotations::LOCKED,
+                annotations::LOCK_REASONS,
+                annotations::NAMESPACE_LOCKED,
+                annotations::NAMESPACE_LOCK_REASONS,
+            ]
+            .iter()
+            .any(|key| owns("f:annotations", key))
+                || owns("f:labels", labels::LOCKED)
+        })
+}
+
 /// Whether a Lock the API server lists keeps `orphan`'s markers: one that
 /// would rewrite them (for a target, one that validly targets it: the
 /// controller has not seen it yet).
@@ -213,6 +239,8 @@ enum Repaired {
     Nothing,
     /// A Lock exists that the controller has not seen yet: left to it.
     Kept(String),
+    /// Markers this controller did not write: not its to clear.
+    NotOurs,
     Cleared,
 }
 
@@ -289,6 +317,13 @@ impl Repairs {
                     tracing::info!(
                         object = %describe(&orphan),
                         "cleared markers naming only Locks that no longer exist"
+                    );
+                }
+                Ok(Repaired::NotOurs) => {
+                    quiet.quiet(&orphan, now);
+                    tracing::info!(
+                        object = %describe(&orphan),
+                        "left markers naming no Lock the controller knows: the lock-controller did not write them"
                     );
                 }
                 Ok(Repaired::Kept(lock)) => {
@@ -371,6 +406,9 @@ impl Repairs {
         if !namespace_orphaned(&live.metadata, &self.index.in_namespace(name)) {
             return Ok(Repaired::Nothing);
         }
+        if !written_here(&live.metadata) {
+            return Ok(Repaired::NotOurs);
+        }
         self.clear_unless_kept(orphan, &api, name, &live.metadata)
             .await
     }
@@ -386,6 +424,16 @@ impl Repairs {
         let Some(served) = catalog.watched_kinds().find(|k| k.group_kind() == *kind) else {
             return Ok(Repaired::Nothing);
         };
+        let target = Target {
+            kind,
+            namespace,
+            name,
+        };
+        let locks = self.index.pointing_at(namespace, name);
+        // Known to a Lock by now: no read needed.
+        if decision::all(&locks).any(|lock| keeps_target(lock, target, &catalog)) {
+            return Ok(Repaired::Nothing);
+        }
         let api = Api::<DynamicObject>::namespaced_with(
             self.client.clone(),
             namespace,
@@ -394,14 +442,11 @@ impl Repairs {
         let Some(live) = api.get_metadata_opt(name).await? else {
             return Ok(Repaired::Nothing);
         };
-        let target = Target {
-            kind,
-            namespace,
-            name,
-        };
-        let locks = self.index.pointing_at(namespace, name);
         if !target_orphaned(target, &Markers::of(&live.metadata), &locks, &catalog) {
             return Ok(Repaired::Nothing);
+        }
+        if !written_here(&live.metadata) {
+            return Ok(Repaired::NotOurs);
         }
         self.clear_unless_kept(orphan, &api, name, &live.metadata)
             .await
@@ -626,6 +671,41 @@ mod tests {
         quiet.quiet(&other, later);
         quiet.forget(&orphan, later + QUIET_MAX * 3);
         assert!(quiet.0.is_empty());
+    }
+
+    #[test]
+    fn only_markers_a_manager_of_this_controller_set_are_its_own() {
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1::{FieldsV1, ManagedFieldsEntry};
+        let entry = |manager: &str, fields: Value| ManagedFieldsEntry {
+            manager: Some(manager.into()),
+            operation: Some("Apply".into()),
+            fields_v1: Some(FieldsV1(fields)),
+            ..ManagedFieldsEntry::default()
+        };
+        let with = |entries: Vec<ManagedFieldsEntry>| ObjectMeta {
+            managed_fields: Some(entries),
+            ..annotated("web", &[(annotations::LOCKED, "gone")])
+        };
+        let locked = json!({"f:metadata": {"f:annotations": {"f:core.navique.com/locked": {}}}});
+        let label = json!({"f:metadata": {"f:labels": {"f:core.navique.com/locked": {}}}});
+        let wide =
+            json!({"f:metadata": {"f:annotations": {"f:core.navique.com/namespace-locked": {}}}});
+        let other = json!({"f:metadata": {"f:annotations": {"f:team": {}}}});
+        assert!(written_here(&with(vec![entry(
+            crate::NAME,
+            locked.clone()
+        )])));
+        assert!(written_here(&with(vec![entry(crate::NAME, label)])));
+        assert!(written_here(&with(vec![entry(crate::NAME, wide)])));
+        // Set by another manager (kubectl, with the marker guard off).
+        assert!(!written_here(&with(vec![entry("kubectl-patch", locked)])));
+        // This controller's entry, but for other fields.
+        assert!(!written_here(&with(vec![entry(crate::NAME, other)])));
+        assert!(!written_here(&with(Vec::new())));
+        assert!(!written_here(&annotated(
+            "web",
+            &[(annotations::LOCKED, "gone")]
+        )));
     }
 
     #[test]
