@@ -133,11 +133,15 @@ pub fn among(
 /// clears only what it wrote. With the marker guard off
 /// (`lockGuard.protectMarker=false`) anyone may set one.
 fn written_here(meta: &ObjectMeta) -> bool {
-    let ours = meta
-        .managed_fields
-        .iter()
-        .flatten()
-        .filter(|entry| entry.manager.as_deref() == Some(crate::NAME));
+    // kube-apiserver folds the oldest of many updaters' entries into one
+    // of this name; with the marker guard on, a marker there is this
+    // controller's.
+    let ours = meta.managed_fields.iter().flatten().filter(|entry| {
+        matches!(
+            entry.manager.as_deref(),
+            Some(manager) if manager == crate::NAME || manager == "ancient-changes"
+        )
+    });
     ours.filter_map(|entry| entry.fields_v1.as_ref())
         .any(|fields| {
             let metadata = &fields.0["f:metadata"];
@@ -280,8 +284,8 @@ pub struct Repairs {
     pub views: Views,
     /// The reconciles' lines of writes.
     pub lines: Arc<Coalesced>,
-    /// The lines whose object a repair cleared and whose watch may not
-    /// show it yet.
+    /// The lines whose object a repair cleared (or tried to) and whose
+    /// watch may not show it yet.
     pub cleared: Arc<MarkedHere>,
 }
 
@@ -289,8 +293,12 @@ impl Repairs {
     /// Once the Locks are listed, looks through what the watches hold for
     /// orphans reported before (judged against no Locks, they were not),
     /// then repairs what is reported, until `token` is cancelled.
+    /// Stopped then (a repair cut short in its line is safe: see
+    /// [`Repairs::clear_unless_kept`]), it does not end, so that the
+    /// reconciles in flight keep their grace.
     pub async fn run(self, found: Found, token: CancellationToken) {
         token.run_until_cancelled(self.repair_reported(found)).await;
+        std::future::pending::<()>().await;
     }
 
     async fn repair_reported(self, found: Found) {
@@ -327,11 +335,14 @@ impl Repairs {
                     );
                 }
                 Ok(Repaired::Kept(lock)) => {
-                    quiet.quiet(&orphan, now);
+                    // Looked at again: that Lock may go before the
+                    // controller sees it.
+                    let delay = quiet.quiet(&orphan, now);
                     tracing::info!(
                         object = %describe(&orphan), lock,
                         "left markers the controller's Locks do not explain: Lock {lock} exists"
                     );
+                    retry(&mut retries, &found, orphan, delay);
                 }
                 Err(e) => {
                     let delay = quiet.quiet(&orphan, now);
@@ -339,11 +350,7 @@ impl Repairs {
                         object = %describe(&orphan), error = %one_line(&e), retry_in = ?delay,
                         "cannot clear markers naming only Locks that no longer exist"
                     );
-                    let found = found.clone();
-                    retries.spawn(async move {
-                        tokio::time::sleep(delay).await;
-                        found.report(orphan);
-                    });
+                    retry(&mut retries, &found, orphan, delay);
                 }
             }
         }
@@ -368,17 +375,12 @@ impl Repairs {
                 // Both of its lines: the repair clears both markers.
                 let line = namespace_line(name);
                 let wide = namespace_wide_line(name);
-                let repaired = self
-                    .lines
+                self.lines
                     .alone(&line, || {
                         self.lines
-                            .alone(&wide, || self.repair_namespace(orphan, name))
+                            .alone(&wide, || self.repair_namespace(orphan, &line, name))
                     })
-                    .await?;
-                if repaired == Repaired::Cleared {
-                    self.cleared.record(&line, true);
-                }
-                Ok(repaired)
+                    .await
             }
             Orphan::Target {
                 kind,
@@ -386,19 +388,21 @@ impl Repairs {
                 name,
             } => {
                 let line = target_line(kind, namespace, name);
-                let repaired = self
-                    .lines
-                    .alone(&line, || self.repair_target(orphan, kind, namespace, name))
-                    .await?;
-                if repaired == Repaired::Cleared {
-                    self.cleared.record(&line, true);
-                }
-                Ok(repaired)
+                self.lines
+                    .alone(&line, || {
+                        self.repair_target(orphan, &line, kind, namespace, name)
+                    })
+                    .await
             }
         }
     }
 
-    async fn repair_namespace(&self, orphan: &Orphan, name: &str) -> Result<Repaired, kube::Error> {
+    async fn repair_namespace(
+        &self,
+        orphan: &Orphan,
+        line: &str,
+        name: &str,
+    ) -> Result<Repaired, kube::Error> {
         let api = Api::<Namespace>::all(self.client.clone());
         let Some(live) = api.get_metadata_opt(name).await? else {
             return Ok(Repaired::Nothing);
@@ -409,13 +413,14 @@ impl Repairs {
         if !written_here(&live.metadata) {
             return Ok(Repaired::NotOurs);
         }
-        self.clear_unless_kept(orphan, &api, name, &live.metadata)
+        self.clear_unless_kept(orphan, line, &api, name, &live.metadata)
             .await
     }
 
     async fn repair_target(
         &self,
         orphan: &Orphan,
+        line: &str,
         kind: &GroupKind,
         namespace: &str,
         name: &str,
@@ -448,7 +453,7 @@ impl Repairs {
         if !written_here(&live.metadata) {
             return Ok(Repaired::NotOurs);
         }
-        self.clear_unless_kept(orphan, &api, name, &live.metadata)
+        self.clear_unless_kept(orphan, line, &api, name, &live.metadata)
             .await
     }
 
@@ -460,6 +465,7 @@ impl Repairs {
     async fn clear_unless_kept<K>(
         &self,
         orphan: &Orphan,
+        line: &str,
         api: &Api<K>,
         name: &str,
         live: &ObjectMeta,
@@ -487,6 +493,10 @@ impl Repairs {
             return Ok(Repaired::Nothing);
         };
         let patch = clear_patch(orphan, resource_version);
+        // Noted before the clear is sent: should it land unseen (its
+        // answer lost, this cut short), the next stamp in the line still
+        // reads the object afresh.
+        self.cleared.record(line, true);
         match api
             .patch_metadata(name, &PatchParams::default(), &Patch::Merge(patch))
             .await
@@ -496,6 +506,15 @@ impl Repairs {
             Err(e) => Err(e),
         }
     }
+}
+
+/// Reports `orphan` again after `delay`.
+fn retry(retries: &mut JoinSet<()>, found: &Found, orphan: Orphan, delay: Duration) {
+    let found = found.clone();
+    retries.spawn(async move {
+        tokio::time::sleep(delay).await;
+        found.report(orphan);
+    });
 }
 
 fn describe(orphan: &Orphan) -> String {

@@ -713,9 +713,11 @@ impl Context {
         // seen it (not listed yet, or the target is newer than the watch's
         // last event), so that a target created with its Lock is never
         // reported missing.
-        // Cleared by a repair in this line: unmarked, whatever the watch shows.
+        // Cleared by a repair in this line (the watch may still show the
+        // markers, or the target deleted since): read as a target the
+        // watch has not seen.
         let cached = if self.cleared.contains(key) {
-            Some(Markers::default())
+            None
         } else {
             self.views.targets.get(&kind.group_kind(), namespace, name)
         };
@@ -786,16 +788,33 @@ impl Context {
         name: &str,
         locked: Option<String>,
     ) -> Result<(), Error> {
-        let cached = self.views.namespaces.get(&ObjectRef::new(name));
         let api = Api::<Namespace>::all(self.client.clone());
+        let stamp_error = |source| Error::StampNamespace {
+            name: name.to_owned(),
+            source,
+        };
+        // Cleared by a repair in this line: read from the API server, as
+        // the watch may still show the marker (or the Namespace deleted).
+        let cleared = self.cleared.contains(key);
+        let (live, watched) = if cleared {
+            let live = api.get_metadata_opt(name).await.map_err(stamp_error)?;
+            (live, None)
+        } else {
+            (None, self.views.namespaces.get(&ObjectRef::new(name)))
+        };
+        let cached = match (&live, &watched) {
+            (Some(live), _) => Some(&live.metadata),
+            (None, Some(watched)) => Some(&watched.metadata),
+            (None, None) => None,
+        };
         let patch = || decision::namespace_patch(name, locked.as_deref());
-        let cached = cached.as_ref().map(|ns| &ns.metadata);
         self.stamp_locked(&api, key, name, cached, locked.as_deref(), patch)
             .await
-            .map_err(|source| Error::StampNamespace {
-                name: name.to_owned(),
-                source,
-            })
+            .map_err(stamp_error)?;
+        if cleared {
+            self.cleared.record(key, false);
+        }
+        Ok(())
     }
 
     /// Built-in kinds have no CRD, and nothing is written to one the CRD
@@ -839,13 +858,7 @@ impl Context {
         K: Resource + Clone + DeserializeOwned + Debug,
     {
         let marked_here = self.marked_here.contains(key);
-        // Cleared by a repair in this line: unmarked, whatever the watch shows.
-        let cleared = self.cleared.contains(key);
-        let cached = if cleared {
-            Some(None)
-        } else {
-            cached.map(decision::locked_of)
-        };
+        let cached = cached.map(decision::locked_of);
         match decision::shared_stamp(cached, locked, marked_here) {
             SharedStamp::Keep => return Ok(()),
             SharedStamp::Write => {
@@ -868,9 +881,6 @@ impl Context {
         }
         if locked.is_none() {
             self.marked_here.record(key, false);
-        }
-        if cleared {
-            self.cleared.record(key, false);
         }
         tracing::debug!(object = key, locked = locked.unwrap_or(""), "stamped");
         Ok(())
