@@ -75,17 +75,30 @@ pub fn namespace_wide_line(name: &str) -> String {
     format!("namespace-wide {name}")
 }
 
-/// Whether `target`, carrying `markers`, has some that none of `locks`
-/// (those pointing at it) would rewrite: none validly targets it and
-/// restamps (a Lock being deleted keeps doing so while it holds the
-/// controller's finalizer).
+/// Whether `target`, `marked` (carrying any Lock marker), has markers
+/// that none of `locks` (those pointing at it) would rewrite: none validly
+/// targets it and restamps (a Lock being deleted keeps doing so while it
+/// holds the controller's finalizer).
 pub fn target_orphaned(
     target: Target<'_>,
-    markers: &Markers,
+    marked: bool,
     locks: &[Arc<Lock>],
     catalog: &Catalog,
 ) -> bool {
-    !markers.is_empty() && !decision::all(locks).any(|lock| keeps_target(lock, target, catalog))
+    marked && !decision::all(locks).any(|lock| keeps_target(lock, target, catalog))
+}
+
+/// Whether `meta` carries any of a target's Lock markers (read on every
+/// event of every target: without copying them).
+pub fn target_marked(meta: &ObjectMeta) -> bool {
+    let annotated = meta.annotations.as_ref().is_some_and(|a| {
+        a.contains_key(annotations::LOCKED) || a.contains_key(annotations::LOCK_REASONS)
+    });
+    annotated
+        || meta
+            .labels
+            .as_ref()
+            .is_some_and(|l| l.contains_key(labels::LOCKED))
 }
 
 fn keeps_target(lock: &Lock, target: Target<'_>, catalog: &Catalog) -> bool {
@@ -119,11 +132,13 @@ pub fn among(
                 name: &name,
             };
             let locks = index.pointing_at(&namespace, &name);
-            target_orphaned(target, &markers, &locks, catalog).then_some(Orphan::Target {
-                kind,
-                namespace,
-                name,
-            })
+            target_orphaned(target, !markers.is_empty(), &locks, catalog).then_some(
+                Orphan::Target {
+                    kind,
+                    namespace,
+                    name,
+                },
+            )
         })
         .collect()
 }
@@ -447,7 +462,7 @@ impl Repairs {
         let Some(live) = api.get_metadata_opt(name).await? else {
             return Ok(Repaired::Nothing);
         };
-        if !target_orphaned(target, &Markers::of(&live.metadata), &locks, &catalog) {
+        if !target_orphaned(target, target_marked(&live.metadata), &locks, &catalog) {
             return Ok(Repaired::Nothing);
         }
         if !written_here(&live.metadata) {
@@ -551,13 +566,6 @@ mod tests {
         }
     }
 
-    fn marked(locked: &str) -> Markers {
-        Markers {
-            locked: Some(locked.into()),
-            ..Markers::default()
-        }
-    }
-
     fn with_finalizer(mut lock: Lock, finalizer: &str) -> Lock {
         lock.metadata.finalizers = Some(vec![finalizer.into()]);
         lock
@@ -569,37 +577,44 @@ mod tests {
         let web = stack(&kind, "forge", "web");
         let catalog = catalog();
         // No Lock at all points at it.
-        assert!(target_orphaned(web, &marked("gone"), &[], &catalog));
-        // A label left alone counts too.
-        let label_only = Markers {
-            label: Some("true".into()),
-            ..Markers::default()
+        let gone = annotated("web", &[(annotations::LOCKED, "gone")]);
+        assert!(target_marked(&gone));
+        assert!(target_orphaned(web, true, &[], &catalog));
+        // A label or the reasons left alone count too.
+        let label_only = ObjectMeta {
+            labels: Some(BTreeMap::from([(labels::LOCKED.into(), "true".into())])),
+            ..ObjectMeta::default()
         };
-        assert!(target_orphaned(web, &label_only, &[], &catalog));
+        assert!(target_marked(&label_only));
+        assert!(target_marked(&annotated(
+            "web",
+            &[(annotations::LOCK_REASONS, "x")]
+        )));
         // Unmarked: nothing to repair.
-        assert!(!target_orphaned(web, &Markers::default(), &[], &catalog));
+        assert!(!target_marked(&annotated("web", &[("team", "a")])));
+        assert!(!target_orphaned(web, false, &[], &catalog));
         // A Lock on it rewrites it, whatever its marker says.
         let on_web = arcs(vec![lock_on_stack("forge", "keep", "web")]);
-        assert!(!target_orphaned(web, &marked("gone"), &on_web, &catalog));
+        assert!(!target_orphaned(web, true, &on_web, &catalog));
         // So does one being deleted while it holds the controller's
         // finalizer; not one only another party's finalizer keeps.
         let mine = arcs(vec![with_finalizer(
             deleting(lock_on_stack("forge", "keep", "web")),
             finalizers::LOCK,
         )]);
-        assert!(!target_orphaned(web, &marked("keep"), &mine, &catalog));
+        assert!(!target_orphaned(web, true, &mine, &catalog));
         let theirs = arcs(vec![with_finalizer(
             deleting(lock_on_stack("forge", "keep", "web")),
             "example.com/keep",
         )]);
-        assert!(target_orphaned(web, &marked("keep"), &theirs, &catalog));
+        assert!(target_orphaned(web, true, &theirs, &catalog));
         // A Lock on another object of that name (another kind) does not.
         let mut on_other_kind = lock_on_stack("forge", "keep", "web");
         on_other_kind.spec.target_ref.kind = "ManagedService".into();
         on_other_kind.spec.target_ref.api_version = "services.kube-dc.com/v1alpha1".into();
         assert!(target_orphaned(
             web,
-            &marked("keep"),
+            true,
             &arcs(vec![on_other_kind]),
             &catalog
         ));

@@ -687,10 +687,11 @@ impl Context {
         let key = orphans::target_line(&kind.group_kind(), namespace, &lock.spec.target_ref.name);
         self.shared
             .alone(&key, || async {
+                let cleared = self.cleared.contains(&key);
                 let stamped = self
-                    .stamp_target_in_line(&key, lock, kind, namespace, catalog)
+                    .stamp_target_in_line(cleared, lock, kind, namespace, catalog)
                     .await;
-                if stamped.is_ok() {
+                if cleared && stamped.is_ok() {
                     self.cleared.record(&key, false);
                 }
                 stamped
@@ -698,9 +699,10 @@ impl Context {
             .await
     }
 
+    /// `cleared`: by a repair in this line, since the last stamp.
     async fn stamp_target_in_line(
         &self,
-        key: &str,
+        cleared: bool,
         lock: &Lock,
         kind: &ServedKind,
         namespace: &str,
@@ -716,7 +718,7 @@ impl Context {
         // Cleared by a repair in this line (the watch may still show the
         // markers, or the target deleted since): read as a target the
         // watch has not seen.
-        let cached = if self.cleared.contains(key) {
+        let cached = if cleared {
             None
         } else {
             self.views.targets.get(&kind.group_kind(), namespace, name)

@@ -600,7 +600,12 @@ async fn watch_targets(client: Client, kind: ServedKind, known: Known, wake: Wak
                 let locks = known.index.pointing_at(&namespace, &name);
                 if let Some(meta) = meta
                     && known.index.listed()
-                    && orphans::target_orphaned(target, &Markers::of(meta), &locks, &catalog)
+                    && orphans::target_orphaned(
+                        target,
+                        orphans::target_marked(meta),
+                        &locks,
+                        &catalog,
+                    )
                 {
                     known.found.report(Orphan::Target {
                         kind: group_kind.clone(),
