@@ -11,7 +11,8 @@
 //! over, `namespace_wide` the Locks on their own Namespace (opt-in),
 //! `resync` the hourly safety net, `coalesced` the Namespace and CRD marker
 //! writes that concurrent reconciles share, `marked_here` those of them
-//! the watches may not show yet.
+//! the watches may not show yet, `orphaned` what counts as a marker no
+//! Lock would clear, and `orphans` their repair.
 #![forbid(unsafe_code)]
 
 mod coalesced;
@@ -19,6 +20,7 @@ mod decision;
 mod index;
 mod marked_here;
 mod namespace_wide;
+mod orphaned;
 mod orphans;
 mod reconcile;
 mod resync;

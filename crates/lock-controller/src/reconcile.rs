@@ -43,7 +43,8 @@ use crate::decision::{
 use crate::index::LockIndex;
 use crate::marked_here::MarkedHere;
 use crate::namespace_wide;
-use crate::orphans::{self, Found, Repairs};
+use crate::orphaned::Found;
+use crate::orphans::{self, Repairs};
 use crate::resync;
 use crate::superseded::{self, Superseded};
 use crate::suspension::{self, Limit};

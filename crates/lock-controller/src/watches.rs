@@ -31,7 +31,7 @@ use tokio_util::sync::CancellationToken;
 use crate::decision::{self, Catalog, Enforceable, GroupKind, Markers, ServedKind, Target};
 use crate::index::LockIndex;
 use crate::namespace_wide;
-use crate::orphans::{self, Found, Orphan};
+use crate::orphaned::{self as orphans, Found, Orphan};
 use crate::suspension::{self, Limit};
 
 type Wake = mpsc::Sender<ObjectRef<Lock>>;
