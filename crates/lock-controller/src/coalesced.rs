@@ -7,6 +7,25 @@ use std::future::Future;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
+use crate::decision::GroupKind;
+
+/// The key of a target's line of writes, kept apart
+/// from Namespaces' and CRDs'.
+pub fn target_line(kind: &GroupKind, namespace: &str, name: &str) -> String {
+    format!("target {}/{} {namespace}/{name}", kind.group, kind.kind)
+}
+
+/// The key of Namespace `name`'s line of `core.navique.com/locked` writes
+/// (CRDs' names hold a dot, Namespaces' cannot).
+pub fn namespace_line(name: &str) -> String {
+    format!("namespace {name}")
+}
+
+/// The key of Namespace `name`'s line of namespace-wide marker writes.
+pub fn namespace_wide_line(name: &str) -> String {
+    format!("namespace-wide {name}")
+}
+
 /// The writes of each object, by a key naming it.
 #[derive(Default)]
 pub struct Coalesced {

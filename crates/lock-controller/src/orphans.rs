@@ -32,7 +32,7 @@ use tokio::task::JoinSet;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::coalesced::Coalesced;
+use crate::coalesced::{Coalesced, namespace_line, namespace_wide_line, target_line};
 use crate::decision::{self, Catalog, GroupKind, Target};
 use crate::index::LockIndex;
 use crate::marked_here::MarkedHere;
@@ -48,23 +48,6 @@ const QUIET_MAX: Duration = Duration::from_secs(30);
 const LISTED_POLL: Duration = Duration::from_millis(200);
 /// Locks read per request when confirming.
 const PAGE: u32 = 500;
-
-/// The key of a target's line of writes (see [`Coalesced`]), kept apart
-/// from Namespaces' and CRDs'.
-pub fn target_line(kind: &GroupKind, namespace: &str, name: &str) -> String {
-    format!("target {}/{} {namespace}/{name}", kind.group, kind.kind)
-}
-
-/// The key of Namespace `name`'s line of `core.navique.com/locked` writes
-/// (CRDs' names hold a dot, Namespaces' cannot).
-pub fn namespace_line(name: &str) -> String {
-    format!("namespace {name}")
-}
-
-/// The key of Namespace `name`'s line of namespace-wide marker writes.
-pub fn namespace_wide_line(name: &str) -> String {
-    format!("namespace-wide {name}")
-}
 
 /// Whether a field manager of this controller set one of the object's
 /// Lock markers (its managedFields, as the API server keeps them): it

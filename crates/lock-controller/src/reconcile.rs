@@ -35,7 +35,7 @@ use tokio_stream::wrappers::ReceiverStream;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::AbortOnDropHandle;
 
-use crate::coalesced::{Coalesced, Wait};
+use crate::coalesced::{self, Coalesced, Wait};
 use crate::decision::{
     self, Catalog, Classification, Enforceable, LockEvent, LockState, Markers, Outcome, ServedKind,
     SharedStamp, StateCounts, Target,
@@ -44,7 +44,7 @@ use crate::index::LockIndex;
 use crate::marked_here::MarkedHere;
 use crate::namespace_wide;
 use crate::orphaned::Found;
-use crate::orphans::{self, Repairs};
+use crate::orphans::Repairs;
 use crate::resync;
 use crate::superseded::{self, Superseded};
 use crate::suspension::{self, Limit};
@@ -218,6 +218,8 @@ pub async fn run(
         .touched_objects();
     let controller = Controller::for_stream(lock_events, locks.clone());
     let found = Found::default();
+    let lines = Arc::new(Coalesced::default());
+    let cleared = Arc::new(MarkedHere::default());
     let (triggers, views) = Triggers::new(
         client.clone(),
         locks.clone(),
@@ -225,9 +227,8 @@ pub async fn run(
         catalog,
         limit.clone(),
         found.clone(),
+        cleared.clone(),
     );
-    let lines = Arc::new(Coalesced::default());
-    let cleared = Arc::new(MarkedHere::default());
     let repairs = Repairs {
         client: client.clone(),
         index: index.clone(),
@@ -548,7 +549,7 @@ impl Context {
                 })
                 .await?;
         }
-        let key = orphans::namespace_line(&namespace);
+        let key = coalesced::namespace_line(&namespace);
         self.shared
             .write(&key, Wait::UnlessQueued, || {
                 self.stamp_namespace(&key, &namespace, self.index.namespace_marker(&namespace))
@@ -595,7 +596,7 @@ impl Context {
         let events = Mutex::new(Vec::new());
         self.shared
             .write(
-                &orphans::namespace_wide_line(namespace),
+                &coalesced::namespace_wide_line(namespace),
                 Wait::Always,
                 || async {
                     let api = Api::<Namespace>::all(self.client.clone());
@@ -685,7 +686,7 @@ impl Context {
         namespace: &str,
         catalog: &Catalog,
     ) -> Result<(Outcome, StampEvents), Error> {
-        let key = orphans::target_line(&kind.group_kind(), namespace, &lock.spec.target_ref.name);
+        let key = coalesced::target_line(&kind.group_kind(), namespace, &lock.spec.target_ref.name);
         self.shared
             .alone(&key, || async {
                 let cleared = self.cleared.contains(&key);

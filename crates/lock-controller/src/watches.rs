@@ -28,10 +28,12 @@ use tokio::task::{AbortHandle, JoinSet};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use crate::coalesced;
 use crate::decision::{self, Catalog, Enforceable, GroupKind, Markers, ServedKind, Target};
 use crate::index::LockIndex;
+use crate::marked_here::MarkedHere;
 use crate::namespace_wide;
-use crate::orphaned::{self as orphans, Found, Orphan};
+use crate::orphaned::{self, Found, Orphan};
 use crate::suspension::{self, Limit};
 
 type Wake = mpsc::Sender<ObjectRef<Lock>>;
@@ -254,6 +256,7 @@ pub struct Triggers {
     index: LockIndex,
     limit: Limit,
     found: Found,
+    cleared: Arc<MarkedHere>,
     targets: TargetCache,
     catalog: watch::Sender<Arc<Catalog>>,
     namespaces: Writer<NamespaceMeta>,
@@ -269,6 +272,7 @@ impl Triggers {
         catalog: Catalog,
         limit: Limit,
         found: Found,
+        cleared: Arc<MarkedHere>,
     ) -> (Self, Views) {
         let (catalog, catalog_view) = watch::channel(Arc::new(catalog));
         let (namespaces_view, namespaces) = reflector::store();
@@ -285,6 +289,7 @@ impl Triggers {
             index,
             limit,
             found,
+            cleared,
             targets: views.targets.clone(),
             catalog,
             namespaces,
@@ -316,6 +321,7 @@ impl Triggers {
             index: self.index,
             limit: self.limit,
             found: self.found,
+            cleared: self.cleared,
             namespace_view: self.namespace_view,
             cache: self.targets,
             catalog: self.catalog,
@@ -339,6 +345,9 @@ struct Watches {
     /// The longest break-glass suspension, to tell one in effect.
     limit: Limit,
     found: Found,
+    /// The lines an orphan repair noted (reconcile.rs reads them): an
+    /// object's goes with it, as no stamp in its line may come to drop it.
+    cleared: Arc<MarkedHere>,
     namespace_view: Store<NamespaceMeta>,
     cache: TargetCache,
     catalog: watch::Sender<Arc<Catalog>>,
@@ -396,7 +405,8 @@ impl Watches {
                     namespace_wide::lock_woken(&namespace.metadata, &locks, enabled, suspended);
                 self.send(woken).await;
                 // Until the Locks are listed, the index knows none.
-                if self.index.listed() && orphans::namespace_orphaned(&namespace.metadata, &locks) {
+                if self.index.listed() && orphaned::namespace_orphaned(&namespace.metadata, &locks)
+                {
                     self.found.report(Orphan::Namespace(name));
                 }
             }
@@ -407,10 +417,14 @@ impl Watches {
                 for namespace in self.namespace_view.state() {
                     let name = namespace.name_any();
                     let locks = self.index.in_namespace(&name);
-                    if orphans::namespace_orphaned(&namespace.metadata, &locks) {
+                    if orphaned::namespace_orphaned(&namespace.metadata, &locks) {
                         self.found.report(Orphan::Namespace(name));
                     }
                 }
+            }
+            Ok(Event::Delete(namespace)) => {
+                self.cleared
+                    .record(&coalesced::namespace_line(&namespace.name_any()), false);
             }
             Ok(_) => {}
             Err(e) => tracing::warn!(error = %one_line(&e), "namespace watch failed"),
@@ -529,6 +543,7 @@ impl Watches {
                         catalog: self.catalog.subscribe(),
                         limit: self.limit.clone(),
                         found: self.found.clone(),
+                        cleared: self.cleared.clone(),
                     },
                     self.wake.clone(),
                 ));
@@ -565,6 +580,7 @@ struct Known {
     catalog: watch::Receiver<Arc<Catalog>>,
     limit: Limit,
     found: Found,
+    cleared: Arc<MarkedHere>,
 }
 
 /// Watches the metadata of one kind's objects, caches it without what
@@ -600,9 +616,9 @@ async fn watch_targets(client: Client, kind: ServedKind, known: Known, wake: Wak
                 let locks = known.index.pointing_at(&namespace, &name);
                 if let Some(meta) = meta
                     && known.index.listed()
-                    && orphans::target_orphaned(
+                    && orphaned::target_orphaned(
                         target,
-                        orphans::target_marked(meta),
+                        orphaned::target_marked(meta),
                         &locks,
                         &catalog,
                     )
@@ -622,7 +638,15 @@ async fn watch_targets(client: Client, kind: ServedKind, known: Known, wake: Wak
             };
             match event {
                 Ok(Event::Apply(object) | Event::InitApply(object)) => on_target(&object, false),
-                Ok(Event::Delete(object)) => on_target(&object, true),
+                Ok(Event::Delete(object)) => {
+                    let (namespace, name) =
+                        (object.namespace().unwrap_or_default(), object.name_any());
+                    known.cleared.record(
+                        &coalesced::target_line(&group_kind, &namespace, &name),
+                        false,
+                    );
+                    on_target(&object, true)
+                }
                 Ok(Event::InitDone) => {
                     if known.index.listed() {
                         report_orphans(&known, &group_kind, &catalog);
@@ -650,7 +674,7 @@ async fn watch_targets(client: Client, kind: ServedKind, known: Known, wake: Wak
 /// Reports the orphans among `kind`'s objects, once listed: those its
 /// list showed before the Locks were listed were judged against none.
 fn report_orphans(known: &Known, kind: &GroupKind, catalog: &Catalog) {
-    for orphan in orphans::among(known.cache.marked_of(kind), &known.index, catalog) {
+    for orphan in orphaned::among(known.cache.marked_of(kind), &known.index, catalog) {
         known.found.report(orphan);
     }
 }
