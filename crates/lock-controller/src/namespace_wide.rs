@@ -164,7 +164,7 @@ pub fn lock_woken<'a>(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use std::collections::BTreeMap;
 
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -202,7 +202,7 @@ mod tests {
         locks.into_iter().map(Arc::new).collect()
     }
 
-    fn namespace_meta(name: &str, annotations: &[(&str, &str)]) -> ObjectMeta {
+    pub(crate) fn namespace_meta(name: &str, annotations: &[(&str, &str)]) -> ObjectMeta {
         ObjectMeta {
             name: Some(name.into()),
             annotations: (!annotations.is_empty()).then(|| {

@@ -11,7 +11,7 @@ use navique_api::constants::{annotations, labels};
 use navique_api::core::Lock;
 use tokio::sync::Notify;
 
-use crate::decision::{self, Catalog, GroupKind, Markers, Target};
+use crate::decision::{self, Catalog, GroupKind, Target};
 use crate::index::LockIndex;
 use crate::namespace_wide;
 
@@ -68,35 +68,49 @@ fn namespace_marked(meta: &ObjectMeta) -> bool {
         || namespace_wide::Markers::of(meta) != namespace_wide::Markers::default()
 }
 
-/// The orphans among `marked` targets (kind, namespace, name, markers).
-pub fn among(
-    marked: Vec<(GroupKind, String, String, Markers)>,
+/// The orphans among `marked` targets (kind, namespace, name), those
+/// carrying any Lock marker.
+pub fn targets_among(
+    marked: Vec<(GroupKind, String, String)>,
     index: &LockIndex,
     catalog: &Catalog,
 ) -> Vec<Orphan> {
     marked
         .into_iter()
-        .filter_map(|(kind, namespace, name, markers)| {
+        .filter_map(|(kind, namespace, name)| {
             let target = Target {
                 kind: &kind,
                 namespace: &namespace,
                 name: &name,
             };
             let locks = index.pointing_at(&namespace, &name);
-            target_orphaned(target, !markers.is_empty(), &locks, catalog).then_some(
-                Orphan::Target {
-                    kind,
-                    namespace,
-                    name,
-                },
-            )
+            target_orphaned(target, true, &locks, catalog).then_some(Orphan::Target {
+                kind,
+                namespace,
+                name,
+            })
+        })
+        .collect()
+}
+
+/// The orphans among Namespaces.
+pub fn namespaces_among<'a>(
+    namespaces: impl IntoIterator<Item = &'a ObjectMeta>,
+    index: &LockIndex,
+) -> Vec<Orphan> {
+    namespaces
+        .into_iter()
+        .filter_map(|meta| {
+            let name = meta.name.as_deref()?;
+            namespace_orphaned(meta, &index.in_namespace(name))
+                .then(|| Orphan::Namespace(name.to_owned()))
         })
         .collect()
 }
 
 /// Orphans reported and not repaired yet, in the order reported: reported
-/// by the watches without waiting, taken by [`Repairs::run`](crate::orphans::Repairs::run). Each object
-/// at most once.
+/// by the watches without waiting, taken by
+/// [`Repairs::run`](crate::orphans::Repairs::run). Each object at most once.
 #[derive(Clone, Default)]
 pub struct Found(Arc<(Mutex<Pending>, Notify)>);
 
@@ -144,20 +158,7 @@ pub(crate) mod tests {
 
     use super::*;
     use crate::decision::tests::{arcs, catalog, deleting, lock_on_stack, stack, stack_kind};
-
-    pub(crate) fn annotated(name: &str, pairs: &[(&str, &str)]) -> ObjectMeta {
-        ObjectMeta {
-            name: Some(name.into()),
-            resource_version: Some("7".into()),
-            annotations: Some(
-                pairs
-                    .iter()
-                    .map(|(k, v)| (k.to_string(), v.to_string()))
-                    .collect::<BTreeMap<_, _>>(),
-            ),
-            ..ObjectMeta::default()
-        }
-    }
+    use crate::namespace_wide::tests::namespace_meta as annotated;
 
     pub(crate) fn with_finalizer(mut lock: Lock, finalizer: &str) -> Lock {
         lock.metadata.finalizers = Some(vec![finalizer.into()]);

@@ -12,9 +12,9 @@
 //! API server confirms it: the object still carries markers, and no Lock of
 //! its namespace that would rewrite them exists. The clear carries the
 //! object's resourceVersion, so a write meanwhile wins (a conflict, tried
-//! again), and the next reconcile in the line takes the object for
-//! unmarked whatever its watch still shows. Anything it cannot confirm, it
-//! leaves, and logs.
+//! again), and the next stamp in the line reads the object from the API
+//! server rather than its watch. Anything it cannot confirm, it leaves,
+//! and logs.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -37,7 +37,7 @@ use crate::decision::{self, Catalog, GroupKind, Target};
 use crate::index::LockIndex;
 use crate::marked_here::MarkedHere;
 use crate::orphaned::{
-    Found, Orphan, among, keeps_target, namespace_orphaned, target_marked, target_orphaned,
+    Found, Orphan, keeps_target, namespace_orphaned, namespaces_among, target_marked, targets_among,
 };
 use crate::watches::Views;
 
@@ -128,9 +128,9 @@ enum Repaired {
     Cleared,
 }
 
-/// Objects whose last repair failed or was kept, and until when their
-/// reports are let go (a failed one is tried again then; a kept one waits
-/// for its Lock, or its next report after that).
+/// Objects whose last repair failed, was kept or was not the
+/// controller's to do, and until when their reports are let go (a failed
+/// or kept one is tried again then).
 #[derive(Default)]
 struct Quiet(HashMap<Orphan, (Duration, Instant)>);
 
@@ -238,14 +238,14 @@ impl Repairs {
 
     /// The orphans among the Namespaces and targets the watches hold.
     fn sweep(&self) -> Vec<Orphan> {
+        let namespaces = self.views.namespaces.state();
+        let mut orphans = namespaces_among(namespaces.iter().map(|ns| &ns.metadata), &self.index);
         let catalog = self.views.catalog();
-        let namespaces = self.views.namespaces.state().into_iter().filter_map(|ns| {
-            let name = ns.name_any();
-            namespace_orphaned(&ns.metadata, &self.index.in_namespace(&name))
-                .then_some(Orphan::Namespace(name))
-        });
-        let mut orphans: Vec<Orphan> = namespaces.collect();
-        orphans.extend(among(self.views.targets.marked(), &self.index, &catalog));
+        orphans.extend(targets_among(
+            self.views.targets.marked(),
+            &self.index,
+            &catalog,
+        ));
         orphans
     }
 
@@ -327,7 +327,7 @@ impl Repairs {
         let Some(live) = api.get_metadata_opt(name).await? else {
             return Ok(Repaired::Nothing);
         };
-        if !target_orphaned(target, target_marked(&live.metadata), &locks, &catalog) {
+        if !target_marked(&live.metadata) {
             return Ok(Repaired::Nothing);
         }
         if !written_here(&live.metadata) {
@@ -412,7 +412,8 @@ fn describe(orphan: &Orphan) -> String {
 mod tests {
     use super::*;
     use crate::decision::tests::{catalog, deleting, lock_on_stack, stack_kind};
-    use crate::orphaned::tests::{annotated, with_finalizer};
+    use crate::namespace_wide::tests::namespace_meta as annotated;
+    use crate::orphaned::tests::with_finalizer;
 
     #[test]
     fn a_listed_lock_that_would_rewrite_the_markers_keeps_them() {

@@ -172,8 +172,9 @@ pub struct Context {
     /// coalesced, a target's one at a time.
     shared: Arc<Coalesced>,
     marked_here: MarkedHere,
-    /// The lines whose object [`orphans`] cleared, which the next stamp in
-    /// the line takes for unmarked whatever the watch shows.
+    /// The lines whose object [`orphans`](crate::orphans) cleared (or
+    /// tried to): the next stamp in the line reads the object from the API
+    /// server, as the watch may still show the markers.
     cleared: Arc<MarkedHere>,
     superseded: Superseded,
     /// The longest break-glass suspension.

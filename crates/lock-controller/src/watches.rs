@@ -191,8 +191,9 @@ impl KindTargets {
 }
 
 impl TargetCache {
-    /// The objects whose markers are not empty, of every kind listed.
-    pub fn marked(&self) -> Vec<(GroupKind, String, String, Markers)> {
+    /// The objects carrying any Lock marker (kind, namespace, name), of
+    /// every kind listed.
+    pub fn marked(&self) -> Vec<(GroupKind, String, String)> {
         let kinds: Vec<GroupKind> = {
             let kinds = self.0.read().unwrap_or_else(|e| e.into_inner());
             kinds.keys().cloned().collect()
@@ -201,7 +202,7 @@ impl TargetCache {
     }
 
     /// [`TargetCache::marked`], of one kind.
-    pub fn marked_of(&self, kind: &GroupKind) -> Vec<(GroupKind, String, String, Markers)> {
+    pub fn marked_of(&self, kind: &GroupKind) -> Vec<(GroupKind, String, String)> {
         let targets = {
             let kinds = self.0.read().unwrap_or_else(|e| e.into_inner());
             kinds.get(kind).cloned()
@@ -211,11 +212,11 @@ impl TargetCache {
         };
         let targets = targets.read().unwrap_or_else(|e| e.into_inner());
         let mut marked = Vec::new();
+        // An object without markers holds `None` (Targets::insert).
         for (namespace, names) in &targets.markers.0 {
             for (name, markers) in names {
-                if let Some(markers) = markers {
-                    let markers = (**markers).clone();
-                    marked.push((kind.clone(), namespace.clone(), name.clone(), markers));
+                if markers.is_some() {
+                    marked.push((kind.clone(), namespace.clone(), name.clone()));
                 }
             }
         }
@@ -414,12 +415,10 @@ impl Watches {
             // once they are (orphans::Repairs::run); what is listed after,
             // here.
             Ok(Event::InitDone) if self.index.listed() => {
-                for namespace in self.namespace_view.state() {
-                    let name = namespace.name_any();
-                    let locks = self.index.in_namespace(&name);
-                    if orphaned::namespace_orphaned(&namespace.metadata, &locks) {
-                        self.found.report(Orphan::Namespace(name));
-                    }
+                let namespaces = self.namespace_view.state();
+                let metas = namespaces.iter().map(|ns| &ns.metadata);
+                for orphan in orphaned::namespaces_among(metas, &self.index) {
+                    self.found.report(orphan);
                 }
             }
             Ok(Event::Delete(namespace)) => {
@@ -674,7 +673,7 @@ async fn watch_targets(client: Client, kind: ServedKind, known: Known, wake: Wak
 /// Reports the orphans among `kind`'s objects, once listed: those its
 /// list showed before the Locks were listed were judged against none.
 fn report_orphans(known: &Known, kind: &GroupKind, catalog: &Catalog) {
-    for orphan in orphaned::among(known.cache.marked_of(kind), &known.index, catalog) {
+    for orphan in orphaned::targets_among(known.cache.marked_of(kind), &known.index, catalog) {
         known.found.report(orphan);
     }
 }
